@@ -1,0 +1,87 @@
+#include <unordered_set>
+
+#include "graph_impl.hpp"
+#include "plan.hpp"
+
+namespace ordo {
+
+namespace detail {
+
+void GraphImpl::check() const {
+  rt::CompileResult compiled = rt::compile(graph);
+  if (!compiled.error.empty()) throw Error(compiled.error);
+}
+
+rt::Engine& GraphImpl::prepare() {
+  if (engine) return *engine;
+  rt::CompileResult compiled = rt::compile(graph);
+  if (!compiled.error.empty()) throw Error(compiled.error);
+  engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan));
+  return *engine;
+}
+
+}  // namespace detail
+
+Graph::Graph() : impl_(std::make_unique<detail::GraphImpl>()) {}
+Graph::~Graph() = default;
+Graph::Graph(Graph&&) noexcept = default;
+Graph& Graph::operator=(Graph&&) noexcept = default;
+
+std::uint32_t Graph::add_location(const std::string& name, std::size_t elem_size,
+                                  std::size_t count, const std::type_info& type) {
+  if (impl_->frozen())
+    throw Error("cannot add location '" + name +
+                "' after the graph's first run; declare every location before running");
+  if (count == 0)
+    throw Error("location '" + name + "' has 0 elements; give it at least one");
+  if (impl_->graph.find_location(name) >= 0)
+    throw Error("a location called '" + name + "' already exists; location names must be unique");
+  return impl_->graph.add_location(name, elem_size, count, type);
+}
+
+std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses, Body body) {
+  if (impl_->frozen())
+    throw Error("cannot add task '" + name +
+                "' after the graph's first run; declare every task before running");
+  if (!body) throw Error("task '" + name + "' has no body; pass a callable");
+  const auto& locs = impl_->graph.locations();
+  std::unordered_set<std::uint32_t> seen;
+  rt::TaskDesc desc;
+  desc.name = name;
+  for (const Access& a : accesses) {
+    if (a.location >= locs.size())
+      throw Error("task '" + name + "' accesses location #" + std::to_string(a.location) +
+                  ", which this graph did not declare (a Location of another Graph?); declare "
+                  "it with Graph::location first");
+    if (!seen.insert(a.location).second)
+      throw Error("task '" + name + "' lists location '" + locs[a.location].name +
+                  "' twice; give one access per location (write() also allows reading)");
+    desc.accesses.push_back({a.location, a.mode == Mode::write ? rt::Mode::write : rt::Mode::read,
+                             a.has_position, a.position});
+  }
+  desc.body = [body = std::move(body)](const rt::Instance& inst) {
+    detail::ContextImpl impl{inst};
+    Context ctx(impl);
+    body(ctx);
+  };
+  return impl_->graph.add_task(std::move(desc));
+}
+
+void* Graph::data_bytes(std::uint32_t location, const std::type_info& type) const {
+  const auto& locs = impl_->graph.locations();
+  if (location >= locs.size())
+    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
+  if (*locs[location].type != type)
+    throw Error("location '" + locs[location].name + "' holds another element type");
+  return impl_->graph.data(location);
+}
+
+std::size_t Graph::locations() const { return impl_->graph.locations().size(); }
+std::size_t Graph::tasks() const { return impl_->graph.tasks().size(); }
+std::uint64_t Graph::iterations_done() const {
+  return impl_->engine ? impl_->engine->iterations_done() : 0;
+}
+
+void Graph::validate() { impl_->check(); }
+
+}  // namespace ordo

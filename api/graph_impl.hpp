@@ -1,0 +1,28 @@
+// Private to the api layer: what a public Graph holds.
+#pragma once
+
+#include <memory>
+
+#include "engine.hpp"
+#include "graph.hpp"
+#include "ordo/ordo.hpp"
+
+namespace ordo::detail {
+
+class GraphImpl {
+ public:
+  rt::Graph graph;
+  std::unique_ptr<rt::Engine> engine;  // created by the first run; the graph is frozen then
+
+  bool frozen() const { return engine != nullptr; }
+  // Compiles the lock plans and builds the engine on first use. Throws Error.
+  rt::Engine& prepare();
+  // Compiles without keeping the result. Throws Error.
+  void check() const;
+};
+
+struct ContextImpl {
+  const rt::Instance& instance;
+};
+
+}  // namespace ordo::detail

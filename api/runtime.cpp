@@ -1,0 +1,64 @@
+#include <chrono>
+
+#include "graph_impl.hpp"
+#include "pool.hpp"
+
+namespace ordo {
+
+struct Runtime::Impl {
+  explicit Impl(const RuntimeOptions& o) : pool(sched::PoolConfig{o.workers}) {}
+  sched::Pool pool;
+};
+
+namespace {
+
+rt::Engine& prepare_run(Graph& graph) {
+  if (sched::Pool::current_worker() >= 0)
+    throw Error("Runtime::run called from inside a task body; a body cannot run a graph (it "
+                "would wait for workers that include itself). Run graphs from outside any task");
+  rt::Engine& engine = graph.impl().prepare();
+  if (engine.broken())
+    throw Error("this graph's previous run stopped on an exception thrown by a task body, so its "
+                "locations hold a partial iteration; build the graph anew to run again");
+  return engine;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(options)) {}
+Runtime::~Runtime() = default;
+
+unsigned Runtime::workers() const { return impl_->pool.size(); }
+
+RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
+  if (iterations == 0)
+    throw Error("zero iterations requested; ask Runtime::run for at least one iteration");
+  rt::Engine& engine = prepare_run(graph);
+  auto t0 = std::chrono::steady_clock::now();
+  RunStats stats;
+  stats.iterations = engine.run(impl_->pool, iterations, {}, 0);
+  stats.seconds = seconds_since(t0);
+  return stats;
+}
+
+RunStats Runtime::run_until(Graph& graph, const Until& until) {
+  if (!until.done) throw Error("Until::done is empty; give the stop condition as a callable");
+  if (until.max_iterations == 0)
+    throw Error("Until::max_iterations is 0; allow at least one iteration");
+  if (until.check_every == 0)
+    throw Error("Until::check_every is 0; check at least every iteration (1)");
+  rt::Engine& engine = prepare_run(graph);
+  auto t0 = std::chrono::steady_clock::now();
+  RunStats stats;
+  stats.iterations = engine.run(impl_->pool, until.max_iterations,
+                                [&](std::uint64_t) { return until.done(graph); },
+                                until.check_every);
+  stats.seconds = seconds_since(t0);
+  return stats;
+}
+
+}  // namespace ordo
