@@ -46,7 +46,11 @@ void Pool::worker_main(unsigned index) {
   tls_worker = static_cast<int>(index);
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && !stop_) {
+      if (observer_) observer_->on_park(index);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (observer_) observer_->on_unpark(index);
+    }
     if (stop_) return;
     Item item = queue_.front();
     queue_.pop_front();

@@ -32,6 +32,18 @@ class Executor {
   ~Executor() = default;
 };
 
+// Receives scheduler events (for tracing). Callbacks run on the worker concerned and must be
+// cheap and non-blocking.
+class Observer {
+ public:
+  virtual void on_park(unsigned worker) = 0;    // the worker found no work and goes to sleep
+  virtual void on_unpark(unsigned worker) = 0;  // it woke up
+  virtual void on_steal(unsigned thief, unsigned victim) = 0;
+
+ protected:
+  ~Observer() = default;
+};
+
 struct PoolConfig {
   unsigned workers = 0;  // 0: one per hardware thread
 };
@@ -49,6 +61,9 @@ class Pool {
   void detach();
   void push(Item item);
 
+  // Installs (or, with nullptr, removes) the observer. Call only while no executor is attached.
+  void set_observer(Observer* observer) { observer_ = observer; }
+
   // Index of the calling worker in its pool, or -1 on a thread that is not a worker.
   static int current_worker();
 
@@ -61,6 +76,7 @@ class Pool {
   std::deque<Item> queue_;   // guarded by mu_
   Executor* exec_ = nullptr; // guarded by mu_
   bool stop_ = false;        // guarded by mu_
+  Observer* observer_ = nullptr;
 };
 
 }  // namespace ordo::sched

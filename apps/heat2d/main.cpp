@@ -19,17 +19,15 @@
 #include <vector>
 
 #include "app_cli.hpp"
+#include "kernels.hpp"
 
 namespace {
 
-constexpr double kTop = 1.0;    // boundary value above row 0
-constexpr double kOther = 0.0;  // boundary value on the three other sides
-
-// The update of one point; shared by the task bodies and the sequential reference so that both
-// evaluate the same expression in the same order.
-inline double point(double c, double n, double s, double w, double e) {
-  return c + 0.2 * ((n + s) + (w + e) - 4.0 * c);
-}
+using ordo::app::kHeatOther;
+using ordo::app::kHeatTop;
+constexpr double kTop = kHeatTop;
+constexpr double kOther = kHeatOther;
+constexpr auto point = ordo::app::heat2d_point;
 
 // One row of the in-place sweep: out[j] from old row `cur`, the rows above/below and the two
 // halo values at the row's ends.

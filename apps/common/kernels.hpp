@@ -1,0 +1,24 @@
+// Point updates shared by the ordo apps, their sequential references and the baselines
+// (OpenMP, MPI), so that every version evaluates the same expression in the same order and
+// results can be compared bit for bit.
+#pragma once
+
+namespace ordo::app {
+
+// 2-D 5-point heat (Jacobi). Dirichlet boundary: the row above the grid (row -1) is held at
+// kHeatTop, every other side at kHeatOther.
+inline constexpr double kHeatTop = 1.0;
+inline constexpr double kHeatOther = 0.0;
+
+inline double heat2d_point(double c, double n, double s, double w, double e) {
+  return c + 0.2 * ((n + s) + (w + e) - 4.0 * c);
+}
+
+// 3-D 7-point heat (Jacobi). Same boundary rule: the plane before the first one along the
+// slowest dimension (i = -1) is held at kHeatTop, every other face at kHeatOther.
+inline double heat3d_point(double c, double im, double ip, double jm, double jp, double km,
+                           double kp) {
+  return c + 0.125 * (((im + ip) + (jm + jp)) + (km + kp) - 6.0 * c);
+}
+
+}  // namespace ordo::app
