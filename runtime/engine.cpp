@@ -4,15 +4,24 @@
 
 namespace ordo::rt {
 
-Engine::Engine(Graph& graph, Plan plan)
+Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
     : graph_(graph),
       plan_(std::move(plan)),
       locks_(new LockState[plan_.locks.size()]),
-      tasks_(new TaskState[plan_.tasks.size()]) {
+      tasks_(new TaskState[plan_.tasks.size()]),
+      net_(net),
+      channel_(channel) {
+  local_tasks_ = plan_.tasks.size();
   for (std::size_t t = 0; t < plan_.tasks.size(); ++t) {
     auto n = static_cast<std::uint32_t>(plan_.tasks[t].locks.size());
     tasks_[t].requests = n;
     tasks_[t].missing.store(n, std::memory_order_relaxed);
+  }
+  if (net_) {
+    distribute();
+    check_same_graph();
+    if (!error_) start_initial_grants();
+    return;
   }
   // Grant the initial phase of every lock. limit_ is 0, so every instance that becomes ready
   // is held until the first run raises the limit.
@@ -31,7 +40,9 @@ Engine::Engine(Graph& graph, Plan plan)
   }
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (net_) net_->detach(channel_);
+}
 
 void Engine::grant(std::uint32_t task) {
   // acq_rel: pairs with the other grants of this instance, so that whoever fires it sees the
@@ -45,14 +56,17 @@ void Engine::ready(std::uint32_t task) {
   ts.missing.store(ts.requests, std::memory_order_relaxed);
   // acquire: pairs with the release store in raise_limit.
   if (ts.iteration < limit_.load(std::memory_order_acquire)) {
+    if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
     pool_->push(task);
     return;
   }
   std::lock_guard lock(hold_mu_);
-  if (ts.iteration < limit_.load(std::memory_order_relaxed))
+  if (ts.iteration < limit_.load(std::memory_order_relaxed)) {
+    if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
     pool_->push(task);
-  else
+  } else {
     held_.push_back(task);
+  }
 }
 
 void Engine::raise_limit(std::uint64_t limit) {
@@ -65,10 +79,15 @@ void Engine::raise_limit(std::uint64_t limit) {
     go.assign(keep, held_.end());
     held_.erase(keep, held_.end());
   }
+  if (net_) inflight_.fetch_add(static_cast<std::int64_t>(go.size()), std::memory_order_relaxed);
   for (std::uint32_t t : go) pool_->push(t);
 }
 
 void Engine::release(std::uint32_t location) {
+  if (net_ && dist_.home[location] != rank_) {
+    proxy_release(location);
+    return;
+  }
   LockState& ls = locks_[location];
   // acq_rel: the last holder must see every other holder's work before it advances.
   if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -76,9 +95,24 @@ void Engine::release(std::uint32_t location) {
   std::uint32_t next = ls.phase + 1;
   if (next == lp.phases.size()) next = 0;
   ls.phase = next;
-  const Phase& ph = lp.phases[next];
-  ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
-  for (std::uint32_t m = ph.begin; m < ph.end; ++m) grant(lp.members[m]);
+  grant_phase(location, next);
+}
+
+void Engine::grant_phase(std::uint32_t location, std::uint32_t phase) {
+  LockState& ls = locks_[location];
+  const LockPlan& lp = plan_.locks[location];
+  if (!net_) {
+    const Phase& ph = lp.phases[phase];
+    ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
+    for (std::uint32_t m = ph.begin; m < ph.end; ++m) grant(lp.members[m]);
+    return;
+  }
+  const PhaseRanks& pr = dist_.phases[location][phase];
+  // Stored before any grant or GRANT message goes out: a holder may release at once.
+  ls.remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
+                     std::memory_order_relaxed);
+  send_grant(location, phase, false);
+  for (std::uint32_t t : pr.local) grant(t);
 }
 
 void Engine::execute(sched::Item item, unsigned worker) {
@@ -89,9 +123,7 @@ void Engine::execute(sched::Item item, unsigned worker) {
     try {
       graph_.tasks()[task].body(Instance{&graph_, task, k, worker});
     } catch (...) {
-      std::lock_guard lock(error_mu_);
-      if (!error_) error_ = std::current_exception();
-      aborted_.store(true, std::memory_order_relaxed);
+      record_error(std::current_exception());
     }
   }
   ts.iteration = k + 1;
@@ -102,17 +134,59 @@ void Engine::execute(sched::Item item, unsigned worker) {
     for (std::uint32_t l : locks) release(l);
 
   // acq_rel: the final increment makes every body's writes visible to the caller.
-  if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target_.load(std::memory_order_relaxed)) {
+  const bool last = completed_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+                    target_.load(std::memory_order_relaxed);
+  if (net_) {
+    // Distributed: the caller may also wait for inflight_ to drain (peer failure), so both
+    // counts change under done_mu_, and nothing touches the engine after the unlock.
+    std::lock_guard lock(done_mu_);
+    const bool drained = inflight_.fetch_sub(1, std::memory_order_relaxed) == 1;
+    if (last) done_ = true;
+    if (last || (drained && failed_)) done_cv_.notify_all();
+    return;
+  }
+  if (last) {
     std::lock_guard lock(done_mu_);
     done_ = true;
     done_cv_.notify_all();  // under the lock: the caller may free us once it can take it
   }
 }
 
+void Engine::record_error(std::exception_ptr error) {
+  bool first = false;
+  {
+    std::lock_guard lock(error_mu_);
+    if (!error_) {
+      error_ = error;
+      first = true;
+    }
+  }
+  aborted_.store(true, std::memory_order_relaxed);
+  if (first && net_) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    abort_everywhere("rank " + std::to_string(rank_) + " failed: " + what);
+  }
+}
+
+void Engine::wait_step_done() {
+  std::unique_lock lock(done_mu_);
+  done_cv_.wait(lock, [this] { return done_ || failed_; });
+}
+
 std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
                           const std::function<bool(std::uint64_t)>& until,
                           std::uint64_t check_every) {
-  const std::uint64_t ntasks = plan_.tasks.size();
+  if (error_) {  // e.g. the ranks did not build the same graph
+    broken_ = true;
+    std::rethrow_exception(error_);
+  }
+  const std::uint64_t ntasks = local_tasks_;
   const std::uint64_t start = done_iterations_;
   const std::uint64_t end = start + iterations;
   if (check_every == 0) check_every = 1;
@@ -126,13 +200,24 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
       done_ = completed_.load(std::memory_order_acquire) == ntasks * stop;
     }
     raise_limit(stop);
-    {
-      std::unique_lock lock(done_mu_);
-      done_cv_.wait(lock, [this] { return done_; });
+    wait_step_done();
+    if (net_) {
+      if (failed_) break;  // a peer is gone: nothing more will arrive
+      quiesce();
+      if (failed_) break;
     }
     done_iterations_ = stop;
     if (aborted_.load(std::memory_order_relaxed)) break;
-    if (until && until(done_iterations_)) break;
+    if (until) {
+      bool stop_here = until(done_iterations_);
+      if (net_) stop_here = vote(stop_here);
+      if (stop_here) break;
+    }
+  }
+  if (failed_) {
+    // Peer failure: instances still queued drain quickly (bodies are skipped once aborted).
+    std::unique_lock lock(done_mu_);
+    done_cv_.wait(lock, [this] { return inflight_.load(std::memory_order_relaxed) == 0; });
   }
   pool.detach();
   pool_ = nullptr;

@@ -21,6 +21,24 @@
 // Shutdown of a run: every instance below the limit has completed (counted after its
 // releases), so no worker touches the graph's data; the last one wakes the caller while holding
 // done_mu_, so the caller cannot free the engine under a worker's feet.
+//
+// Across ranks (net_ set; DESIGN.md §3). Every rank builds the same graph and compiles the same
+// plan. Each location has a home rank, which runs its phase machine; each task runs on one rank
+// (owner computes: the home of the first location it writes) and only there. At the home, a
+// phase's `remaining` counts the local members plus one per remote rank with members in it.
+// Entering a phase grants the local members and sends one GRANT (location, phase, the bytes)
+// to each such remote rank: one copy per destination process, however many of its tasks read.
+// There the location's proxy copies the bytes into its replica, sets its own `remaining` to its
+// local members and grants them; when the last one releases it sends one RELEASE back (with
+// the bytes after a write phase), which the home counts as one release. The cyclic plan makes
+// the re-request implicit, so the FIFO order is the same on every rank by construction. A proxy
+// holds at most one phase of a location at a time (the home waits for its release before it
+// moves on), hence no ordering between messages is needed, and a sent buffer is never written
+// before its receiver has answered (zero copy is safe).
+// A run ends with a quiescence barrier (control rounds exchanging message counts until no
+// protocol message is in flight), so each rank's home locations are final when run returns.
+// A body exception or a failed peer on any rank reaches every rank as ABORT; all drain the
+// current step without running bodies and rethrow.
 #pragma once
 
 #include <atomic>
@@ -33,6 +51,7 @@
 #include <vector>
 
 #include "graph.hpp"
+#include "net.hpp"
 #include "plan.hpp"
 #include "pool.hpp"
 
@@ -48,7 +67,10 @@ struct Instance {
 
 class Engine final : public sched::Executor {
  public:
-  Engine(Graph& graph, Plan plan);
+  // `net` (optional, outlives the engine) spreads the graph over ranks on `channel`, which
+  // every rank must give the same graph; nullptr: one process. A graph that the ranks did not
+  // all build alike is reported by the first run (the engine is then broken()).
+  Engine(Graph& graph, Plan plan, Net* net = nullptr, std::uint32_t channel = 0);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -62,6 +84,12 @@ class Engine final : public sched::Executor {
                     const std::function<bool(std::uint64_t)>& until, std::uint64_t check_every);
 
   std::uint64_t iterations_done() const { return done_iterations_; }
+  unsigned rank() const { return rank_; }
+  unsigned ranks() const { return nranks_; }
+  // Home rank of a location: its contents are final there after a run.
+  unsigned home(std::uint32_t location) const { return net_ ? dist_.home[location] : 0; }
+  // Rank that runs a task.
+  unsigned task_rank(std::uint32_t task) const { return net_ ? dist_.task_rank[task] : 0; }
   bool broken() const { return broken_; }
 
   void execute(sched::Item item, unsigned worker) override;
@@ -81,6 +109,36 @@ class Engine final : public sched::Executor {
   void grant(std::uint32_t task);
   void ready(std::uint32_t task);
   void raise_limit(std::uint64_t limit);
+  void grant_phase(std::uint32_t location, std::uint32_t phase);
+  void record_error(std::exception_ptr error);
+  void wait_step_done();
+
+  // --- distributed.cpp ---
+  struct PhaseRanks {
+    std::vector<std::uint32_t> local;   // member tasks that run on this rank
+    std::vector<std::uint32_t> remote;  // other ranks with members
+  };
+  struct Distribution {
+    std::vector<std::uint32_t> home;       // per location
+    std::vector<std::uint32_t> task_rank;  // per task
+    std::vector<std::vector<PhaseRanks>> phases;  // per location, per phase (involved only)
+    std::vector<PhaseRanks> initial;              // per location: the initial grant
+  };
+  void distribute();
+  void check_same_graph();
+  void start_initial_grants();
+  void send_grant(std::uint32_t location, std::uint32_t phase, bool initial);
+  void proxy_release(std::uint32_t location);
+  void on_message(unsigned from, std::span<const std::byte> header,
+                  std::span<const std::byte> payload);
+  void on_failure(const std::string& what);
+  void abort_everywhere(const std::string& what);
+  void note_error(const std::string& what);  // an error from elsewhere: no rebroadcast
+  // All-to-all control round: sends `mine` to every peer, returns what each peer sent (index =
+  // rank; own entry empty). Throws if a peer failed.
+  std::vector<std::vector<std::byte>> exchange(const std::vector<std::byte>& mine);
+  void quiesce();
+  bool vote(bool mine);
 
   Graph& graph_;
   Plan plan_;
@@ -106,6 +164,23 @@ class Engine final : public sched::Executor {
 
   std::uint64_t done_iterations_ = 0;
   bool broken_ = false;
+
+  Net* net_ = nullptr;
+  std::uint32_t channel_ = 0;
+  unsigned rank_ = 0, nranks_ = 1;
+  std::uint64_t local_tasks_ = 0;  // tasks that run on this rank
+  Distribution dist_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> sent_;  // protocol messages sent, per peer
+  std::unique_ptr<std::atomic<std::uint64_t>[]> recv_;  // ... received and handled, per peer
+  std::mutex ctl_mu_;
+  std::condition_variable ctl_cv_;
+  std::uint64_t ctl_seq_ = 0;  // control rounds started by this rank (caller's thread)
+  // Control payloads received, per peer, keyed by round; guarded by ctl_mu_.
+  std::vector<std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>> ctl_in_;
+  std::atomic<bool> failed_{false};  // a peer failed (set under ctl_mu_ and done_mu_)
+  // Instances queued or executing (distributed mode only): a run that stops on a failed peer
+  // waits for zero before returning, so no worker touches the engine afterwards.
+  std::atomic<std::int64_t> inflight_{0};
 };
 
 }  // namespace ordo::rt

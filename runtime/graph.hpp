@@ -28,6 +28,7 @@ struct LocationDesc {
   std::size_t elem_size = 0;
   std::size_t count = 0;
   const std::type_info* type = nullptr;
+  std::int32_t home = -1;  // rank holding the master copy; -1: the default placement
 };
 
 struct AccessDesc {
@@ -68,6 +69,8 @@ class Graph {
 
   // Index of the location called `name`, or -1.
   std::int64_t find_location(const std::string& name) const;
+
+  void set_home(std::uint32_t location, std::int32_t rank) { locations_[location].home = rank; }
 
   const std::vector<LocationDesc>& locations() const { return locations_; }
   const std::vector<TaskDesc>& tasks() const { return tasks_; }
