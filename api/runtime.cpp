@@ -33,6 +33,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(options)
 Runtime::~Runtime() = default;
 
 unsigned Runtime::workers() const { return impl_->pool.size(); }
+unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)
