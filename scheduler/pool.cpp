@@ -75,6 +75,40 @@ bool env_verbose() {
   return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
 
+// ORDO_PUS: OS indices of processing units, as "0,2,4-7"; empty when unset.
+std::vector<unsigned> env_pus() {
+  const char* v = std::getenv("ORDO_PUS");
+  std::vector<unsigned> out;
+  if (v == nullptr || *v == '\0') return out;
+  const std::string s(v);
+  auto bad = [&] {
+    return std::invalid_argument("ORDO_PUS='" + s +
+                                 "' is not a list of processing units; write OS indices and "
+                                 "ranges separated by commas, e.g. ORDO_PUS=0,2,4-7");
+  };
+  std::size_t i = 0;
+  auto number = [&] {
+    if (i >= s.size() || s[i] < '0' || s[i] > '9') throw bad();
+    unsigned long x = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      x = x * 10 + static_cast<unsigned long>(s[i++] - '0');
+      if (x > 1u << 20) throw bad();
+    }
+    return static_cast<unsigned>(x);
+  };
+  for (;;) {
+    unsigned a = number(), b = a;
+    if (i < s.size() && s[i] == '-') {
+      ++i;
+      b = number();
+      if (b < a) throw bad();
+    }
+    for (unsigned x = a; x <= b; ++x) out.push_back(x);
+    if (i == s.size()) return out;
+    if (s[i++] != ',') throw bad();
+  }
+}
+
 }  // namespace
 
 Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology)) {
@@ -83,16 +117,23 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
   // Which processing unit each worker gets (indices into pus).
   std::vector<std::size_t> map;
   bool oversubscribed = false;
-  if (!config.pus.empty()) {
-    for (unsigned os : config.pus) {
+  std::vector<unsigned> picked = config.pus;
+  if (picked.empty()) picked = env_pus();
+  if (!picked.empty()) {
+    std::vector<std::size_t> units;
+    for (unsigned os : picked) {
       auto it = std::find_if(pus.begin(), pus.end(),
                              [&](const ProcessingUnit& u) { return u.os_index == os; });
       if (it == pus.end())
         throw std::invalid_argument("processing unit " + std::to_string(os) +
                                     " is not in the topology (" + topo_->describe() +
                                     "); list OS indices that lstopo shows as PU P#");
-      map.push_back(static_cast<std::size_t>(it - pus.begin()));
+      units.push_back(static_cast<std::size_t>(it - pus.begin()));
     }
+    // Worker i runs on the i-th listed unit, cycling when there are more workers.
+    const std::size_t n = config.workers ? config.workers : units.size();
+    oversubscribed = n > units.size();
+    for (std::size_t i = 0; i < n; ++i) map.push_back(units[i % units.size()]);
   } else {
     // The first unit of every core, in logical order.
     std::vector<std::size_t> cores;

@@ -58,8 +58,10 @@ class Observer {
 struct PoolConfig {
   // Number of workers; 0: one per core. Spread over the cores (docs/scheduler.md).
   unsigned workers = 0;
-  // OS indices of the processing units to run one worker each, in worker order. Overrides
-  // `workers` when not empty. An index the topology lacks is refused (std::invalid_argument).
+  // OS indices of the processing units for the workers: worker i runs on pus[i % size]; with
+  // workers == 0, one worker per listed unit. Empty: ORDO_PUS from the environment (same
+  // syntax as taskset: "0,2,4-7"), else the spread over the cores. An index the topology lacks
+  // is refused (std::invalid_argument).
   std::vector<unsigned> pus{};
   // Where the machine description comes from: empty for this machine, "synthetic:<hwloc
   // synthetic description>" or "xml:<lstopo XML file>" (tests; nothing is bound then).

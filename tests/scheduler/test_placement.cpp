@@ -231,3 +231,20 @@ TEST_CASE("this machine: flat when one node, memory binds where asked", "[placem
   CHECK(pool.bind_memory(static_cast<char*>(p) + 8, 100, node) == Binding::too_small);
   std::free(p);
 }
+
+TEST_CASE("ORDO_PUS picks the processing units, in order, taskset syntax", "[placement]") {
+  REQUIRE_HWLOC();
+  PoolConfig cfg;
+  cfg.topology = kFourNodes;
+  ::setenv("ORDO_PUS", "9,0-2", 1);
+  Pool listed(cfg);
+  CHECK(pus_of(listed) == std::vector<unsigned>{9, 0, 1, 2});
+  cfg.workers = 6;  // more workers than listed units: cycle, and bind nothing
+  Pool cycled(cfg);
+  CHECK(pus_of(cycled) == std::vector<unsigned>{9, 0, 1, 2, 9, 0});
+  ::setenv("ORDO_PUS", "3-1", 1);
+  CHECK_THROWS_WITH(Pool(cfg), Catch::Contains("ORDO_PUS"));
+  ::setenv("ORDO_PUS", "0,,1", 1);
+  CHECK_THROWS_AS(Pool(cfg), std::invalid_argument);
+  ::unsetenv("ORDO_PUS");
+}
