@@ -188,7 +188,9 @@ void Topology::load_flat(unsigned units) {
 }
 
 std::string Topology::describe() const {
-  std::string s = source_.empty() ? std::string("this machine") : source_;
+  std::string s = !source_.empty() ? source_
+                  : this_system_   ? std::string("this machine")
+                                   : std::string("from the environment (HWLOC_SYNTHETIC or HWLOC_XMLFILE)");
   s += hw_ ? " (hwloc)" : " (flat: " + fallback_reason_ + ")";
   s += ": " + std::to_string(nodes_) + " NUMA node(s), " + std::to_string(cores_) + " core(s), " +
        std::to_string(pus_.size()) + " processing unit(s)";
