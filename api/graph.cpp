@@ -76,6 +76,16 @@ void* Graph::data_bytes(std::uint32_t location, const std::type_info& type) cons
   return impl_->graph.data(location);
 }
 
+void Graph::place_location(std::uint32_t location, unsigned node) {
+  const auto& locs = impl_->graph.locations();
+  if (location >= locs.size())
+    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
+  if (impl_->frozen())
+    throw Error("cannot place location '" + locs[location].name +
+                "' after the graph's first run; call Graph::place before running");
+  impl_->graph.place(location, node);
+}
+
 std::size_t Graph::locations() const { return impl_->graph.locations().size(); }
 std::size_t Graph::tasks() const { return impl_->graph.tasks().size(); }
 std::uint64_t Graph::iterations_done() const {

@@ -1,4 +1,5 @@
 #include <chrono>
+#include <stdexcept>
 
 #include "graph_impl.hpp"
 #include "pool.hpp"
@@ -29,10 +30,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(options)) {}
+// The scheduler reports a bad ORDO_PUS as std::invalid_argument; the public face is Error.
+Runtime::Runtime(RuntimeOptions options) try : impl_(std::make_unique<Impl>(options)) {
+} catch (const std::invalid_argument& e) {
+  throw Error(e.what());
+}
 Runtime::~Runtime() = default;
 
 unsigned Runtime::workers() const { return impl_->pool.size(); }
+unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)

@@ -57,13 +57,13 @@ void Engine::ready(std::uint32_t task) {
   // acquire: pairs with the release store in raise_limit.
   if (ts.iteration < limit_.load(std::memory_order_acquire)) {
     if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
-    pool_->push(task);
+    pool_->push(task, node_of(task));
     return;
   }
   std::lock_guard lock(hold_mu_);
   if (ts.iteration < limit_.load(std::memory_order_relaxed)) {
     if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
-    pool_->push(task);
+    pool_->push(task, node_of(task));
   } else {
     held_.push_back(task);
   }
@@ -80,7 +80,25 @@ void Engine::raise_limit(std::uint64_t limit) {
     held_.erase(keep, held_.end());
   }
   if (net_) inflight_.fetch_add(static_cast<std::int64_t>(go.size()), std::memory_order_relaxed);
-  for (std::uint32_t t : go) pool_->push(t);
+  for (std::uint32_t t : go) pool_->push(t, node_of(t));
+}
+
+void Engine::place(sched::Pool& pool) {
+  if (placed_for_ == &pool) return;
+  placed_for_ = &pool;
+  home_ = graph_.homes(pool.nodes());
+  task_node_.assign(plan_.tasks.size(), -1);
+  if (!pool.numa_mode()) return;
+  const auto& locs = graph_.locations();
+  for (std::uint32_t l = 0; l < locs.size(); ++l)
+    pool.bind_memory(graph_.data(l), locs[l].elem_size * locs[l].count, home_[l]);
+  const auto& tasks = graph_.tasks();
+  for (std::uint32_t t = 0; t < tasks.size(); ++t) {
+    const auto& acc = tasks[t].accesses;
+    auto w = std::find_if(acc.begin(), acc.end(), [](const AccessDesc& a) { return a.mode == Mode::write; });
+    if (w == acc.end()) w = acc.begin();
+    if (w != acc.end()) task_node_[t] = static_cast<int>(home_[w->location]);
+  }
 }
 
 void Engine::release(std::uint32_t location) {
@@ -191,6 +209,7 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
   const std::uint64_t end = start + iterations;
   if (check_every == 0) check_every = 1;
   pool_ = &pool;
+  place(pool);
   pool.attach(*this);
   while (done_iterations_ < end) {
     std::uint64_t stop = until ? std::min(done_iterations_ + check_every, end) : end;

@@ -18,6 +18,11 @@
 // the limit; convergence checks raise it in steps, so that a predicate is evaluated on the
 // contents after exactly iteration k, with nothing of k+1 started: the stop is deterministic.
 //
+// Placement: at the start of a run on a pool it has not run on, every location gets its home
+// NUMA node (Graph::homes), its buffer is bound there, and each task its node: the home of the
+// first location it writes (else of the first it reads). ready() pushes instances with that
+// node as the pool's placement hint. On a flat pool there is nothing to do.
+//
 // Shutdown of a run: every instance below the limit has completed (counted after its
 // releases), so no worker touches the graph's data; the last one wakes the caller while holding
 // done_mu_, so the caller cannot free the engine under a worker's feet.
@@ -90,6 +95,8 @@ class Engine final : public sched::Executor {
   unsigned home(std::uint32_t location) const { return net_ ? dist_.home[location] : 0; }
   // Rank that runs a task.
   unsigned task_rank(std::uint32_t task) const { return net_ ? dist_.task_rank[task] : 0; }
+  // Home node of `location` on the pool of the latest run (0 before any run or when flat).
+  unsigned home_node(std::uint32_t location) const { return home_.empty() ? 0 : home_[location]; }
   bool broken() const { return broken_; }
 
   void execute(sched::Item item, unsigned worker) override;
@@ -139,12 +146,17 @@ class Engine final : public sched::Executor {
   std::vector<std::vector<std::byte>> exchange(const std::vector<std::byte>& mine);
   void quiesce();
   bool vote(bool mine);
+  void place(sched::Pool& pool);
+  int node_of(std::uint32_t task) const { return task_node_.empty() ? -1 : task_node_[task]; }
 
   Graph& graph_;
   Plan plan_;
   std::unique_ptr<LockState[]> locks_;
   std::unique_ptr<TaskState[]> tasks_;
   sched::Pool* pool_ = nullptr;
+  const sched::Pool* placed_for_ = nullptr;  // pool the placement below was made for
+  std::vector<unsigned> home_;               // per location: NUMA node
+  std::vector<int> task_node_;               // per task; empty or -1: no hint
 
   std::atomic<std::uint64_t> limit_{0};
   std::mutex hold_mu_;

@@ -29,6 +29,7 @@ struct LocationDesc {
   std::size_t count = 0;
   const std::type_info* type = nullptr;
   std::int32_t home = -1;  // rank holding the master copy; -1: the default placement
+  int place = -1;  // home NUMA node the user asked for (Graph::place), -1: the default policy
 };
 
 struct AccessDesc {
@@ -44,7 +45,8 @@ struct TaskDesc {
   Body body;
 };
 
-// 64-byte aligned, zero-initialised storage of one location.
+// Zero-initialised storage of one location: 64-byte aligned, page aligned (and padded to whole
+// pages) from one page up, so that a buffer can be bound to a NUMA node without moving another.
 class Buffer {
  public:
   Buffer() = default;
@@ -66,6 +68,14 @@ class Graph {
   std::uint32_t add_location(std::string name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
   std::uint32_t add_task(TaskDesc task);
+
+  // Asks for `location`'s memory and writers to live on NUMA node `node` (wrapped modulo the
+  // node count of the pool that runs the graph).
+  void place(std::uint32_t location, unsigned node);
+  // The home node of every location on a pool of `nodes` NUMA nodes (docs/scheduler.md): the
+  // node given to place(), else contiguous chunks in declaration order -- location i of n goes
+  // to node i * nodes / n -- so that neighbouring blocks share a node.
+  std::vector<unsigned> homes(unsigned nodes) const;
 
   // Index of the location called `name`, or -1.
   std::int64_t find_location(const std::string& name) const;

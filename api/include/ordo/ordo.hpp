@@ -142,6 +142,19 @@ class Graph {
     return Location<T>(add_location(name, sizeof(T), count, typeid(T)), count);
   }
 
+  // Puts a location on NUMA node `node`: its memory is bound there and the tasks that write it
+  // run on that node's workers (work stealing may still move them when a node runs dry). By
+  // default locations are spread over the nodes in contiguous chunks of declaration order
+  // (docs/scheduler.md). `node` counts the nodes the Runtime's workers span
+  // (Runtime::numa_nodes()) and wraps around, so a program placed for a larger machine still
+  // runs on a smaller one. No effect on a one-node machine; never changes results.
+  // Call before the first run.
+  //   g.place(a, 1);  // a lives on the second node
+  template <class T>
+  void place(Location<T> loc, unsigned node) {
+    place_location(loc.id(), node);
+  }
+
   using Body = std::function<void(Context&)>;
 
   // Declares an iterative task. Each location may appear once in `accesses`.
@@ -173,6 +186,7 @@ class Graph {
   std::uint32_t add_location(const std::string& name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
   void* data_bytes(std::uint32_t location, const std::type_info& type) const;
+  void place_location(std::uint32_t location, unsigned node);
   std::unique_ptr<detail::GraphImpl> impl_;
 };
 
@@ -203,6 +217,9 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   unsigned workers() const;
+  // NUMA nodes the workers span; 1 when the scheduler runs flat (one node, or no hwloc).
+  // ORDO_VERBOSE=1 in the environment prints the scheduler's mode and worker map at start-up.
+  unsigned numa_nodes() const;
 
   // Runs `iterations` iterations of every task (at least 1). Blocks until they are done.
   RunStats run(Graph& graph, std::uint64_t iterations);
