@@ -173,10 +173,6 @@ TEST_CASE("stack sizes parse and bad ones are refused", "[fiber]") {
 }
 
 TEST_CASE("a fiber stack overflow is reported and ends the process", "[fiber]") {
-  if (kTsan) {
-    WARN("SKIP: ThreadSanitizer takes over SIGSEGV and alternate stacks; checked in release");
-    return;
-  }
   const char* child = std::getenv("ORDO_FIBER_OVERFLOW_CHILD");
   if (child == nullptr) {
     WARN("SKIP: ORDO_FIBER_OVERFLOW_CHILD is not set (run through meson test)");
