@@ -401,3 +401,165 @@ TEST_CASE("fiber stack sizes are checked when the runtime is built", "[fiber]") 
   big.run(g, 2);
   CHECK(g.data(x)[0] == 3.0);
 }
+
+// ---- random mixed graphs -----------------------------------------------------------------------
+
+namespace {
+
+constexpr std::size_t kWords = 8;
+
+struct RandomAccess {
+  int location;
+  bool write;
+  bool used;           // a fiber body may leave a read unacquired (released at its end)
+  bool release_early;  // a fiber body releases it as soon as it is done with it
+};
+
+struct RandomTask {
+  bool fiber;
+  std::vector<RandomAccess> accesses;
+  std::vector<std::size_t> acquire_order;  // fiber bodies acquire in this order
+};
+
+std::uint64_t digest(std::uint64_t h, std::span<const std::uint64_t> words) {
+  for (std::uint64_t w : words) h = (h ^ w) * 0x100000001b3ull;
+  return h;
+}
+
+// The value a task writes: every used access's digest, combined in declaration order (so the
+// order in which a fiber acquired them does not matter), and the task and the iteration.
+std::uint64_t combine(const std::vector<std::uint64_t>& digests, std::size_t task,
+                      std::uint64_t k) {
+  std::uint64_t h = 0xcbf29ce484222325ull ^ (task * 1315423911ull) ^ (k << 20);
+  for (std::uint64_t d : digests) h = (h ^ d) * 0x100000001b3ull;
+  return h;
+}
+
+void write_words(std::span<std::uint64_t> w, std::uint64_t h) {
+  for (std::size_t j = 0; j < w.size(); ++j) w[j] = w[j] * 31 + h + j;
+}
+
+std::vector<RandomTask> random_tasks(std::uint32_t seed, int locations) {
+  std::uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&](std::uint64_t n) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s % n;
+  };
+  const int ntasks = 4 + static_cast<int>(next(9));
+  std::vector<RandomTask> tasks(static_cast<std::size_t>(ntasks));
+  for (auto& t : tasks) {
+    t.fiber = next(3) != 0;
+    std::vector<int> locs(static_cast<std::size_t>(locations));
+    for (int i = 0; i < locations; ++i) locs[static_cast<std::size_t>(i)] = i;
+    const std::size_t count = next(4);  // 0..3 accesses (a task may have none)
+    for (std::size_t i = 0; i < count; ++i) {
+      std::size_t pick = i + next(locs.size() - i);
+      std::swap(locs[i], locs[pick]);
+      RandomAccess a{locs[i], next(2) == 0, true, false};
+      if (t.fiber) {
+        a.used = a.write || next(5) != 0;
+        a.release_early = next(2) == 0;
+      }
+      t.accesses.push_back(a);
+    }
+    for (std::size_t i = 0; i < t.accesses.size(); ++i) t.acquire_order.push_back(i);
+    for (std::size_t i = t.acquire_order.size(); i > 1; --i)
+      std::swap(t.acquire_order[i - 1], t.acquire_order[next(i)]);
+  }
+  return tasks;
+}
+
+std::vector<std::vector<std::uint64_t>> random_interpret(const std::vector<RandomTask>& tasks,
+                                                         int locations, std::uint64_t iterations) {
+  std::vector<std::vector<std::uint64_t>> mem(static_cast<std::size_t>(locations),
+                                              std::vector<std::uint64_t>(kWords, 0));
+  for (std::uint64_t k = 0; k < iterations; ++k)
+    for (std::size_t t = 0; t < tasks.size(); ++t) {
+      std::vector<std::uint64_t> digests;
+      for (const auto& a : tasks[t].accesses)
+        if (a.used) digests.push_back(digest(0, mem[static_cast<std::size_t>(a.location)]));
+      const std::uint64_t h = combine(digests, t, k);
+      for (const auto& a : tasks[t].accesses)
+        if (a.write) write_words(mem[static_cast<std::size_t>(a.location)], h);
+    }
+  return mem;
+}
+
+void random_build(ordo::Graph& g, const std::vector<RandomTask>& tasks, int locations,
+                  std::vector<ordo::Location<std::uint64_t>>& locs) {
+  for (int i = 0; i < locations; ++i)
+    locs.push_back(g.location<std::uint64_t>("l" + std::to_string(i), kWords));
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const RandomTask task = tasks[t];
+    std::vector<ordo::Access> acc;
+    std::vector<ordo::Location<std::uint64_t>> mine;
+    for (const auto& a : task.accesses) {
+      auto l = locs[static_cast<std::size_t>(a.location)];
+      mine.push_back(l);
+      acc.push_back(a.write ? ordo::write(l) : ordo::read(l));
+    }
+    const std::string name = "t" + std::to_string(t);
+    if (!task.fiber) {
+      g.task(name, acc, [=](ordo::Context& ctx) {
+        std::vector<std::uint64_t> digests;
+        for (const auto& l : mine) digests.push_back(digest(0, ctx.read(l)));
+        const std::uint64_t h = combine(digests, t, ctx.iteration());
+        for (std::size_t i = 0; i < mine.size(); ++i)
+          if (task.accesses[i].write) write_words(ctx.write(mine[i]), h);
+      });
+      continue;
+    }
+    g.fiber_task(name, acc, [=](ordo::FiberContext& ctx) {
+      std::vector<std::uint64_t> by_access(mine.size(), 0);
+      std::vector<std::span<std::uint64_t>> out(mine.size());
+      for (std::size_t i : task.acquire_order) {
+        const RandomAccess& a = task.accesses[i];
+        if (!a.used) continue;
+        if (a.write) {
+          out[i] = ctx.acquire_write(mine[i]);
+          by_access[i] = digest(0, out[i]);
+        } else {
+          by_access[i] = digest(0, ctx.acquire_read(mine[i]));
+          if (a.release_early) ctx.release(mine[i]);
+        }
+      }
+      std::vector<std::uint64_t> digests;
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        if (task.accesses[i].used) digests.push_back(by_access[i]);
+      const std::uint64_t h = combine(digests, t, ctx.iteration());
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        if (!task.accesses[i].write) continue;
+        write_words(out[i], h);
+        if (task.accesses[i].release_early) ctx.release(mine[i]);
+      }
+    });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("random mixed graphs equal program order with 1 to 5 workers", "[fiber]") {
+  const std::uint32_t graphs = kTsan ? 6 : 40;
+  const std::uint64_t iterations = kTsan ? 8 : 25;
+  std::vector<std::unique_ptr<ordo::Runtime>> runtimes;
+  for (unsigned w = 1; w <= 5; ++w) runtimes.push_back(std::make_unique<ordo::Runtime>(ordo::RuntimeOptions{.workers = w}));
+  for (std::uint32_t seed = 1; seed <= graphs; ++seed) {
+    const int locations = 3 + static_cast<int>(seed % 5);
+    const auto tasks = random_tasks(seed, locations);
+    const auto expect = random_interpret(tasks, locations, iterations);
+    for (unsigned w = 1; w <= 5; ++w) {
+      INFO("seed " << seed << ", workers " << w);
+      ordo::Graph g;
+      std::vector<ordo::Location<std::uint64_t>> locs;
+      random_build(g, tasks, locations, locs);
+      runtimes[w - 1]->run(g, iterations);
+      for (int l = 0; l < locations; ++l) {
+        auto got = g.data(locs[static_cast<std::size_t>(l)]);
+        REQUIRE(std::vector<std::uint64_t>(got.begin(), got.end()) ==
+                expect[static_cast<std::size_t>(l)]);
+      }
+    }
+  }
+}
