@@ -44,7 +44,6 @@ void* FiberContext::acquire_bytes(std::uint32_t location, Mode mode, const std::
   const std::uint32_t access = fiber_access(inst, location, "acquires");
   const rt::TaskDesc& task = inst.graph->tasks()[inst.task];
   const rt::LocationDesc& loc = inst.graph->locations()[location];
-  const std::string k = std::to_string(inst.iteration);
   if (mode == Mode::write && task.accesses[access].mode != rt::Mode::write)
     throw Error("task '" + task.name + "' calls acquire_write on location '" + loc.name +
                 "' but declared it with read(); declare it with write(), or use acquire_read");
@@ -54,10 +53,11 @@ void* FiberContext::acquire_bytes(std::uint32_t location, Mode mode, const std::
   switch (inst.engine->hold(inst, access)) {
     case rt::Engine::Hold::held:
       throw Error("task '" + task.name + "' acquires location '" + loc.name + "' twice in iteration " +
-                  k + " without releasing it; acquire once and keep the span");
+                  std::to_string(inst.iteration) + " without releasing it; acquire once and keep the span");
     case rt::Engine::Hold::released:
       throw Error("task '" + task.name + "' acquires location '" + loc.name +
-                  "' again after releasing it in iteration " + k +
+                  "' again after releasing it in iteration " +
+                  std::to_string(inst.iteration) +
                   "; a release hands the location on (its next grant is for iteration " +
                   std::to_string(inst.iteration + 1) +
                   "), so acquire it once per iteration and release it when done");

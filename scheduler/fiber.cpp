@@ -294,11 +294,10 @@ void StackPool::give(std::byte* stack) {
 
 // ---- Fiber ------------------------------------------------------------------------------------
 
-Fiber::~Fiber() {
-  // A suspended fiber's frames would be lost with their destructors unrun; its owner must run
-  // it to the end first. Give the stack back anyway so the pool's destructor stays sound.
-  if (stack_ != nullptr) stacks_->give(stack_);
-}
+// A fiber still suspended here is abandoned: its frames are never unwound and its stack stays
+// with its pool (unmapped with it). The pool may already be gone, so it is not touched; owners
+// run their fibers to the end (the engine has none active between runs).
+Fiber::~Fiber() = default;
 
 void FiberAccess::trampoline(ctx::transfer_t t) noexcept {
   auto* self = static_cast<Fiber*>(t.data);

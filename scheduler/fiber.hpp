@@ -84,7 +84,7 @@ class Fiber {
   using Entry = void (*)(void* arg) noexcept;
 
   Fiber() = default;
-  ~Fiber();  // must not hold a suspended fiber
+  ~Fiber();  // a suspended fiber is abandoned (never unwound); run fibers to the end
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
 
