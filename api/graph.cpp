@@ -39,12 +39,16 @@ std::uint32_t Graph::add_location(const std::string& name, std::size_t elem_size
   return impl_->graph.add_location(name, elem_size, count, type);
 }
 
-std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses, Body body) {
-  if (impl_->frozen())
+namespace {
+
+// Checks a task declaration and turns it into the runtime's description (without the body).
+rt::TaskDesc describe_task(const detail::GraphImpl& impl, const std::string& name,
+                           const std::vector<Access>& accesses, bool has_body) {
+  if (impl.frozen())
     throw Error("cannot add task '" + name +
                 "' after the graph's first run; declare every task before running");
-  if (!body) throw Error("task '" + name + "' has no body; pass a callable");
-  const auto& locs = impl_->graph.locations();
+  if (!has_body) throw Error("task '" + name + "' has no body; pass a callable");
+  const auto& locs = impl.graph.locations();
   std::unordered_set<std::uint32_t> seen;
   rt::TaskDesc desc;
   desc.name = name;
@@ -59,9 +63,28 @@ std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses,
     desc.accesses.push_back({a.location, a.mode == Mode::write ? rt::Mode::write : rt::Mode::read,
                              a.has_position, a.position});
   }
+  return desc;
+}
+
+}  // namespace
+
+std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses, Body body) {
+  rt::TaskDesc desc = describe_task(*impl_, name, accesses, static_cast<bool>(body));
   desc.body = [body = std::move(body)](const rt::Instance& inst) {
     detail::ContextImpl impl{inst};
     Context ctx(impl);
+    body(ctx);
+  };
+  return impl_->graph.add_task(std::move(desc));
+}
+
+std::uint32_t Graph::fiber_task(const std::string& name, std::vector<Access> accesses,
+                                FiberBody body) {
+  rt::TaskDesc desc = describe_task(*impl_, name, accesses, static_cast<bool>(body));
+  desc.fiber = true;
+  desc.body = [body = std::move(body)](const rt::Instance& inst) {
+    detail::FiberContextImpl impl{inst};
+    FiberContext ctx(impl);
     body(ctx);
   };
   return impl_->graph.add_task(std::move(desc));

@@ -25,4 +25,8 @@ struct ContextImpl {
   const rt::Instance& instance;
 };
 
+struct FiberContextImpl {
+  const rt::Instance& instance;  // its worker is updated by the engine at every resume
+};
+
 }  // namespace ordo::detail

@@ -1,13 +1,30 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "fiber.hpp"
 #include "graph_impl.hpp"
 #include "pool.hpp"
 
 namespace ordo {
 
+namespace {
+
+// The fiber stack pool: checked when the Runtime is built, so a bad size fails early. No stack
+// is mapped until a fiber task runs.
+std::unique_ptr<sched::StackPool> make_stacks(std::size_t size) {
+  try {
+    return std::make_unique<sched::StackPool>(size);
+  } catch (const std::invalid_argument& e) {
+    throw Error(std::string(e.what()) + " (RuntimeOptions::fiber_stack_size or ORDO_FIBER_STACK)");
+  }
+}
+
+}  // namespace
+
 struct Runtime::Impl {
-  explicit Impl(const RuntimeOptions& o) : pool(sched::PoolConfig{o.workers}) {}
+  explicit Impl(const RuntimeOptions& o)
+      : stacks(make_stacks(o.fiber_stack_size)), pool(sched::PoolConfig{o.workers}) {}
+  std::unique_ptr<sched::StackPool> stacks;  // outlives the pool's workers (declared first)
   sched::Pool pool;
 };
 
@@ -46,7 +63,7 @@ RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   rt::Engine& engine = prepare_run(graph);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = engine.run(impl_->pool, iterations, {}, 0);
+  stats.iterations = engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get());
   stats.seconds = seconds_since(t0);
   return stats;
 }
@@ -62,7 +79,7 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   RunStats stats;
   stats.iterations = engine.run(impl_->pool, until.max_iterations,
                                 [&](std::uint64_t) { return until.done(graph); },
-                                until.check_every);
+                                until.check_every, impl_->stacks.get());
   stats.seconds = seconds_since(t0);
   return stats;
 }

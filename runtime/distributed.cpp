@@ -219,7 +219,7 @@ void Engine::check_same_graph() {
 
 void Engine::start_initial_grants() {
   for (std::uint32_t t = 0; t < plan_.tasks.size(); ++t)
-    if (dist_.task_rank[t] == rank_ && tasks_[t].requests == 0) ready(t);
+    if (dist_.task_rank[t] == rank_ && (tasks_[t].requests == 0 || tasks_[t].fiber)) ready(t);
   // Only home locations: a proxy's state is set by the GRANT it receives (possibly already).
   for (std::uint32_t l = 0; l < plan_.locks.size(); ++l) {
     const LockPlan& lp = plan_.locks[l];
@@ -229,7 +229,7 @@ void Engine::start_initial_grants() {
     locks_[l].remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
                               std::memory_order_relaxed);
     send_grant(l, lp.initial_phase, true);
-    for (std::uint32_t t : pr.local) grant(t);
+    for (std::uint32_t t : pr.local) grant(t, l);
   }
 }
 
@@ -289,7 +289,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       ls.phase = h.phase;
       const PhaseRanks& pr = h.initial ? dist_.initial[h.location] : dist_.phases[h.location][h.phase];
       ls.remaining.store(static_cast<std::uint32_t>(pr.local.size()), std::memory_order_relaxed);
-      for (std::uint32_t t : pr.local) grant(t);
+      for (std::uint32_t t : pr.local) grant(t, h.location);
       recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
       return;
     }

@@ -23,6 +23,28 @@
 // first location it writes (else of the first it reads). ready() pushes instances with that
 // node as the pool's placement hint. On a flat pool there is nothing to do.
 //
+// Fiber tasks (local view, ORWL's orwl_handle2 driven by the body; docs/fibers.md). Their
+// requests are declared like a dataflow task's and sit in the same cyclic plans (declaring is
+// ORWL's proactive request). What differs is when the body runs and when handles release:
+//   - instance k starts, on a fiber, as soon as instance k-1 has finished and k is below the
+//     iteration gate, without waiting for grants (ready() is called at the end of k-1);
+//   - fiber_acquire(h) returns once h's grant for k has arrived, else suspends the fiber; the
+//     worker goes on with other items;
+//   - fiber_release(h) releases h's hold of iteration k at once (the request for k+1 is
+//     implied by the cyclic plan, as in orwl_release2); handles not released by the body are
+//     acquired and released after it returns.
+// Per handle, one word counts the grants received: the grant for iteration i is the (i+1)-th
+// one, since the task is one member of every phase cycle of that lock. So "granted for k" is
+// count > k, and a grant for k+1 that arrives while instance k still runs (after it released
+// the handle early) is simply count > k+1 already when k+1 asks. A grant for k+2 cannot come
+// before instance k+1 has released the handle. The word's low bit says "the fiber is parked
+// on this handle":
+//   fiber:   count > k ? go on : record the handle, suspend to the worker;
+//   worker:  CAS the bit in, unless count > k by now (then resume the fiber at once);
+//   granter: fetch_add(2); if the bit was set, clear it and push a resume item.
+// Exactly one of worker and granter sees the other, so the fiber is resumed exactly once.
+// A resume item is the task index with kResume set; a start item is the plain index.
+//
 // Shutdown of a run: every instance below the limit has completed (counted after its
 // releases), so no worker touches the graph's data; the last one wakes the caller while holding
 // done_mu_, so the caller cannot free the engine under a worker's feet.
@@ -55,6 +77,7 @@
 #include <mutex>
 #include <vector>
 
+#include "fiber.hpp"
 #include "graph.hpp"
 #include "net.hpp"
 #include "plan.hpp"
@@ -62,12 +85,15 @@
 
 namespace ordo::rt {
 
+class Engine;
+
 // What a body sees of the instance it runs.
 struct Instance {
   const Graph* graph;
   std::uint32_t task;
   std::uint64_t iteration;
-  unsigned worker;
+  unsigned worker;         // a fiber task's instance may move between workers when it suspends
+  Engine* engine;          // set for fiber tasks: their acquire and release go through it
 };
 
 class Engine final : public sched::Executor {
@@ -85,8 +111,11 @@ class Engine final : public sched::Executor {
   // number of iterations completed so far, while no instance runs; returning true stops the
   // run there. Returns the number of iterations run. An exception thrown by a body stops the
   // run and is rethrown here; the engine is unusable afterwards (see broken()).
+  // Fiber tasks take their stacks from `stacks`; nullptr: a pool of the default stack size
+  // that the engine owns.
   std::uint64_t run(sched::Pool& pool, std::uint64_t iterations,
-                    const std::function<bool(std::uint64_t)>& until, std::uint64_t check_every);
+                    const std::function<bool(std::uint64_t)>& until, std::uint64_t check_every,
+                    sched::StackPool* stacks = nullptr);
 
   std::uint64_t iterations_done() const { return done_iterations_; }
   unsigned rank() const { return rank_; }
@@ -101,19 +130,44 @@ class Engine final : public sched::Executor {
 
   void execute(sched::Item item, unsigned worker) override;
 
+  // For fiber task bodies, on the instance's own fiber. `access` indexes the task's
+  // TaskDesc::accesses. The api layer checks misuse (see hold()) before calling these.
+  enum class Hold : std::uint8_t { requested, held, released };
+  Hold hold(const Instance& inst, std::uint32_t access) const;
+  // Whether the caller runs on `inst`'s fiber (and not on another thread or after the body).
+  bool on_own_fiber(const Instance& inst) const;
+  // Returns once the access is granted for inst.iteration (suspending the fiber meanwhile).
+  // Precondition: hold() == requested.
+  void fiber_acquire(const Instance& inst, std::uint32_t access);
+  // Releases the access's hold of this iteration. Precondition: hold() == held.
+  void fiber_release(const Instance& inst, std::uint32_t access);
+
+  static constexpr sched::Item kResume = sched::Item{1} << 63;
+
  private:
   struct alignas(64) LockState {
     std::atomic<std::uint32_t> remaining{0};
     std::uint32_t phase = 0;
   };
+  struct FiberTask;
   struct alignas(64) TaskState {
     std::atomic<std::uint32_t> missing{0};
     std::uint32_t requests = 0;
     std::uint64_t iteration = 0;  // of the next instance to fire (or firing)
+    std::unique_ptr<FiberTask> fiber;  // fiber tasks only
+  };
+  struct FiberTask {
+    Engine* engine = nullptr;
+    Instance instance{};          // the running instance; worker updated at each resume
+    sched::Fiber fiber;
+    std::uint32_t waiting = 0;    // handle the fiber suspended on (read by its worker)
+    std::unique_ptr<std::atomic<std::uint64_t>[]> grants;  // per handle: count << 1 | parked
+    std::vector<std::int32_t> handle_of;  // per access: handle index, -1 when not locked
+    std::vector<Hold> holds;              // per access, of the running instance
   };
 
   void release(std::uint32_t location);
-  void grant(std::uint32_t task);
+  void grant(std::uint32_t task, std::uint32_t location);
   void ready(std::uint32_t task);
   void raise_limit(std::uint64_t limit);
   void grant_phase(std::uint32_t location, std::uint32_t phase);
@@ -148,6 +202,12 @@ class Engine final : public sched::Executor {
   bool vote(bool mine);
   void place(sched::Pool& pool);
   int node_of(std::uint32_t task) const { return task_node_.empty() ? -1 : task_node_[task]; }
+  void instance_done();
+  void run_fiber(std::uint32_t task, bool resume, unsigned worker);
+  bool park(FiberTask& ft);
+  void fiber_grant(std::uint32_t task, std::uint32_t location);
+  void wait_grant(FiberTask& ft, std::uint32_t access);
+  static void fiber_main(void* arg) noexcept;
 
   Graph& graph_;
   Plan plan_;
@@ -157,6 +217,9 @@ class Engine final : public sched::Executor {
   const sched::Pool* placed_for_ = nullptr;  // pool the placement below was made for
   std::vector<unsigned> home_;               // per location: NUMA node
   std::vector<int> task_node_;               // per task; empty or -1: no hint
+  sched::StackPool* stacks_ = nullptr;
+  std::unique_ptr<sched::StackPool> own_stacks_;  // when run() was given none
+  bool has_fibers_ = false;
 
   std::atomic<std::uint64_t> limit_{0};
   std::mutex hold_mu_;

@@ -43,6 +43,10 @@ struct TaskDesc {
   std::string name;
   std::vector<AccessDesc> accesses;
   Body body;
+  // A fiber task's body runs on a fiber and acquires and releases its accesses itself
+  // (Engine::fiber_acquire / fiber_release); a dataflow task's body runs once everything is
+  // granted.
+  bool fiber = false;
 };
 
 // Zero-initialised storage of one location: 64-byte aligned, page aligned (and padded to whole
