@@ -68,7 +68,8 @@ void Engine::raise_limit(std::uint64_t limit) {
   for (std::uint32_t t : go) pool_->push(t);
 }
 
-void Engine::release(std::uint32_t location) {
+void Engine::release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
+                     unsigned worker) {
   LockState& ls = locks_[location];
   // acq_rel: the last holder must see every other holder's work before it advances.
   if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -78,7 +79,13 @@ void Engine::release(std::uint32_t location) {
   ls.phase = next;
   const Phase& ph = lp.phases[next];
   ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
-  for (std::uint32_t m = ph.begin; m < ph.end; ++m) grant(lp.members[m]);
+  for (std::uint32_t m = ph.begin; m < ph.end; ++m) {
+    // Before the grant: once granted, the member may fire and move its iteration on.
+    if (trace_) [[unlikely]]
+      trace_->grant(worker, lp.members[m], location, tasks_[lp.members[m]].iteration, releaser,
+                    iteration);
+    grant(lp.members[m]);
+  }
 }
 
 void Engine::execute(sched::Item item, unsigned worker) {
@@ -86,6 +93,7 @@ void Engine::execute(sched::Item item, unsigned worker) {
   TaskState& ts = tasks_[task];
   const std::uint64_t k = ts.iteration;
   if (!aborted_.load(std::memory_order_relaxed)) {
+    if (trace_) [[unlikely]] trace_->task_begin(worker, task, k);
     try {
       graph_.tasks()[task].body(Instance{&graph_, task, k, worker});
     } catch (...) {
@@ -93,13 +101,14 @@ void Engine::execute(sched::Item item, unsigned worker) {
       if (!error_) error_ = std::current_exception();
       aborted_.store(true, std::memory_order_relaxed);
     }
+    if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
   }
   ts.iteration = k + 1;
   const auto& locks = plan_.tasks[task].locks;
   if (locks.empty())
     ready(task);
   else
-    for (std::uint32_t l : locks) release(l);
+    for (std::uint32_t l : locks) release(l, task, k, worker);
 
   // acq_rel: the final increment makes every body's writes visible to the caller.
   if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target_.load(std::memory_order_relaxed)) {

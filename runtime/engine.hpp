@@ -35,6 +35,7 @@
 #include "graph.hpp"
 #include "plan.hpp"
 #include "pool.hpp"
+#include "trace.hpp"
 
 namespace ordo::rt {
 
@@ -66,6 +67,10 @@ class Engine final : public sched::Executor {
 
   void execute(sched::Item item, unsigned worker) override;
 
+  // Records this engine's events into `recorder` from the next run on (null: tracing off).
+  // Call between runs only.
+  void set_trace(trace::Recorder* recorder) { trace_ = recorder; }
+
  private:
   struct alignas(64) LockState {
     std::atomic<std::uint32_t> remaining{0};
@@ -77,7 +82,9 @@ class Engine final : public sched::Executor {
     std::uint64_t iteration = 0;  // of the next instance to fire (or firing)
   };
 
-  void release(std::uint32_t location);
+  // `releaser` is the task whose instance `iteration` releases, on `worker` (for tracing).
+  void release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
+               unsigned worker);
   void grant(std::uint32_t task);
   void ready(std::uint32_t task);
   void raise_limit(std::uint64_t limit);
@@ -87,6 +94,7 @@ class Engine final : public sched::Executor {
   std::unique_ptr<LockState[]> locks_;
   std::unique_ptr<TaskState[]> tasks_;
   sched::Pool* pool_ = nullptr;
+  trace::Recorder* trace_ = nullptr;
 
   std::atomic<std::uint64_t> limit_{0};
   std::mutex hold_mu_;

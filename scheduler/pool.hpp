@@ -62,7 +62,11 @@ class Pool {
   void push(Item item);
 
   // Installs (or, with nullptr, removes) the observer. Call only while no executor is attached.
-  void set_observer(Observer* observer) { observer_ = observer; }
+  // Under mu_: parked workers read the pointer under it.
+  void set_observer(Observer* observer) {
+    std::lock_guard lock(mu_);
+    observer_ = observer;
+  }
 
   // Index of the calling worker in its pool, or -1 on a thread that is not a worker.
   static int current_worker();
@@ -76,7 +80,7 @@ class Pool {
   std::deque<Item> queue_;   // guarded by mu_
   Executor* exec_ = nullptr; // guarded by mu_
   bool stop_ = false;        // guarded by mu_
-  Observer* observer_ = nullptr;
+  Observer* observer_ = nullptr;  // guarded by mu_
 };
 
 }  // namespace ordo::sched

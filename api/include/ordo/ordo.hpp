@@ -178,6 +178,10 @@ class Graph {
 
 struct RuntimeOptions {
   unsigned workers = 0;  // 0: one per hardware thread
+  // Trace file (docs/tracing.md). Empty: the environment variable ORDO_TRACE, if set; both
+  // empty: tracing off, at no cost. The file is complete after every run; read it with the
+  // ordo-trace tool.
+  std::string trace_path{};  // "{}": callers may leave it out of designated initializers
 };
 
 struct RunStats {
