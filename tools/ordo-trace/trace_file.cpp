@@ -153,8 +153,13 @@ RankTrace read_rank(const std::string& path) {
   r.path = path;
   const std::uint64_t size = data.size();
   FileHeader h;
-  if (size < 16 || std::memcmp(data.data(), "ORDOTRC", 8) != 0)
+  const bool magic = std::memcmp(data.data(), "ORDOTRC", std::min<std::uint64_t>(size, 8)) == 0;
+  if (!magic || size == 0)
     throw TraceError(path + ": not an ordo trace file (no ORDOTRC magic at its start)");
+  if (size < 12)
+    throw TraceError(path + ": truncated: " + std::to_string(size) +
+                     " bytes, shorter than the header (was the run killed before the trace was "
+                     "written?)");
   std::memcpy(&h.version, data.data() + 8, 4);
   if (h.version > kFormatVersion)
     throw TraceError(path + ": trace format version " + std::to_string(h.version) +
