@@ -521,3 +521,43 @@ TEST_CASE("ORDO_TRACE switches tracing on without code changes", "[trace]") {
   tf::Trace t = tf::load({path});
   CHECK(tf::summarize(t).instances.size() == 4);
 }
+
+TEST_CASE("several runs and graphs share one file, which is complete after every run",
+          "[trace]") {
+  const std::string path = temp_path("runs");
+  ::setenv("ORDO_TRACE_BUFFER", "3", 1);  // flushes all the time, from every worker
+  {
+    ordo::Runtime rt({.workers = 3, .trace_path = path});
+    ::unsetenv("ORDO_TRACE_BUFFER");
+    Pipeline p(3);
+    rt.run(p.g, 4);
+    CHECK(tf::summarize(tf::load({path})).instances.size() == 12);  // readable mid-life
+    TwoTasks two;
+    ordo::Until until;
+    until.done = [&](const ordo::Graph& g) { return g.data(two.b)[0] >= 3; };
+    CHECK(rt.run_until(two.g, until).iterations == 3);
+    rt.run(p.g, 2);
+  }
+  tf::Trace t = tf::load({path});
+  const tf::RankTrace& r = t.ranks[0];
+  REQUIRE(r.tasks.size() == 5);  // the pipeline's 3, then the second graph's 2
+  CHECK(r.tasks[0].name == "stage0");
+  CHECK(r.tasks[3].name == "produce");
+  CHECK(r.tasks[3].graph == 1);
+  REQUIRE(r.locations.size() == 6);
+  CHECK(r.locations[4].name == "a");
+  CHECK(r.tasks[4].accesses[1].location == 5);  // consume writes b: global id 4 + 1
+  std::map<std::uint32_t, std::set<std::uint64_t>> iterations;
+  int runs = 0;
+  for (const tf::Event& e : r.events) {
+    if (e.k() == tf::Kind::task_begin) CHECK(iterations[e.task].insert(e.arg0).second);
+    runs += e.k() == tf::Kind::run_end;
+  }
+  CHECK(runs == 3);
+  for (std::uint32_t task = 0; task < 3; ++task) {
+    CHECK(iterations[task] == std::set<std::uint64_t>{0, 1, 2, 3, 4, 5});
+  }
+  CHECK(iterations[3] == std::set<std::uint64_t>{0, 1, 2});
+  CHECK(iterations[4] == std::set<std::uint64_t>{0, 1, 2});
+  for (const tf::InstanceRec& in : tf::summarize(t).instances) CHECK(in.begin <= in.end);
+}
