@@ -1,3 +1,4 @@
+#include <atomic>
 #include <unordered_set>
 
 #include "graph_impl.hpp"
@@ -10,6 +11,11 @@ namespace detail {
 void GraphImpl::check() const {
   rt::CompileResult compiled = rt::compile(graph);
   if (!compiled.error.empty()) throw Error(compiled.error);
+}
+
+std::uint64_t GraphImpl::next_serial() {
+  static std::atomic<std::uint64_t> serial{0};
+  return serial.fetch_add(1, std::memory_order_relaxed);
 }
 
 rt::Engine& GraphImpl::prepare() {

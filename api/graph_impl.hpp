@@ -13,12 +13,17 @@ class GraphImpl {
  public:
   rt::Graph graph;
   std::unique_ptr<rt::Engine> engine;  // created by the first run; the graph is frozen then
+  // Names this graph in trace files for the life of the process (addresses can be reused).
+  const std::uint64_t serial = next_serial();
 
   bool frozen() const { return engine != nullptr; }
   // Compiles the lock plans and builds the engine on first use. Throws Error.
   rt::Engine& prepare();
   // Compiles without keeping the result. Throws Error.
   void check() const;
+
+ private:
+  static std::uint64_t next_serial();
 };
 
 struct ContextImpl {

@@ -1,9 +1,11 @@
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "fiber.hpp"
 #include "graph_impl.hpp"
 #include "pool.hpp"
+#include "trace.hpp"
 
 namespace ordo {
 
@@ -19,12 +21,60 @@ std::unique_ptr<sched::StackPool> make_stacks(std::size_t size) {
   }
 }
 
+// Events per trace buffer: ORDO_TRACE_BUFFER (tests use small values to force flushes).
+std::size_t trace_buffer_events() {
+  const char* text = std::getenv("ORDO_TRACE_BUFFER");
+  if (!text || !*text) return rt::trace::RecorderConfig{}.buffer_events;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(text, &end, 10);
+  if (*end != '\0' || n < 2 || n > (1ull << 26))
+    throw Error(std::string("ORDO_TRACE_BUFFER='") + text +
+                "' is not a number of events in [2, 67108864]; unset it for the default");
+  return static_cast<std::size_t>(n);
+}
+
 }  // namespace
 
 struct Runtime::Impl {
   explicit Impl(const RuntimeOptions& o)
-      : stacks(make_stacks(o.fiber_stack_size)), pool(sched::PoolConfig{o.workers}) {}
-  std::unique_ptr<sched::StackPool> stacks;  // outlives the pool's workers (declared first)
+      : stacks(make_stacks(o.fiber_stack_size)), pool(sched::PoolConfig{o.workers}) {
+    std::string path = o.trace_path;
+    if (path.empty())
+      if (const char* env = std::getenv("ORDO_TRACE")) path = env;
+    if (path.empty()) return;
+    rt::trace::RecorderConfig config;
+    config.path = path;
+    config.workers = pool.size();
+    config.buffer_events = trace_buffer_events();
+    std::string error;
+    recorder = rt::trace::Recorder::open(config, error);
+    if (!recorder)
+      throw Error(error + "; give a writable path with --trace FILE or ORDO_TRACE, or unset "
+                          "ORDO_TRACE to run without tracing");
+    pool.set_observer(recorder.get());
+  }
+  // Runs `body` on `engine` with tracing around it when it is on: the file is complete
+  // (flushed, end record) when the run returns, also when a body threw.
+  template <class F>
+  std::uint64_t traced(Graph& graph, rt::Engine& engine, std::uint64_t iterations, F&& body) {
+    engine.set_trace(recorder.get());
+    if (!recorder) return body();
+    recorder->begin_run(graph.impl().graph, graph.impl().serial, iterations);
+    std::uint64_t done = 0;
+    try {
+      done = body();
+    } catch (...) {
+      recorder->end_run(engine.iterations_done());
+      throw;
+    }
+    recorder->end_run(done);
+    return done;
+  }
+
+  // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
+  // unparks recorded when the pool stops) still find them.
+  std::unique_ptr<sched::StackPool> stacks;
+  std::unique_ptr<rt::trace::Recorder> recorder;
   sched::Pool pool;
 };
 
@@ -63,7 +113,8 @@ RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   rt::Engine& engine = prepare_run(graph);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get());
+  stats.iterations = impl_->traced(graph, engine, iterations,
+                                   [&] { return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get()); });
   stats.seconds = seconds_since(t0);
   return stats;
 }
@@ -77,9 +128,11 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   rt::Engine& engine = prepare_run(graph);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = engine.run(impl_->pool, until.max_iterations,
-                                [&](std::uint64_t) { return until.done(graph); },
-                                until.check_every, impl_->stacks.get());
+  stats.iterations = impl_->traced(graph, engine, until.max_iterations, [&] {
+    return engine.run(impl_->pool, until.max_iterations,
+                      [&](std::uint64_t) { return until.done(graph); }, until.check_every,
+                      impl_->stacks.get());
+  });
   stats.seconds = seconds_since(t0);
   return stats;
 }

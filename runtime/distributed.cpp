@@ -305,7 +305,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
         }
         std::memcpy(graph_.data(h.location), payload.data(), payload.size());
       }
-      release(h.location);
+      release(h.location, kNoTask, 0, 0);
       recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
       return;
     }

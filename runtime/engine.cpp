@@ -123,7 +123,8 @@ void Engine::place(sched::Pool& pool) {
   }
 }
 
-void Engine::release(std::uint32_t location) {
+void Engine::release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
+                     unsigned worker) {
   if (net_ && dist_.home[location] != rank_) {
     proxy_release(location);
     return;
@@ -135,16 +136,24 @@ void Engine::release(std::uint32_t location) {
   std::uint32_t next = ls.phase + 1;
   if (next == lp.phases.size()) next = 0;
   ls.phase = next;
-  grant_phase(location, next);
+  grant_phase(location, next, releaser, iteration, worker);
 }
 
-void Engine::grant_phase(std::uint32_t location, std::uint32_t phase) {
+void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
+                         std::uint64_t iteration, unsigned worker) {
   LockState& ls = locks_[location];
   const LockPlan& lp = plan_.locks[location];
+  // Traced before the grant: once granted, the member may fire and move its iteration on.
+  // A release that came from another rank has no local releaser and is not traced here.
+  auto traced_grant = [&](std::uint32_t member) {
+    if (trace_ && releaser != kNoTask) [[unlikely]]
+      trace_->grant(worker, member, location, tasks_[member].iteration, releaser, iteration);
+    grant(member, location);
+  };
   if (!net_) {
     const Phase& ph = lp.phases[phase];
     ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
-    for (std::uint32_t m = ph.begin; m < ph.end; ++m) grant(lp.members[m], location);
+    for (std::uint32_t m = ph.begin; m < ph.end; ++m) traced_grant(lp.members[m]);
     return;
   }
   const PhaseRanks& pr = dist_.phases[location][phase];
@@ -152,7 +161,7 @@ void Engine::grant_phase(std::uint32_t location, std::uint32_t phase) {
   ls.remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
                      std::memory_order_relaxed);
   send_grant(location, phase, false);
-  for (std::uint32_t t : pr.local) grant(t, location);
+  for (std::uint32_t t : pr.local) traced_grant(t);
 }
 
 void Engine::execute(sched::Item item, unsigned worker) {
@@ -164,18 +173,20 @@ void Engine::execute(sched::Item item, unsigned worker) {
   }
   const std::uint64_t k = ts.iteration;
   if (!aborted_.load(std::memory_order_relaxed)) {
+    if (trace_) [[unlikely]] trace_->task_begin(worker, task, k);
     try {
       graph_.tasks()[task].body(Instance{&graph_, task, k, worker, nullptr});
     } catch (...) {
       record_error(std::current_exception());
     }
+    if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
   }
   ts.iteration = k + 1;
   const auto& locks = plan_.tasks[task].locks;
   if (locks.empty())
     ready(task);
   else
-    for (std::uint32_t l : locks) release(l);
+    for (std::uint32_t l : locks) release(l, task, k, worker);
   instance_done();
 }
 
@@ -295,6 +306,7 @@ void Engine::run_fiber(std::uint32_t task, bool resume, unsigned worker) {
   if (!resume) {
     ft.instance = Instance{&graph_, task, ts.iteration, worker, this};
     std::fill(ft.holds.begin(), ft.holds.end(), Hold::requested);
+    if (trace_) [[unlikely]] trace_->task_begin(worker, task, ts.iteration);
     ft.fiber.start(*stacks_, &Engine::fiber_main, &ft, graph_.tasks()[task].name.c_str());
   }
   for (;;) {
@@ -303,6 +315,7 @@ void Engine::run_fiber(std::uint32_t task, bool resume, unsigned worker) {
     if (park(ft)) return;  // the grant will push the resume item
   }
   // The body has returned and every handle is released (fiber_main).
+  if (trace_) [[unlikely]] trace_->task_end(worker, task, ft.instance.iteration);
   ts.iteration = ft.instance.iteration + 1;
   ready(task);
   instance_done();
@@ -342,7 +355,12 @@ void Engine::wait_grant(FiberTask& ft, std::uint32_t access) {
   // acquire: pairs with the fetch_add in fiber_grant.
   if ((ft.grants[h].load(std::memory_order_acquire) >> 1) > ft.instance.iteration) return;
   ft.waiting = static_cast<std::uint32_t>(h);
+  const std::uint32_t location = plan_.tasks[ft.instance.task].locks[static_cast<std::size_t>(h)];
+  if (trace_) [[unlikely]]
+    trace_->fiber_suspend(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
   sched::Fiber::suspend();  // park() or fiber_grant() resumes us once the grant is in
+  if (trace_) [[unlikely]]  // possibly on another worker: run_fiber updated instance.worker
+    trace_->fiber_resume(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
 }
 
 void Engine::fiber_main(void* arg) noexcept {
@@ -361,7 +379,9 @@ void Engine::fiber_main(void* arg) noexcept {
     if (ft.holds[a] == Hold::requested) e.wait_grant(ft, a);
     ft.holds[a] = Hold::released;
     const std::int32_t h = ft.handle_of[a];
-    if (h >= 0) e.release(e.plan_.tasks[ft.instance.task].locks[static_cast<std::size_t>(h)]);
+    if (h >= 0)
+      e.release(e.plan_.tasks[ft.instance.task].locks[static_cast<std::size_t>(h)],
+                ft.instance.task, ft.instance.iteration, ft.instance.worker);
   }
 }
 
@@ -384,7 +404,9 @@ void Engine::fiber_release(const Instance& inst, std::uint32_t access) {
   FiberTask& ft = *tasks_[inst.task].fiber;
   ft.holds[access] = Hold::released;
   const std::int32_t h = ft.handle_of[access];
-  if (h >= 0) release(plan_.tasks[inst.task].locks[static_cast<std::size_t>(h)]);
+  if (h >= 0)
+    release(plan_.tasks[inst.task].locks[static_cast<std::size_t>(h)], inst.task, inst.iteration,
+            ft.instance.worker);
 }
 
 }  // namespace ordo::rt

@@ -82,6 +82,7 @@
 #include "net.hpp"
 #include "plan.hpp"
 #include "pool.hpp"
+#include "trace.hpp"
 
 namespace ordo::rt {
 
@@ -144,6 +145,10 @@ class Engine final : public sched::Executor {
 
   static constexpr sched::Item kResume = sched::Item{1} << 63;
 
+  // Records this engine's events into `recorder` from the next run on (null: tracing off).
+  // Call between runs only.
+  void set_trace(trace::Recorder* recorder) { trace_ = recorder; }
+
  private:
   struct alignas(64) LockState {
     std::atomic<std::uint32_t> remaining{0};
@@ -166,11 +171,15 @@ class Engine final : public sched::Executor {
     std::vector<Hold> holds;              // per access, of the running instance
   };
 
-  void release(std::uint32_t location);
+  // `releaser` is the task whose instance `iteration` releases, on `worker` (for tracing).
+  void release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
+               unsigned worker);
   void grant(std::uint32_t task, std::uint32_t location);
   void ready(std::uint32_t task);
   void raise_limit(std::uint64_t limit);
-  void grant_phase(std::uint32_t location, std::uint32_t phase);
+  static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
+  void grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
+                   std::uint64_t iteration, unsigned worker);
   void record_error(std::exception_ptr error);
   void wait_step_done();
 
@@ -220,6 +229,7 @@ class Engine final : public sched::Executor {
   sched::StackPool* stacks_ = nullptr;
   std::unique_ptr<sched::StackPool> own_stacks_;  // when run() was given none
   bool has_fibers_ = false;
+  trace::Recorder* trace_ = nullptr;
 
   std::atomic<std::uint64_t> limit_{0};
   std::mutex hold_mu_;

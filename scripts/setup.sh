@@ -12,6 +12,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   # tests
   catch2
+  # tests/trace: the HTML timeline rendered headless, its screenshot read back
+  chromium python3-pil
   # baselines and peer runtimes for the benchmarks
   libtbb-dev libstarpu-dev libopenmpi-dev openmpi-bin
 )

@@ -273,6 +273,10 @@ struct RuntimeOptions {
   // variable ORDO_FIBER_STACK (bytes, or with K/M/G), else 256 KiB. A fiber that overflows it
   // ends the process with a report naming the task.
   std::size_t fiber_stack_size = 0;
+  // Trace file (docs/tracing.md). Empty: the environment variable ORDO_TRACE, if set; both
+  // empty: tracing off, at no cost. The file is complete after every run; read it with the
+  // ordo-trace tool.
+  std::string trace_path{};  // "{}": callers may leave it out of designated initializers
 };
 
 struct RunStats {
