@@ -1,0 +1,210 @@
+// ordo-bench-tasks: per-task overhead of ordo against peer task runtimes, measured side by
+// side in one run (docs/benchmarks.md explains the patterns and how to read the output).
+//
+// For each thread count, each system is started (untimed), runs every pattern `reps` times
+// after one untimed warm-up run, and is shut down before the next system starts, so that no
+// two systems' threads compete. A measurement is the median over the repetitions. Output, one
+// line per measurement and one summary line per pattern:
+//   bench=tasks system=S pattern=P threads=T tasks=N ns_per_task=X
+//   bench=tasks pattern=P ordo_vs_best_peer=R
+// R is ordo's ns/task divided by the best peer's, taken at the thread count where that ratio
+// is worst (R < 1: ordo is faster than every peer at every thread count). Lines starting with
+// '#' are comments for humans (skipped systems, per-thread-count ratios).
+// Exit status: 0 ok, 1 a system computed a wrong result, 2 bad command line.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app_cli.hpp"
+#include "bench.hpp"
+
+namespace {
+
+using bench::Pattern;
+
+struct SystemEntry {
+  const char* name;
+  std::unique_ptr<bench::System> (*make)(unsigned threads);
+  const char* missing;  // why there is no factory, or nullptr
+};
+
+const std::vector<SystemEntry>& all_systems() {
+  static const std::vector<SystemEntry> systems = {
+      {"ordo", bench::make_ordo, nullptr},
+#if ORDO_BENCH_HAVE_OMP
+      {"omp", bench::make_omp, nullptr},
+#else
+      {"omp", nullptr, "built without OpenMP: meson found no OpenMP support in the compiler"},
+#endif
+#if ORDO_BENCH_HAVE_TBB
+      {"tbb", bench::make_tbb, nullptr},
+#else
+      {"tbb", nullptr, "built without oneTBB: install libtbb-dev and reconfigure (meson setup "
+                       "--reconfigure build)"},
+#endif
+#if ORDO_BENCH_HAVE_STARPU
+      {"starpu", bench::make_starpu, nullptr},
+#else
+      {"starpu", nullptr, "built without StarPU: install libstarpu-dev (pkg-config starpu-1.3) "
+                          "and reconfigure (meson setup --reconfigure build)"},
+#endif
+  };
+  return systems;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+const char* kFooter = R"(What is timed, for every system: creating the pattern's tasks (and data), executing them,
+and freeing what they used, from the first task's creation until everything is done. For
+ordo that is building the ordo::Graph (locations and tasks) plus Runtime::run plus destroying
+the Graph; the Runtime (worker threads) is created once per thread count and not timed, as
+are OpenMP's thread team, the TBB arena and starpu_init.
+
+Patterns (the same tasks and dependencies in every system; results are checked against a
+sequential run, and a wrong result fails the benchmark with exit status 1):
+  independent  10^6 tasks without dependencies (each increments its own counter)
+  chain        10^5 tasks that each write the same location, in order
+  stencil1d    64 tiles x 1000 iterations; task i reads tiles i-1, i, i+1, writes tile i
+
+Output: bench=tasks system=S pattern=P threads=T tasks=N ns_per_task=X per measurement
+(median of --reps runs), then bench=tasks pattern=P ordo_vs_best_peer=R per pattern, where R is
+ordo's ns/task over the best peer's at the worst thread count (R < 1: ordo is fastest).
+--busy instead measures how much of two workers' time ordo spends inside ~100 us task bodies.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ordo::app::guarded_main("ordo-bench-tasks", [&]() -> int {
+    CLI::App cli("ordo-bench-tasks: task overhead of ordo, OpenMP tasks, oneTBB flow graph and "
+                 "StarPU, measured in the same run",
+                 "ordo-bench-tasks");
+    cli.footer(kFooter);
+    bool quick = false, busy = false;
+    std::optional<unsigned> reps_opt;
+    std::vector<unsigned> threads = {1, 2};
+    std::vector<std::string> pattern_names = {"independent", "chain", "stencil1d"};
+    std::vector<std::string> system_names = {"ordo", "omp", "tbb", "starpu"};
+    double busy_us = 100;
+    std::uint32_t busy_iterations = 0;
+    cli.add_flag("--quick", quick, "reduced sizes and 3 repetitions: the whole run takes < 30 s");
+    cli.add_option("--reps", reps_opt, "repetitions per measurement, median reported (default 5, "
+                                       "3 with --quick)")
+        ->check(CLI::Range(1u, 1000u));
+    cli.add_option("--threads", threads, "thread counts to measure")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 1024u))
+        ->capture_default_str();
+    cli.add_option("--patterns", pattern_names, "patterns to measure")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"independent", "chain", "stencil1d"}))
+        ->capture_default_str();
+    cli.add_option("--systems", system_names, "systems to measure (ordo is needed for ratios)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"ordo", "omp", "tbb", "starpu"}))
+        ->capture_default_str();
+    cli.add_flag("--busy", busy,
+                 "measure instead the fraction of time 2 ordo workers spend in task bodies of "
+                 "--busy-us on a stencil graph");
+    cli.add_option("--busy-us", busy_us, "task duration in microseconds for --busy")
+        ->check(CLI::Range(1.0, 1e6))
+        ->capture_default_str();
+    cli.add_option("--busy-iterations", busy_iterations,
+                   "stencil iterations for --busy (default 300, 60 with --quick)");
+    if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+
+    if (busy) {
+      const std::uint32_t iters = busy_iterations ? busy_iterations : quick ? 60 : 300;
+      const unsigned workers = 2;
+      bench::BusyResult r = bench::measure_busy(workers, busy_us, 64, iters);
+      fmt::print("# busy: {} tasks of >= {} us on {} workers, 64 tiles x {} iterations, run took "
+                 "{:.3f} s\n",
+                 r.tasks, busy_us, workers, iters, r.seconds);
+      fmt::print("bench=tasks pattern=busy threads={} busy_fraction={:.4f}\n", workers,
+                 r.fraction);
+      return 0;
+    }
+
+    bench::Sizes sizes;
+    if (quick) {
+      sizes.independent = 100'000;
+      sizes.chain = 10'000;
+      sizes.iterations = 100;
+    }
+    const unsigned reps = reps_opt ? *reps_opt : quick ? 3 : 5;
+    const bench::Expected expected = bench::expected_values(sizes);
+
+    std::vector<Pattern> patterns;
+    for (Pattern p : {Pattern::independent, Pattern::chain, Pattern::stencil1d})
+      if (std::find(pattern_names.begin(), pattern_names.end(), bench::pattern_name(p)) !=
+          pattern_names.end())
+        patterns.push_back(p);
+
+    // ns/task by (pattern, threads, system)
+    std::map<std::tuple<Pattern, unsigned, std::string>, double> ns;
+    for (const SystemEntry& sys : all_systems()) {
+      if (std::find(system_names.begin(), system_names.end(), sys.name) == system_names.end())
+        continue;
+      if (!sys.make) fmt::print("# skip system={}: {}\n", sys.name, sys.missing);
+    }
+    for (unsigned t : threads) {
+      for (const SystemEntry& sys : all_systems()) {
+        if (!sys.make ||
+            std::find(system_names.begin(), system_names.end(), sys.name) == system_names.end())
+          continue;
+        std::unique_ptr<bench::System> s;
+        try {
+          s = sys.make(t);
+        } catch (const std::runtime_error& e) {
+          fmt::print("# skip system={} threads={}: {}\n", sys.name, t, e.what());
+          continue;
+        }
+        for (Pattern p : patterns) {
+          s->run(p, sizes, expected);  // warm-up: allocator pools, first-touch pages, caches
+          std::vector<double> secs;
+          for (unsigned r = 0; r < reps; ++r) secs.push_back(s->run(p, sizes, expected));
+          const std::uint64_t n = sizes.tasks(p);
+          const double x = median(secs) * 1e9 / static_cast<double>(n);
+          ns[{p, t, sys.name}] = x;
+          fmt::print("bench=tasks system={} pattern={} threads={} tasks={} ns_per_task={:.1f}\n",
+                     sys.name, bench::pattern_name(p), t, n, x);
+          std::fflush(stdout);
+        }
+      }
+    }
+
+    for (Pattern p : patterns) {
+      double worst = -1;
+      for (unsigned t : threads) {
+        auto own = ns.find({p, t, "ordo"});
+        if (own == ns.end()) continue;
+        std::string best_name;
+        double best = 0;
+        for (const auto& [key, x] : ns) {
+          const auto& [kp, kt, kname] = key;
+          if (kp != p || kt != t || kname == "ordo") continue;
+          if (best_name.empty() || x < best) best = x, best_name = kname;
+        }
+        if (best_name.empty()) continue;
+        const double ratio = own->second / best;
+        fmt::print("# pattern={} threads={} ordo={:.1f} ns best_peer={} {:.1f} ns ratio={:.3f}\n",
+                   bench::pattern_name(p), t, own->second, best_name, best, ratio);
+        worst = std::max(worst, ratio);
+      }
+      if (worst < 0)
+        fmt::print("# pattern={}: no ratio (ordo or every peer was not measured)\n",
+                   bench::pattern_name(p));
+      else
+        fmt::print("bench=tasks pattern={} ordo_vs_best_peer={:.3f}\n", bench::pattern_name(p),
+                   worst);
+    }
+    return 0;
+  });
+}
