@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
                  "StarPU, measured in the same run",
                  "ordo-bench-tasks");
     cli.footer(kFooter);
-    bool quick = false, busy = false;
+    bool quick = false, busy = false, verify = false;
     std::optional<unsigned> reps_opt;
     std::vector<unsigned> threads = {1, 2};
     std::vector<std::string> pattern_names = {"independent", "chain", "stencil1d"};
@@ -110,6 +110,9 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->check(CLI::IsMember({"ordo", "omp", "tbb", "starpu"}))
         ->capture_default_str();
+    cli.add_flag("--verify", verify,
+                 "check only: run every pattern once per system and thread count on small "
+                 "sizes, compare with the sequential result, print no timings (a test)");
     cli.add_flag("--busy", busy,
                  "measure instead the fraction of time 2 ordo workers spend in task bodies of "
                  "--busy-us on a stencil graph");
@@ -124,9 +127,14 @@ int main(int argc, char** argv) {
       const std::uint32_t iters = busy_iterations ? busy_iterations : quick ? 60 : 300;
       const unsigned workers = 2;
       bench::BusyResult r = bench::measure_busy(workers, busy_us, 64, iters);
+      // Preemption (other processes on the cores) inflates the bodies' own steady-clock time
+      // and so the busy fraction; the nominal fraction (tasks x task duration over workers x
+      // wall) is deflated by it instead. On an unloaded machine the two agree.
+      const double nominal =
+          static_cast<double>(r.tasks) * busy_us * 1e-6 / (workers * r.seconds);
       fmt::print("# busy: {} tasks of >= {} us on {} workers, 64 tiles x {} iterations, run took "
-                 "{:.3f} s\n",
-                 r.tasks, busy_us, workers, iters, r.seconds);
+                 "{:.3f} s; nominal fraction (tasks x {} us / workers x wall) {:.4f}\n",
+                 r.tasks, busy_us, workers, iters, r.seconds, busy_us, nominal);
       fmt::print("bench=tasks pattern=busy threads={} busy_fraction={:.4f}\n", workers,
                  r.fraction);
       return 0;
@@ -137,6 +145,12 @@ int main(int argc, char** argv) {
       sizes.independent = 100'000;
       sizes.chain = 10'000;
       sizes.iterations = 100;
+    }
+    if (verify) {
+      sizes.independent = 20'000;
+      sizes.chain = 5'000;
+      sizes.tiles = 16;
+      sizes.iterations = 50;
     }
     const unsigned reps = reps_opt ? *reps_opt : quick ? 3 : 5;
     const bench::Expected expected = bench::expected_values(sizes);
@@ -167,6 +181,12 @@ int main(int argc, char** argv) {
           continue;
         }
         for (Pattern p : patterns) {
+          if (verify) {
+            s->run(p, sizes, expected);  // throws VerifyError on a wrong result
+            fmt::print("verified system={} pattern={} threads={} tasks={}\n", sys.name,
+                       bench::pattern_name(p), t, sizes.tasks(p));
+            continue;
+          }
           s->run(p, sizes, expected);  // warm-up: allocator pools, first-touch pages, caches
           std::vector<double> secs;
           for (unsigned r = 0; r < reps; ++r) secs.push_back(s->run(p, sizes, expected));
@@ -180,6 +200,7 @@ int main(int argc, char** argv) {
       }
     }
 
+    if (verify) return 0;
     for (Pattern p : patterns) {
       double worst = -1;
       for (unsigned t : threads) {
