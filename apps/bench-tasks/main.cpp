@@ -11,9 +11,13 @@
 // is worst (R < 1: ordo is faster than every peer at every thread count). Lines starting with
 // '#' are comments for humans (skipped systems, per-thread-count ratios).
 // Exit status: 0 ok, 1 a system computed a wrong result, 2 bad command line.
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <thread>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,6 +64,20 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// CPU time of the whole process (every thread), in seconds.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// The first field of /proc/loadavg, or "?" where there is none.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string first;
+  return in >> first ? first : "?";
 }
 
 const char* kFooter = R"(What is timed, for every system: creating the pattern's tasks (and data), executing them,
@@ -167,6 +185,10 @@ int main(int argc, char** argv) {
           pattern_names.end())
         patterns.push_back(p);
 
+    fmt::print("# ordo-bench-tasks: {} hardware threads, load average {} at start, {} "
+               "repetitions (median), sizes: independent {}, chain {}, stencil1d {}x{}\n",
+               std::thread::hardware_concurrency(), load_average(), reps, sizes.independent,
+               sizes.chain, sizes.tiles, sizes.iterations);
     // ns/task by (pattern, threads, system)
     std::map<std::tuple<Pattern, unsigned, std::string>, double> ns;
     for (const SystemEntry& sys : all_systems()) {
@@ -197,15 +219,19 @@ int main(int argc, char** argv) {
           // the budget lasts. A system whose single run exceeds the budget (libgomp's
           // dependence tracking grows with the number of pending tasks: stencil1d takes about
           // a minute) is measured by that one run, said so in a comment.
+          double cpu0 = process_cpu_seconds();
           const double warm = s->run(p, sizes, expected);
-          std::vector<double> secs;
+          std::vector<double> secs, cpu;
           double spent = 0;
           if (warm > budget) {
             secs.push_back(warm);
+            cpu.push_back(process_cpu_seconds() - cpu0);
             spent = warm;
           }
           while (secs.size() < reps && (secs.empty() || spent < budget)) {
+            cpu0 = process_cpu_seconds();
             secs.push_back(s->run(p, sizes, expected));
+            cpu.push_back(process_cpu_seconds() - cpu0);
             spent += secs.back();
           }
           if (secs.size() < reps)
@@ -217,6 +243,11 @@ int main(int argc, char** argv) {
           ns[{p, t, sys.name}] = x;
           fmt::print("bench=tasks system={} pattern={} threads={} tasks={} ns_per_task={:.1f}\n",
                      sys.name, bench::pattern_name(p), t, n, x);
+          // CPU time of every thread of the process (spinning included; the untimed result
+          // check too, a few ns/task): on a loaded machine, the cost that waiting for a core
+          // does not inflate.
+          fmt::print("#   cpu_ns_per_task={:.1f} load={}\n",
+                     median(cpu) * 1e9 / static_cast<double>(n), load_average());
           std::fflush(stdout);
         }
       }
