@@ -155,6 +155,9 @@ CompileResult compile(const Graph& graph) {
   Plan& plan = result.plan;
   plan.locks.resize(fifos.size());
   plan.tasks.resize(graph.tasks().size());
+  // One allocation per task instead of a growing vector (stencils have 3 to 9 accesses).
+  for (std::size_t t = 0; t < plan.tasks.size(); ++t)
+    plan.tasks[t].locks.reserve(graph.tasks()[t].accesses.size());
   for (std::uint32_t l = 0; l < fifos.size(); ++l) {
     const auto& fifo = fifos[l];
     LockPlan& lp = plan.locks[l];
