@@ -107,6 +107,7 @@ struct BusyResult {
   double fraction = 0;
   double seconds = 0;
   std::uint64_t tasks = 0;
+  double cpu_fraction = 0;  // bodies' CPU time / the process's CPU time during the run
 };
 BusyResult measure_busy(unsigned workers, double task_us, std::uint32_t tiles,
                         std::uint32_t iterations);

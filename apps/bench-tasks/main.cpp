@@ -159,6 +159,9 @@ int main(int argc, char** argv) {
       fmt::print("# busy: {} tasks of >= {} us on {} workers, 64 tiles x {} iterations, run took "
                  "{:.3f} s; nominal fraction (tasks x {} us / workers x wall) {:.4f}\n",
                  r.tasks, busy_us, workers, iters, r.seconds, busy_us, nominal);
+      fmt::print("# busy: share of the process's CPU time spent in task bodies {:.4f}, load "
+                 "average {}\n",
+                 r.cpu_fraction, load_average());
       fmt::print("bench=tasks pattern=busy threads={} busy_fraction={:.4f}\n", workers,
                  r.fraction);
       return 0;
