@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
                std::thread::hardware_concurrency(), load_average(), reps, sizes.independent,
                sizes.chain, sizes.tiles, sizes.iterations);
     // ns/task by (pattern, threads, system)
-    std::map<std::tuple<Pattern, unsigned, std::string>, double> ns;
+    std::map<std::tuple<Pattern, unsigned, std::string>, double> ns, cpu_ns;
     for (const SystemEntry& sys : all_systems()) {
       if (std::find(system_names.begin(), system_names.end(), sys.name) == system_names.end())
         continue;
@@ -249,32 +249,45 @@ int main(int argc, char** argv) {
           // CPU time of every thread of the process (spinning included; the untimed result
           // check too, a few ns/task): on a loaded machine, the cost that waiting for a core
           // does not inflate.
-          fmt::print("#   cpu_ns_per_task={:.1f} load={}\n",
-                     median(cpu) * 1e9 / static_cast<double>(n), load_average());
+          cpu_ns[{p, t, sys.name}] = median(cpu) * 1e9 / static_cast<double>(n);
+          fmt::print("#   cpu_ns_per_task={:.1f} load={}\n", cpu_ns[{p, t, sys.name}],
+                     load_average());
           std::fflush(stdout);
         }
       }
     }
 
     if (verify) return 0;
-    for (Pattern p : patterns) {
+    // Worst ratio over the thread counts of ordo's figure to the best peer's, for one pattern
+    // and one table (wall or CPU ns/task); -1 when there is nothing to compare. Prints the
+    // ratio of each thread count as a comment.
+    auto worst_ratio = [&](Pattern p, const decltype(ns)& table, const char* what) {
       double worst = -1;
       for (unsigned t : threads) {
-        auto own = ns.find({p, t, "ordo"});
-        if (own == ns.end()) continue;
+        auto own = table.find({p, t, "ordo"});
+        if (own == table.end()) continue;
         std::string best_name;
         double best = 0;
-        for (const auto& [key, x] : ns) {
+        for (const auto& [key, x] : table) {
           const auto& [kp, kt, kname] = key;
           if (kp != p || kt != t || kname == "ordo") continue;
           if (best_name.empty() || x < best) best = x, best_name = kname;
         }
         if (best_name.empty()) continue;
         const double ratio = own->second / best;
-        fmt::print("# pattern={} threads={} ordo={:.1f} ns best_peer={} {:.1f} ns ratio={:.3f}\n",
-                   bench::pattern_name(p), t, own->second, best_name, best, ratio);
+        fmt::print("# pattern={} threads={} {}: ordo={:.1f} ns best_peer={} {:.1f} ns "
+                   "ratio={:.3f}\n",
+                   bench::pattern_name(p), t, what, own->second, best_name, best, ratio);
         worst = std::max(worst, ratio);
       }
+      return worst;
+    };
+    for (Pattern p : patterns) {
+      const double cpu_worst = worst_ratio(p, cpu_ns, "cpu");
+      if (cpu_worst >= 0)
+        fmt::print("# pattern={} cpu: ordo_vs_best_peer={:.3f}\n", bench::pattern_name(p),
+                   cpu_worst);
+      const double worst = worst_ratio(p, ns, "wall");
       if (worst < 0)
         fmt::print("# pattern={}: no ratio (ordo or every peer was not measured)\n",
                    bench::pattern_name(p));
