@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <unordered_set>
 
@@ -55,15 +56,24 @@ rt::TaskDesc describe_task(const detail::GraphImpl& impl, const std::string& nam
                 "' after the graph's first run; declare every task before running");
   if (!has_body) throw Error("task '" + name + "' has no body; pass a callable");
   const auto& locs = impl.graph.locations();
+  // Duplicate check: a linear scan for the usual handful of accesses (no allocation), a hash
+  // set for long lists.
+  constexpr std::size_t kLinearScan = 16;
   std::unordered_set<std::uint32_t> seen;
   rt::TaskDesc desc;
   desc.name = name;
+  desc.accesses.reserve(accesses.size());
   for (const Access& a : accesses) {
     if (a.location >= locs.size())
       throw Error("task '" + name + "' accesses location #" + std::to_string(a.location) +
                   ", which this graph did not declare (a Location of another Graph?); declare "
                   "it with Graph::location first");
-    if (!seen.insert(a.location).second)
+    const bool duplicate =
+        accesses.size() <= kLinearScan
+            ? std::any_of(desc.accesses.begin(), desc.accesses.end(),
+                          [&](const rt::AccessDesc& d) { return d.location == a.location; })
+            : !seen.insert(a.location).second;
+    if (duplicate)
       throw Error("task '" + name + "' lists location '" + locs[a.location].name +
                   "' twice; give one access per location (write() also allows reading)");
     desc.accesses.push_back({a.location, a.mode == Mode::write ? rt::Mode::write : rt::Mode::read,
@@ -76,12 +86,20 @@ rt::TaskDesc describe_task(const detail::GraphImpl& impl, const std::string& nam
 
 std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses, Body body) {
   rt::TaskDesc desc = describe_task(*impl_, name, accesses, static_cast<bool>(body));
-  desc.body = [body = std::move(body)](const rt::Instance& inst) {
-    detail::ContextImpl impl{inst};
-    Context ctx(impl);
-    body(ctx);
+  detail::GraphImpl* impl = impl_.get();
+  const std::size_t index = impl->bodies.size();
+  impl->bodies.push_back(std::move(body));
+  desc.body = [impl, index](const rt::Instance& inst) {
+    detail::ContextImpl ctx_impl{inst};
+    Context ctx(ctx_impl);
+    impl->bodies[index](ctx);
   };
-  return impl_->graph.add_task(std::move(desc));
+  try {
+    return impl->graph.add_task(std::move(desc));
+  } catch (...) {
+    impl->bodies.pop_back();  // keep bodies and tasks in step if the runtime refused it
+    throw;
+  }
 }
 
 std::uint32_t Graph::fiber_task(const std::string& name, std::vector<Access> accesses,
