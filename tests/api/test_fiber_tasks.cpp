@@ -350,6 +350,14 @@ TEST_CASE("fiber task misuse is reported as ordo::Error", "[fiber]") {
              Contains("releases location 'y' twice"));
   CHECK_THAT(misuse([](ordo::FiberContext& ctx, L, L, L z) { ctx.release(z); }),
              Contains("releases location 'z', which it did not declare"));
+  CHECK_THAT(misuse([](ordo::FiberContext& ctx, L x, L, L) {
+               try {
+                 throw std::runtime_error("inner");
+               } catch (const std::runtime_error&) {
+                 ctx.acquire_read(x);
+               }
+             }),
+             Contains("acquires location 'x' inside a catch block"));
   // Handing the context to another thread is caught there.
   CHECK_THAT(misuse([](ordo::FiberContext& ctx, L x, L, L) {
                std::string message;
