@@ -1,3 +1,5 @@
+#include <exception>
+
 #include "graph_impl.hpp"
 
 namespace ordo {
@@ -50,6 +52,13 @@ void* FiberContext::acquire_bytes(std::uint32_t location, Mode mode, const std::
   if (*loc.type != type)
     throw Error("task '" + task.name + "' acquires location '" + loc.name +
                 "' with another element type than it was declared with");
+  // The C++ runtime keeps the exceptions being handled in per-thread state, which a fiber
+  // resuming on another thread would corrupt (docs/fibers.md, rule 3).
+  if (std::uncaught_exceptions() > 0 || std::current_exception())
+    throw Error("task '" + task.name + "' acquires location '" + loc.name +
+                "' inside a catch block or during stack unwinding; acquire may move the fiber "
+                "to another thread, which the exception being handled cannot follow. Leave the "
+                "handler first, then acquire");
   switch (inst.engine->hold(inst, access)) {
     case rt::Engine::Hold::held:
       throw Error("task '" + task.name + "' acquires location '" + loc.name + "' twice in iteration " +

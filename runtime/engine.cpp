@@ -1,6 +1,7 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <cassert>
 
 namespace ordo::rt {
 
@@ -24,6 +25,7 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
     ft->grants.reset(new std::atomic<std::uint64_t>[n]);
     for (std::uint32_t h = 0; h < n; ++h) ft->grants[h].store(0, std::memory_order_relaxed);
     const auto& locks = plan_.tasks[t].locks;  // sorted by location (plan.cpp builds it so)
+    assert(std::is_sorted(locks.begin(), locks.end()));  // fiber_grant binary-searches it
     for (const AccessDesc& a : desc.accesses) {
       auto it = std::lower_bound(locks.begin(), locks.end(), a.location);
       ft->handle_of.push_back(it != locks.end() && *it == a.location

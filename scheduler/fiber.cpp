@@ -279,7 +279,8 @@ std::byte* StackPool::take() {
     if (mem != MAP_FAILED) munmap(mem, total);
     throw std::runtime_error("ordo: cannot map a fiber stack of " + std::to_string(total) +
                              " bytes: " + std::strerror(err) +
-                             "; lower the stack size (ORDO_FIBER_STACK) or vm.max_map_count use");
+                             " (each suspended fiber holds a stack of two mappings, and the "
+                             "system allows vm.max_map_count mappings per process)");
   }
   auto* s = static_cast<std::byte*>(mem);
   std::lock_guard lock(mu_);

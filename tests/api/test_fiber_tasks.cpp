@@ -3,6 +3,7 @@
 // program order with any worker count, and misuse reported as ordo::Error.
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
@@ -129,6 +130,35 @@ TEST_CASE("ten thousand fiber tasks wait at once on one worker and complete", "[
   ordo::Runtime rt({.workers = 1});
   rt.run(g, 3);
   for (int i = 0; i < n; ++i) REQUIRE(g.data(y[static_cast<std::size_t>(i)])[0] == 1 + 2 + 3 + 3 * i);
+}
+
+TEST_CASE("release hands a location on before the body ends", "[fiber]") {
+  // F writes x, releases it, then waits (blocking its own worker on purpose, which a real body
+  // must not do) until D, the next holder of x, has run in the same iteration. D can run on
+  // the second worker only if F's release took effect at once.
+  ordo::Graph g;
+  auto x = g.location<std::int64_t>("x", 1);
+  auto seen = g.location<std::int64_t>("seen", 1);
+  auto d_done = std::make_shared<std::atomic<std::uint64_t>>(0);  // D's instances finished
+  auto in_time = std::make_shared<std::atomic<int>>(0);
+  // One deadline for the whole run, far beyond what a working release needs.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  g.fiber_task("F", {ordo::write(x)}, [=](ordo::FiberContext& ctx) {
+    const std::uint64_t k = ctx.iteration();
+    ctx.acquire_write(x)[0] = static_cast<std::int64_t>(k) * 7;
+    ctx.release(x);
+    while (d_done->load() <= k && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    if (d_done->load() > k) in_time->fetch_add(1);
+  });
+  g.task("D", {ordo::read(x), ordo::write(seen)}, [=](ordo::Context& ctx) {
+    ctx.write(seen)[0] += ctx.read(x)[0];
+    d_done->fetch_add(1);
+  });
+  ordo::Runtime rt({.workers = 2});
+  rt.run(g, 5);
+  CHECK(in_time->load() == 5);
+  CHECK(g.data(seen)[0] == 7 * (0 + 1 + 2 + 3 + 4));
 }
 
 // ---- mixed dataflow and fiber graphs: bit-identical to a sequential interpreter --------------
@@ -350,6 +380,14 @@ TEST_CASE("fiber task misuse is reported as ordo::Error", "[fiber]") {
              Contains("releases location 'y' twice"));
   CHECK_THAT(misuse([](ordo::FiberContext& ctx, L, L, L z) { ctx.release(z); }),
              Contains("releases location 'z', which it did not declare"));
+  CHECK_THAT(misuse([](ordo::FiberContext& ctx, L x, L, L) {
+               try {
+                 throw std::runtime_error("inner");
+               } catch (const std::runtime_error&) {
+                 ctx.acquire_read(x);
+               }
+             }),
+             Contains("acquires location 'x' inside a catch block"));
   // Handing the context to another thread is caught there.
   CHECK_THAT(misuse([](ordo::FiberContext& ctx, L x, L, L) {
                std::string message;

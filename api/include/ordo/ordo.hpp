@@ -159,7 +159,9 @@ class Context {
 // acquire_write on a read() access, acquiring a location twice in one iteration, releasing
 // one that is not held, or using the context off its body's fiber (another thread, or after
 // the body returned). A fiber must never block its worker thread: no mutex held across an
-// acquire, no blocking system call or wait on another task; see docs/fibers.md.
+// acquire, no blocking system call or wait on another task; nor acquire inside a catch block,
+// nor rely on thread_local or errno across an acquire (the fiber may resume on another
+// thread); see docs/fibers.md.
 // Valid only during the body's call; not thread-safe.
 class FiberContext {
  public:
