@@ -326,7 +326,7 @@ void Pool::run(Worker& w, Item item) {
 
 void Pool::notify() {
   // seq_cst: N1, pairs with W2 (the fence in prepare_wait); see the protocol above.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  full_fence();
   if ((state_.load(std::memory_order_relaxed) & kWaiterMask) == 0) return;  // N2
   {
     std::lock_guard lock(park_mu_);
@@ -345,7 +345,7 @@ std::uint64_t Pool::prepare_wait() {
   // seq_cst: W1, pairs with the load at N2 (through the fences W2 / N1).
   std::uint64_t s = state_.fetch_add(1, std::memory_order_seq_cst);
   // seq_cst: W2, pairs with N1 in notify().
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  full_fence();
   return s >> 32;
 }
 
