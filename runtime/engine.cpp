@@ -119,8 +119,11 @@ void Engine::execute(sched::Item item, unsigned worker) {
   else
     for (std::uint32_t l : locks) release(l);
 
+  // target_ is read before the increment: once every increment is in, the caller may free the
+  // engine, so only the last incrementer may touch it afterwards (and only under done_mu_).
+  const std::uint64_t target = target_.load(std::memory_order_relaxed);
   // acq_rel: the final increment makes every body's writes visible to the caller.
-  if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target_.load(std::memory_order_relaxed)) {
+  if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
     std::lock_guard lock(done_mu_);
     done_ = true;
     done_cv_.notify_all();  // under the lock: the caller may free us once it can take it

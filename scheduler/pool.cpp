@@ -301,7 +301,8 @@ bool Pool::steal_from(Worker& thief, unsigned victim, Item& item) {
     if (r.status == Deque<Item>::Steal::empty) return false;
     if (r.status == Deque<Item>::Steal::success) {
       item = r.value;
-      if (Observer* o = observer_.load(std::memory_order_relaxed)) o->on_steal(thief.index, victim);
+      // acquire: pairs with the release store in set_observer().
+      if (Observer* o = observer_.load(std::memory_order_acquire)) o->on_steal(thief.index, victim);
       return true;
     }
     // lost_race: someone else took the oldest item; the deque may hold more, so look again.
@@ -385,7 +386,7 @@ void Pool::worker_main(Worker& w) {
       if (found) {
         cancel_wait();
       } else {
-        Observer* o = observer_.load(std::memory_order_relaxed);
+        Observer* o = observer_.load(std::memory_order_acquire);  // pairs with set_observer()
         if (o) o->on_park(w.index);
         commit_wait(key);  // W4
         if (o) o->on_unpark(w.index);

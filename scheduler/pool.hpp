@@ -91,7 +91,8 @@ class Pool {
   void push(Item item, int node);
 
   // Installs (or, with nullptr, removes) the observer. Call only while no executor is attached.
-  void set_observer(Observer* observer) { observer_.store(observer, std::memory_order_relaxed); }
+  // release: pairs with the acquire loads on the workers, which may be parking right now.
+  void set_observer(Observer* observer) { observer_.store(observer, std::memory_order_release); }
 
   // Index of the calling worker in its pool, or -1 on a thread that is not a worker.
   static int current_worker();
