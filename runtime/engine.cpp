@@ -193,19 +193,23 @@ void Engine::execute(sched::Item item, unsigned worker) {
 }
 
 void Engine::instance_done() {
-  // acq_rel: the final increment makes every body's writes visible to the caller.
-  const bool last = completed_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
-                    target_.load(std::memory_order_relaxed);
   if (net_) {
     // Distributed: the caller may also wait for inflight_ to drain (peer failure), so both
     // counts change under done_mu_, and nothing touches the engine after the unlock.
     std::lock_guard lock(done_mu_);
+    // acq_rel: the final increment makes every body's writes visible to the caller.
+    const bool last = completed_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+                      target_.load(std::memory_order_relaxed);
     const bool drained = inflight_.fetch_sub(1, std::memory_order_relaxed) == 1;
     if (last) done_ = true;
     if (last || (drained && failed_)) done_cv_.notify_all();
     return;
   }
-  if (last) {
+  // target_ is read before the increment: once every increment is in, the caller may free the
+  // engine, so only the last incrementer may touch it afterwards (and only under done_mu_).
+  const std::uint64_t target = target_.load(std::memory_order_relaxed);
+  // acq_rel: the final increment makes every body's writes visible to the caller.
+  if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
     std::lock_guard lock(done_mu_);
     done_ = true;
     done_cv_.notify_all();  // under the lock: the caller may free us once it can take it

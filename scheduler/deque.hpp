@@ -38,6 +38,21 @@
 
 namespace ordo::sched {
 
+// A sequentially consistent fence (the store -> load barrier of the Dekker-style handshakes in
+// the deque's pop/steal and the pool's parking). ThreadSanitizer does not model fences and GCC
+// refuses them under -fsanitize=thread (-Wtsan): there a seq_cst read-modify-write of a
+// thread-local word stands in, a full barrier on x86 (the lock prefix), the target the TSan
+// build runs on, and thread-local so that it adds no happens-before edge that could hide a race.
+// (The fences order, they do not publish: every publication here is a release/acquire pair.)
+inline void full_fence() {
+#if defined(__SANITIZE_THREAD__)
+  thread_local std::atomic<int> word{0};
+  word.fetch_add(0, std::memory_order_seq_cst);
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 template <class T>
 class Deque {
   static_assert(std::is_trivially_copyable_v<T>, "deque slots are copied as atomics");
@@ -127,7 +142,7 @@ class Deque {
     Array* a = array_.load(std::memory_order_relaxed);
     bottom_.store(b, std::memory_order_relaxed);
     // seq_cst: pairs with the fence in steal(); orders our bottom store before the top load.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    full_fence();
     std::int64_t t = top_.load(std::memory_order_relaxed);
     if (t > b) {  // empty
       bottom_.store(b + 1, std::memory_order_relaxed);
@@ -148,7 +163,7 @@ class Deque {
     // acquire: pairs with the CAS of the previous thief (or pop) that advanced top.
     std::int64_t t = top_.load(std::memory_order_acquire);
     // seq_cst: pairs with the fence in pop() (see the protocol at the top).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    full_fence();
     // acquire: pairs with the release store of bottom in push(); the slot below it is written.
     std::int64_t b = bottom_.load(std::memory_order_acquire);
     if (t >= b) return {Steal::empty, T{}};

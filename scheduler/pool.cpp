@@ -301,7 +301,8 @@ bool Pool::steal_from(Worker& thief, unsigned victim, Item& item) {
     if (r.status == Deque<Item>::Steal::empty) return false;
     if (r.status == Deque<Item>::Steal::success) {
       item = r.value;
-      if (Observer* o = observer_.load(std::memory_order_relaxed)) o->on_steal(thief.index, victim);
+      // acquire: pairs with the release store in set_observer().
+      if (Observer* o = observer_.load(std::memory_order_acquire)) o->on_steal(thief.index, victim);
       return true;
     }
     // lost_race: someone else took the oldest item; the deque may hold more, so look again.
@@ -326,7 +327,7 @@ void Pool::run(Worker& w, Item item) {
 
 void Pool::notify() {
   // seq_cst: N1, pairs with W2 (the fence in prepare_wait); see the protocol above.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  full_fence();
   if ((state_.load(std::memory_order_relaxed) & kWaiterMask) == 0) return;  // N2
   {
     std::lock_guard lock(park_mu_);
@@ -345,7 +346,7 @@ std::uint64_t Pool::prepare_wait() {
   // seq_cst: W1, pairs with the load at N2 (through the fences W2 / N1).
   std::uint64_t s = state_.fetch_add(1, std::memory_order_seq_cst);
   // seq_cst: W2, pairs with N1 in notify().
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  full_fence();
   return s >> 32;
 }
 
@@ -385,7 +386,7 @@ void Pool::worker_main(Worker& w) {
       if (found) {
         cancel_wait();
       } else {
-        Observer* o = observer_.load(std::memory_order_relaxed);
+        Observer* o = observer_.load(std::memory_order_acquire);  // pairs with set_observer()
         if (o) o->on_park(w.index);
         commit_wait(key);  // W4
         if (o) o->on_unpark(w.index);

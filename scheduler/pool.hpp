@@ -90,8 +90,10 @@ class Pool {
   // workers should run the item; -1 for none. Ignored in flat mode.
   void push(Item item, int node);
 
-  // Installs (or, with nullptr, removes) the observer. Call only while no executor is attached.
-  void set_observer(Observer* observer) { observer_.store(observer, std::memory_order_relaxed); }
+  // Installs the observer. Call only while no executor is attached. Workers may call it at any
+  // time (parking is not tied to runs), so it must outlive the pool: construct it first.
+  // release: pairs with the acquire loads on the workers, which may be parking right now.
+  void set_observer(Observer* observer) { observer_.store(observer, std::memory_order_release); }
 
   // Index of the calling worker in its pool, or -1 on a thread that is not a worker.
   static int current_worker();

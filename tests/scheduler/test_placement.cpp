@@ -55,7 +55,8 @@ class Recorder final : public Executor {
     if (id == 0)
       for (std::uint64_t c = n_ / 2; c < n_; ++c)
         pool_.push(make(c, static_cast<int>(c % pool_.nodes())), static_cast<int>(c % pool_.nodes()));
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {  // pairs with itself
+    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {  // pairs with itself
       std::lock_guard lock(mu_);
       finished_ = true;
       cv_.notify_all();

@@ -37,7 +37,8 @@ class TreeExecutor final : public Executor {
     for (Item c : {2 * item + 1, 2 * item + 2})
       if (c < n_) pool_.push(c);
     // acq_rel: the last execution sees every other's counts, and publishes them via mu_.
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
       std::lock_guard lock(mu_);  // under the lock: wait() cannot return (and free us) before
       finished_ = true;
       cv_.notify_all();
@@ -79,7 +80,8 @@ class StealExecutor final : public Executor {
     } else if (worker != first_worker_) {
       other_ran_.store(true);
     }
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {  // pairs with itself
+    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {  // pairs with itself
       std::lock_guard lock(mu_);
       finished_ = true;
       cv_.notify_all();
@@ -160,10 +162,10 @@ TEST_CASE("parked workers wake for each item pushed from outside", "[pool]") {
 }
 
 TEST_CASE("idle workers steal from a busy one and the observer sees it", "[pool]") {
+  CountingObserver obs(4);  // outlives the pool: workers may call it until they are joined
   PoolConfig cfg;
   cfg.workers = 4;
   Pool pool(cfg);
-  CountingObserver obs(pool.size());
   pool.set_observer(&obs);
   StealExecutor exec(pool, 64);
   pool.attach(exec);
