@@ -9,7 +9,9 @@
 //   bench=tasks pattern=P ordo_vs_best_peer=R
 // R is ordo's ns/task divided by the best peer's, taken at the thread count where that ratio
 // is worst (R < 1: ordo is faster than every peer at every thread count). Lines starting with
-// '#' are comments for humans (skipped systems, per-thread-count ratios).
+// '#' are comments for humans: skipped systems, reduced repetitions, the CPU time per task
+// under each measurement (what load on the machine does not inflate), and the ratios per
+// thread count, on wall and on CPU time.
 // Exit status: 0 ok, 1 a system computed a wrong result, 2 bad command line.
 #include <time.h>
 
