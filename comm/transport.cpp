@@ -42,6 +42,7 @@
 
 #include <poll.h>
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 
 #include <cerrno>
 #include <cstring>
@@ -87,6 +88,15 @@ FailureScope scope_of(ucs_status_t s) {
   return status_of(s) == Status::process_failed ? FailureScope::process : FailureScope::endpoint;
 }
 
+// Set while probing whether an endpoint can have peer failure handling: UCX logs an error for
+// the transports that cannot (shared memory in UCX 1.13), and the fallback makes it moot.
+thread_local bool probing_err_mode = false;
+
+ucs_log_func_rc_t quiet_probe(const char*, unsigned, const char*, ucs_log_level_t,
+                              const ucs_log_component_config_t*, const char*, va_list) {
+  return probing_err_mode ? UCS_LOG_FUNC_RC_STOP : UCS_LOG_FUNC_RC_CONTINUE;
+}
+
 [[noreturn]] void fail(const std::string& what, ucs_status_t s) {
   throw CommError("comm: UCX " + what + " failed: " + ucs_status_string(s));
 }
@@ -115,6 +125,7 @@ struct Transport::Impl {
     int rank = -1;
     ucp_ep_h ep = nullptr;
     bool failed = false;
+    bool detects_failure = true;  // endpoint has UCX peer failure handling
     Status failure = Status::ok;
   };
   // One per send in flight: owns the wire header (UCX 1.13 reads it until completion) and the
@@ -308,6 +319,10 @@ int Transport::size() const { return impl_->boot.size(); }
 std::size_t Transport::max_header_size() const { return impl_->max_header; }
 std::size_t Transport::outstanding_sends() const { return impl_->outstanding; }
 std::optional<PeerFailure> Transport::first_failure() const { return impl_->first_failure; }
+bool Transport::detects_peer_failure(int peer) const {
+  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].detects_failure;
+}
+
 int Transport::event_fd() const { return impl_->efd; }
 
 void Transport::on_message(Tag tag, Handler handler) { impl_->handlers[tag] = std::move(handler); }
@@ -345,7 +360,19 @@ void Transport::connect() {
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = &Impl::on_ep_error;
     ep.err_handler.arg = &p;
-    if (ucs_status_t s = ucp_ep_create(m.worker, &ep, &p.ep); s != UCS_OK) {
+    // Peer failure handling where the transports support it; where they do not (UCX 1.13's
+    // shared memory), an endpoint without it: ordorun still ends the job when a rank dies.
+    ucs_log_push_handler(&quiet_probe);
+    probing_err_mode = true;
+    ucs_status_t s = ucp_ep_create(m.worker, &ep, &p.ep);
+    probing_err_mode = false;
+    ucs_log_pop_handler();
+    if (s == UCS_ERR_UNREACHABLE) {
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      s = ucp_ep_create(m.worker, &ep, &p.ep);
+      p.detects_failure = false;
+    }
+    if (s != UCS_OK) {
       p.ep = nullptr;
       fail("endpoint creation to rank " + std::to_string(r), s);
     }

@@ -133,6 +133,11 @@ class Transport {
   // with progress() returning false twice, then poll for POLLIN.
   int event_fd() const;
 
+  // Whether UCX itself reports the failure of `peer` on this endpoint (UCP_ERR_HANDLING_MODE_PEER).
+  // False where the transport cannot (UCX 1.13 shared memory): there only the launcher, which
+  // stops every rank when one dies, bounds the job. Valid after connect().
+  bool detects_peer_failure(int peer) const;
+
   // Number of sends whose completion has not run yet.
   std::size_t outstanding_sends() const;
   std::optional<PeerFailure> first_failure() const;
