@@ -14,6 +14,9 @@ packages=(
   catch2
   # baselines and peer runtimes for the benchmarks
   libtbb-dev libstarpu-dev libopenmpi-dev openmpi-bin
+  # comm: PMIx bootstrap (also needed for Slurm's PMIx plugin to load); multiprocess tests
+  # (network namespaces, mpirun)
+  libpmix-dev iproute2
 )
 
 missing=()
