@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -44,11 +45,19 @@ class StoreBootstrap final : public Bootstrap {
     if (rank < 0 || size < 1 || rank >= size)
       throw CommError("comm: rank " + std::to_string(rank) + " of " + std::to_string(size) +
                       " is not a valid rank; check ORDO_RANK and ORDO_SIZE");
-    connect_with_retry();
+    fd_ = connect_with_retry();
     const std::string r = std::to_string(rank_);
     request(store::Op::hello, r, {}, "saying hello");
+    start_lifeline();
   }
   ~StoreBootstrap() override {
+    if (lifeline_.joinable()) {
+      // Pairs with the acquire load in the lifeline thread: it sees the flag when recv returns.
+      stopping_.store(true, std::memory_order_release);
+      ::shutdown(lifeline_fd_, SHUT_RDWR);
+      lifeline_.join();
+    }
+    if (lifeline_fd_ >= 0) ::close(lifeline_fd_);
     if (fd_ >= 0) ::close(fd_);
   }
 
@@ -74,7 +83,29 @@ class StoreBootstrap final : public Bootstrap {
   void barrier() override { allgather({}); }
 
  private:
-  void connect_with_retry() {
+  // A second connection to ordorun that carries nothing: when it closes, ordorun is gone (killed,
+  // or stopping the job while this rank runs on a host it reaches only through ssh, which does
+  // not pass signals on). The rank then exits at once instead of living on as an orphan that
+  // waits for peers forever.
+  void start_lifeline() {
+    lifeline_fd_ = connect_with_retry();
+    lifeline_ = std::thread([this] {
+      char b;
+      for (;;) {
+        const ssize_t k = ::recv(lifeline_fd_, &b, 1, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k > 0) continue;
+        break;
+      }
+      if (stopping_.load(std::memory_order_acquire)) return;
+      const std::string msg = "comm: rank " + std::to_string(rank_) + " lost its launcher (ordorun's store at " +
+                              where_ + " closed); exiting\n";
+      [[maybe_unused]] ssize_t w = ::write(2, msg.data(), msg.size());
+      std::_Exit(1);
+    });
+  }
+
+  int connect_with_retry() {
     const auto colon = where_.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == where_.size())
       throw CommError("comm: ORDO_STORE='" + where_ + "' is not host:port");
@@ -97,9 +128,8 @@ class StoreBootstrap final : public Bootstrap {
         if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
           int one = 1;
           ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          fd_ = fd;
           ::freeaddrinfo(res);
-          return;
+          return fd;
         }
         last = std::strerror(errno);
         ::close(fd);
@@ -115,7 +145,10 @@ class StoreBootstrap final : public Bootstrap {
   Blob request(store::Op op, const std::string& key, std::span<const std::byte> value,
                const std::string& doing) {
     const auto msg = store::encode_request(op, key, value.data(), value.size());
-    const auto deadline = Clock::now() + timeout_;
+    // Only startup is timed (hello and the first collective, where a rank that never started
+    // shows). Later collectives may legitimately wait on a slow peer; a dead one ends the job
+    // through ordorun, and a dead ordorun through the lifeline.
+    const auto deadline = round_ <= 1 ? Clock::now() + timeout_ : Clock::time_point::max();
     send_all(msg.data(), msg.size(), deadline, doing);
     std::byte head[5];
     recv_all(head, 5, deadline, doing);
@@ -130,7 +163,7 @@ class StoreBootstrap final : public Bootstrap {
   void wait_fd(short events, Clock::time_point deadline, const std::string& doing) {
     for (;;) {
       pollfd p{fd_, events, 0};
-      const int ms = remaining_ms(deadline);
+      const int ms = deadline == Clock::time_point::max() ? -1 : remaining_ms(deadline);
       const int rc = ::poll(&p, 1, ms);
       if (rc > 0) return;
       if (rc < 0 && errno == EINTR) continue;
@@ -177,6 +210,9 @@ class StoreBootstrap final : public Bootstrap {
   std::string where_;
   int fd_ = -1;
   std::uint64_t round_ = 0;
+  int lifeline_fd_ = -1;
+  std::thread lifeline_;
+  std::atomic<bool> stopping_{false};
 };
 
 int env_int(const char* name, const char* value) {

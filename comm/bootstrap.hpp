@@ -44,10 +44,13 @@ class Bootstrap {
 
   // Every rank contributes `mine`; every rank gets all contributions indexed by rank. Blobs are
   // meant to be small (addresses, sizes): at most a few KiB each. Blocks until every rank has
-  // contributed or the bootstrap timeout passes (then throws CommError naming a missing rank).
+  // contributed. The first collective is bounded by the bootstrap timeout (then CommError naming
+  // the missing rank): a rank that never started shows there. Later ones wait as long as the
+  // peers are alive (the launcher ends the job when one dies).
   virtual std::vector<Blob> allgather(std::span<const std::byte> mine) = 0;
 
-  // Returns once every rank has called barrier() (same timeout rule as allgather).
+  // Returns once every rank has called barrier() (same timeout rule as allgather). The store
+  // bootstrap also keeps a lifeline to ordorun: if ordorun goes away the process exits.
   virtual void barrier() = 0;
 
   // Picks the implementation from the environment (see the top of this file). Throws CommError

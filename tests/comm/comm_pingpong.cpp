@@ -8,7 +8,8 @@
 // transport (collective). Exit 0: all correct; 1: wrong data; 3: a peer failed; 2: bad usage.
 //
 // Fault injection for the launcher tests: --die-rank R kills rank R with SIGKILL after half of
-// its sends; --late-rank R --late-seconds S makes rank R sleep before it even bootstraps.
+// its sends; --late-rank R --late-seconds S makes rank R sleep before it even bootstraps;
+// --hang-after-connect waits forever after connecting (the test then kills ordorun).
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
   int rounds = 2, die_rank = -1, late_rank = -1;
   double late_seconds = 0;
   std::size_t rndv_threshold = 0;
-  bool idle_check = false;
+  bool idle_check = false, hang = false;
   std::string expect_bootstrap;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
     else if (a == "--late-seconds") late_seconds = std::stod(next());
     else if (a == "--rndv-threshold") rndv_threshold = std::stoul(next());
     else if (a == "--idle-check") idle_check = true;
+    else if (a == "--hang-after-connect") hang = true;
     else if (a == "--expect-bootstrap") expect_bootstrap = next();
     else usage("unknown argument " + a);
   }
@@ -137,6 +139,11 @@ int main(int argc, char** argv) {
       std::exit(3);
     });
     t.connect();
+    if (hang) {  // for the launcher-death test: wait for messages that never come
+      std::printf("rank %d pid %d ready\n", me, int(::getpid()));
+      std::fflush(stdout);
+      for (;;) t.wait_for_event(std::chrono::milliseconds(1000));
+    }
 
     // Payloads stay alive until the end: sends read from them until their completion.
     std::vector<std::vector<std::byte>> payloads;

@@ -183,6 +183,48 @@ def case_signals():
         fail("ordorun did not say it forwarded the signal")
 
 
+def process_gone(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return any(l.startswith("State:") and "Z" in l.split()[1] for l in f)
+    except OSError:
+        return True
+
+
+def case_launcher_killed():
+    # ordorun dies (kill -9) while its ranks wait on each other: the ranks must not live on.
+    proc = subprocess.Popen([ORDORUN, "-n", "2", PINGPONG, "--hang-after-connect"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ucx_env("tcp,self"))
+    pids = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"pid (\d+) ready", line)
+            if m:
+                pids.append(int(m.group(1)))
+        if len(pids) < 2:
+            fail("ranks did not report ready")
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(process_gone(p) for p in pids):
+            time.sleep(0.1)
+        alive = [p for p in pids if not process_gone(p)]
+        if alive:
+            fail("ranks %s outlived their launcher by 10 s" % alive)
+    finally:
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+
+
 def case_srun_handoff():
     # A fake srun records how ordorun hands the launch over; no Slurm needed.
     tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ordo_fake_srun_%d" % os.getpid())
