@@ -28,7 +28,9 @@
 // UCX completes that endpoint's requests with an error and calls the error handler, which
 // marks the peer failed (later sends to it complete at once with the failure status) and
 // reports a PeerFailure once per peer, scoped by the UCX status (see scope_of). UCX statuses
-// are translated here and never leave this file. Detection latency is UCX's (a reset TCP
+// are translated here and never leave this file. Where no transport to a peer supports peer
+// failure handling (UCX 1.13's shared memory), connect() falls back to an endpoint without it
+// (detects_peer_failure() says so): the launcher is then the only failure detector. Detection latency is UCX's (a reset TCP
 // connection is immediate; a silent peer needs UCX keepalive); ordorun bounds the whole job in
 // any case by killing every rank when one dies.
 //
