@@ -17,6 +17,8 @@ packages=(
   # comm: PMIx bootstrap (also needed for Slurm's PMIx plugin to load); multiprocess tests
   # (network namespaces, mpirun)
   libpmix-dev iproute2
+  # comm: the one-node Slurm test (slurm-wlm's daemons and client, munge)
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

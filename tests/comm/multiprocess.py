@@ -237,12 +237,12 @@ def case_srun_handoff():
         env = dict(os.environ)
         env["PATH"] = tmp + ":" + env["PATH"]
         p, _ = run([ORDORUN, "--srun", "-n", "3", "prog", "--x", "1"], env=env, timeout=30)
-        if p.returncode != 0 or "srun-args: --mpi=pmix -n 3 prog --x 1" not in p.stdout:
+        if p.returncode != 0 or "srun-args: --mpi=pmix --label -n 3 prog --x 1" not in p.stdout:
             fail("explicit --srun handoff did not exec srun --mpi=pmix -n 3 prog --x 1")
         env["SLURM_JOB_ID"] = "42"
         env["SLURM_NTASKS"] = "4"
         p, _ = run([ORDORUN, "-n", "2", "prog"], env=env, timeout=30)
-        if "srun-args: --mpi=pmix -n 2 prog" not in p.stdout:
+        if "srun-args: --mpi=pmix --label -n 2 prog" not in p.stdout:
             fail("inside an allocation with room, ordorun did not hand over to srun")
         p, _ = run([ORDORUN, "-n", "8", "true"], env=env, timeout=30)
         if "srun-args" in p.stdout or p.returncode != 0:
@@ -266,6 +266,117 @@ def case_mpirun():
         fail("pingpong under mpirun exited %d" % p.returncode)
     if p.stdout.count("(pmix): received 28 messages") != 2:
         fail("both ranks must report 28 messages over a PMIx bootstrap")
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def case_slurm():
+    """One-node Slurm: munged, slurmctld and slurmd in the foreground as children of this test,
+    with their own key, socket, ports and state in a scratch directory; then ordorun inside an
+    salloc allocation hands the launch to srun --mpi=pmix and the ranks bootstrap via PMIx."""
+    need = ["munged", "munge", "slurmctld", "slurmd", "srun", "salloc", "sinfo"]
+    missing = [b for b in need if not shutil.which(b)]
+    if missing:
+        skip("Slurm/munge not installed (missing %s): apt-get install slurmctld slurmd slurm-client munge"
+             % ", ".join(missing))
+    if os.geteuid() != 0:
+        skip("the one-node Slurm test runs slurmd and needs root")
+    import tempfile
+    scratch = tempfile.mkdtemp(prefix="ordo_slurm_")
+    os.chmod(scratch, 0o700)
+    daemons = []
+    try:
+        for d in ("state", "spool"):
+            os.makedirs(os.path.join(scratch, d))
+        key = os.path.join(scratch, "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o400)
+        sock = os.path.join(scratch, "munge.sock")
+        log = open(os.path.join(scratch, "daemons.log"), "w")
+        daemons.append(subprocess.Popen(
+            ["munged", "-F", "--force", "--key-file=" + key, "--socket=" + sock,
+             "--pid-file=" + os.path.join(scratch, "munged.pid"), "--log-file=" + os.path.join(scratch, "munged.log"),
+             "--seed-file=" + os.path.join(scratch, "munged.seed")], stdout=log, stderr=log))
+        host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+        conf = os.path.join(scratch, "slurm.conf")
+        with open(conf, "w") as f:
+            f.write("""ClusterName=ordotest
+SlurmctldHost={host}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={p1}
+SlurmdPort={p2}
+AuthType=auth/munge
+AuthInfo=socket={sock}
+CredType=cred/munge
+StateSaveLocation={s}/state
+SlurmdSpoolDir={s}/spool
+SlurmctldPidFile={s}/slurmctld.pid
+SlurmdPidFile={s}/slurmd.pid
+SlurmctldLogFile={s}/slurmctld.log
+SlurmdLogFile={s}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=pmix
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+InactiveLimit=0
+MinJobAge=5
+NodeName={host} NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+""".format(host=host, p1=free_port(), p2=free_port(), sock=sock, s=scratch))
+        env = ucx_env("tcp,self")
+        env["SLURM_CONF"] = conf
+        deadline = time.monotonic() + 20
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        daemons.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", conf], stdout=log, stderr=log, env=env))
+        daemons.append(subprocess.Popen(["slurmd", "-D", "-f", conf], stdout=log, stderr=log, env=env))
+        deadline = time.monotonic() + 40
+        state = ""
+        while time.monotonic() < deadline:
+            r = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env, timeout=10)
+            state = r.stdout.strip()
+            if state == "idle":
+                break
+            time.sleep(0.5)
+        if state != "idle":
+            with open(os.path.join(scratch, "daemons.log")) as f:
+                print(f.read())
+            fail("the one-node Slurm cluster did not come up (node state '%s')" % state)
+        p, _ = run(["salloc", "-n", "2", "--overcommit", ORDORUN, "-n", "2", PINGPONG, "--expect-bootstrap", "pmix"],
+                   env=env, timeout=120)
+        if p.returncode != 0:
+            fail("ordorun inside salloc exited %d" % p.returncode)
+        for r in range(2):
+            if not re.search(r"^%d: rank %d of 2 \(pmix\): received 28 messages" % (r, r), p.stdout, re.M):
+                fail("rank %d did not report 28 messages over PMIx with srun's label" % r)
+        # Let slurmd's step daemons finish before slurmd goes, so none is left behind.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            r = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env, timeout=10)
+            if not r.stdout.strip():
+                break
+            time.sleep(0.2)
+    finally:
+        for d in reversed(daemons):
+            d.terminate()
+            try:
+                d.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                d.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def sh(cmd):

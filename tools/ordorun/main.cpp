@@ -629,7 +629,8 @@ class Launcher {
 
 // Slurm handoff: srun starts the ranks and provides PMIx; ordo's bootstrap picks it up.
 [[noreturn]] void exec_srun(const Options& o) {
-  std::vector<std::string> argv = {"srun", "--mpi=pmix", "-n", std::to_string(o.n > 0 ? o.n : 1)};
+  // --label: srun's own rank prefix ("0: "), ordorun no longer sees the output.
+  std::vector<std::string> argv = {"srun", "--mpi=pmix", "--label", "-n", std::to_string(o.n > 0 ? o.n : 1)};
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
