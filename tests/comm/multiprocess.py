@@ -286,7 +286,11 @@ def case_slurm():
              % ", ".join(missing))
     if os.geteuid() != 0:
         skip("the one-node Slurm test runs slurmd and needs root")
+    import ctypes
     import tempfile
+    # Become a subreaper: slurmd's step daemons detach from it, and this test, not init (which
+    # may not reap in a container), collects them.
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     scratch = tempfile.mkdtemp(prefix="ordo_slurm_")
     os.chmod(scratch, 0o700)
     daemons = []
@@ -376,6 +380,14 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubsc
             except subprocess.TimeoutExpired:
                 d.kill()
                 d.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.1)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
