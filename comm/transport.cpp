@@ -17,7 +17,8 @@
 // on it, inside progress(), wait_for_event(), send() or close(). wake() is the exception: any
 // thread may call it (ucp_worker_signal is documented as safe from any thread). Handlers and
 // completions must not call progress(), wait_for_event() or close() (UCX forbids progress from
-// a callback); they may call send().
+// a callback); they may call send(). An exception a callback throws must not unwind through
+// UCX's C frames: it is caught at the callback's edge and rethrown by progress().
 //
 // Progress and idle. wait_for_event() progresses until nothing happens, then ucp_worker_arm();
 // UCS_ERR_BUSY means events arrived meanwhile (progress again), UCS_OK means the worker's event
@@ -48,7 +49,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ordo::comm {
@@ -157,7 +160,24 @@ struct Transport::Impl {
   bool closing = false;
   bool closed = false;
 
+  // The first exception thrown by a handler or completion. Callbacks run inside UCX's C code,
+  // which an exception must not cross: it is caught there and rethrown by progress().
+  std::exception_ptr pending_error;
+
   Impl(Bootstrap& b, TransportOptions o) : boot(b), options(o) {}
+
+  template <class F>
+  void guarded(F&& f) noexcept {
+    try {
+      f();
+    } catch (...) {
+      if (!pending_error) pending_error = std::current_exception();
+    }
+  }
+
+  void rethrow_pending() {
+    if (pending_error) std::rethrow_exception(std::exchange(pending_error, nullptr));
+  }
 
   static void on_send_done(void* request, ucs_status_t status, void* user_data) {
     auto* op = static_cast<SendOp*>(user_data);
@@ -166,15 +186,16 @@ struct Transport::Impl {
     Completion done = std::move(op->done);
     delete op;
     ucp_request_free(request);
-    if (done) done(impl->closing && status != UCS_OK ? Status::canceled : status_of(status));
+    if (done) impl->guarded([&] { done(impl->closing && status != UCS_OK ? Status::canceled : status_of(status)); });
   }
 
   static void on_recv_done(void* request, ucs_status_t status, std::size_t, void* user_data) {
     auto* op = static_cast<RecvOp*>(user_data);
+    Impl* impl = op->impl;
     Completion done = std::move(op->done);
     delete op;
     ucp_request_free(request);
-    if (done) done(status_of(status));
+    if (done) impl->guarded([&] { done(status_of(status)); });
   }
 
   static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -186,7 +207,7 @@ struct Transport::Impl {
     if (impl->closing) return;  // peers tearing down after the close barrier: expected
     PeerFailure f{peer->rank, scope_of(status), ucs_status_string(status)};
     if (!impl->first_failure) impl->first_failure = f;
-    if (impl->failure_handler) impl->failure_handler(f);
+    if (impl->failure_handler) impl->guarded([&] { impl->failure_handler(f); });
   }
 
   static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data,
@@ -206,7 +227,8 @@ struct Transport::Impl {
       in.rndv_desc_ = data;
     else
       in.eager_ = static_cast<const std::byte*>(data);
-    if (auto it = impl->handlers.find(wire.tag); it != impl->handlers.end()) it->second(in);
+    if (auto it = impl->handlers.find(wire.tag); it != impl->handlers.end())
+      impl->guarded([&] { it->second(in); });
     // A rendezvous payload nobody received is dropped by returning UCS_OK (UCX then completes
     // the sender's request normally); eager data is not kept past the callback either.
     return UCS_OK;
@@ -424,6 +446,7 @@ bool Transport::progress() {
   if (m.closed) return false;
   bool any = false;
   while (ucp_worker_progress(m.worker) != 0) any = true;
+  m.rethrow_pending();
   return any;
 }
 

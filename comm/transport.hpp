@@ -121,7 +121,8 @@ class Transport {
   std::size_t max_header_size() const;
 
   // Makes progress without blocking; runs handlers and completions. True when anything
-  // happened.
+  // happened. An exception thrown by a handler, completion or failure callback is rethrown
+  // here (after UCX's frames are left), the first one if several.
   bool progress();
   // Progresses; when nothing is pending, arms the worker and sleeps on its event file
   // descriptor up to `timeout` (no CPU while idle). True when anything happened.

@@ -172,3 +172,23 @@ TEST_CASE("wake interrupts an idle wait", "[comm]") {
   t.wait_for_event(std::chrono::minutes(1));
   t.close();
 }
+
+TEST_CASE("an exception from a handler reaches the progress caller", "[comm]") {
+  auto boot = Bootstrap::single();
+  Transport t(*boot);
+  t.on_message(2, [](Incoming&) { throw std::runtime_error("handler says no"); });
+  t.connect();
+  t.send(0, 2, {}, {}, nullptr);
+  bool thrown = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!thrown && std::chrono::steady_clock::now() < deadline) {
+    try {
+      t.wait_for_event(std::chrono::milliseconds(10));
+    } catch (const std::runtime_error& e) {
+      CHECK(std::string(e.what()) == "handler says no");
+      thrown = true;
+    }
+  }
+  CHECK(thrown);
+  t.close();  // still usable after the rethrow
+}
