@@ -9,7 +9,8 @@
 //
 // Fault injection for the launcher tests: --die-rank R kills rank R with SIGKILL after half of
 // its sends; --late-rank R --late-seconds S makes rank R sleep before it even bootstraps;
-// --hang-after-connect waits forever after connecting (the test then kills ordorun).
+// --hang-after-connect waits forever after connecting (the test then kills ordorun);
+// --ignore-sigterm leaves failure detection to the transport until ordorun's SIGKILL.
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
     else if (a == "--rndv-threshold") rndv_threshold = std::stoul(next());
     else if (a == "--idle-check") idle_check = true;
     else if (a == "--hang-after-connect") hang = true;
+    else if (a == "--ignore-sigterm") ::signal(SIGTERM, SIG_IGN);
     else if (a == "--expect-bootstrap") expect_bootstrap = next();
     else usage("unknown argument " + a);
   }

@@ -101,6 +101,20 @@ def case_kill():
         fail("exit status %d, expected 137 (the first failing rank's)" % p.returncode)
 
 
+def case_transport_detects():
+    # Survivors ignore ordorun's SIGTERM, so before its SIGKILL (--grace 8) only the transport can
+    # end them: UCX's peer failure handling must report rank 1 to the others' failure callbacks.
+    p, elapsed = run([ORDORUN, "--grace", "8", "-n", "3", PINGPONG, "--die-rank", "1", "--rounds", "4",
+                      "--ignore-sigterm"], env=ucx_env("tcp,self"), timeout=60)
+    if p.returncode == 0:
+        fail("the job succeeded although rank 1 was killed")
+    for r in (0, 2):
+        if not re.search(r"^\[%d\] rank %d: peer rank 1 failed \(\w+\)" % (r, r), p.stderr, re.M):
+            fail("rank %d's transport did not report rank 1's failure" % r)
+    if "sending SIGKILL" in p.stderr:
+        fail("a survivor had to be SIGKILLed: the transport did not end it")
+
+
 def case_late():
     p, elapsed = run([ORDORUN, "--timeout-startup", "2", "-n", "3", PINGPONG,
                       "--late-rank", "2", "--late-seconds", "60"], env=ucx_env("tcp,self"), timeout=60)
@@ -144,6 +158,18 @@ def case_exit_status():
     p, _ = run([ORDORUN, "-n", "2", "/nonexistent/program"], timeout=30)
     if p.returncode != 127 or "cannot execute '/nonexistent/program'" not in p.stderr:
         fail("a missing program must give 127 and say so")
+    # A remote shell that cannot reach its host (ssh exits 255): named, with the hint, and never
+    # mistaken for a signal to ordorun.
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix="_rsh", delete=False) as f:
+        f.write("#!/bin/sh\nexit 255\n")
+    try:
+        os.chmod(f.name, 0o755)
+        p, _ = run([ORDORUN, "--hosts", "nohost:1,other:1", "--rsh", f.name, "true"], timeout=30)
+    finally:
+        os.unlink(f.name)
+    if p.returncode != 255 or ("did '%s nohost' fail?" % f.name) not in p.stderr or "forwarding" in p.stderr:
+        fail("a failing remote shell must give 255 with a hint naming the command")
 
 
 def case_usage():

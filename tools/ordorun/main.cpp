@@ -312,13 +312,25 @@ class Launcher {
     std::vector<char*> cargv;
     for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
+    // Signals stay blocked across fork until the child has dropped ordorun's handlers: one
+    // arriving in between would otherwise run ordorun's handler in the child and write to
+    // ordorun's signal pipe, as if ordorun itself had been signalled.
+    sigset_t all, old;
+    sigfillset(&all);
+    ::sigprocmask(SIG_BLOCK, &all, &old);
     const pid_t pid = ::fork();
-    if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid < 0) {
+      ::sigprocmask(SIG_SETMASK, &old, nullptr);
+      throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    }
     if (pid == 0) {
       ::setpgid(0, 0);
       struct sigaction dfl{};
       dfl.sa_handler = SIG_DFL;
       for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::sigaction(sig, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
       const int devnull = ::open("/dev/null", O_RDONLY);
       ::dup2(devnull, 0);
       ::dup2(out[1], 1);
@@ -329,6 +341,7 @@ class Launcher {
       write_all(2, msg.data(), msg.size());
       ::_exit(127);
     }
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
     ::setpgid(pid, pid);  // also here, so that a signal sent right away finds the group
     ::close(out[1]);
     ::close(err[1]);
@@ -362,16 +375,23 @@ class Launcher {
         if (r.pid != pid || !r.running) continue;
         r.running = false;
         r.status = status;
-        // A second signal of the group may still reach stragglers of its process group.
+        // Whatever the rank left running in its process group goes with it.
         ::kill(-r.pid, SIGKILL);
         const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         if (failed && !aborting_) {
           say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) + " on host " +
-              r.host + ") " + describe_status(status) + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
+              r.host + ") " + describe_status(status) + rsh_hint(r, status) +
+              (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
           abort_job(exit_code_of(status));
         }
       }
     }
+  }
+
+  // ssh exits with 255 when it cannot reach or log into the host (the rank never ran).
+  std::string rsh_hint(const Rank& r, int status) const {
+    if (!r.remote || !WIFEXITED(status) || WEXITSTATUS(status) != 255) return "";
+    return " (status 255: did '" + opt_.rsh + " " + r.host + "' fail?)";
   }
 
   void on_signals() {
