@@ -251,6 +251,32 @@ def case_launcher_killed():
             proc.kill()
 
 
+def case_ssh_quoting():
+    # A stand-in for ssh that behaves like it: joins its arguments after the host into one
+    # string and runs it with the remote shell, in a clean environment (ssh passes none).
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="ordo_fake_ssh_")
+    try:
+        fake = os.path.join(tmp, "ssh")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\nhost="$1"; shift\nexec env -i PATH="$PATH" FAKE_HOST="$host" sh -c "$*"\n')
+        os.chmod(fake, 0o755)
+        env = dict(os.environ)
+        env["UCX_ORDO_PROBE"] = "ucx value"
+        env["MY_VAR"] = "mine; $(not run)"
+        script = 'printf "%s|%s|%s|%s|%s|%s\\n" "$FAKE_HOST" "$ORDO_RANK" "$1" "$2" "$UCX_ORDO_PROBE" "$MY_VAR"'
+        p, _ = run([ORDORUN, "--hosts", "h1:1,h2:1", "--rsh", fake, "-x", "MY_VAR", "sh", "-c", script, "x",
+                    "two words", "it's \"quoted\" $HOME"], env=env, timeout=30)
+        if p.returncode != 0:
+            fail("exit %d" % p.returncode)
+        for r, h in ((0, "h1"), (1, "h2")):
+            want = "[%d] %s|%d|two words|it's \"quoted\" $HOME|ucx value|mine; $(not run)" % (r, h, r)
+            if want not in p.stdout.splitlines():
+                fail("expected the line %r: arguments or exported variables were mangled" % want)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_srun_handoff():
     # A fake srun records how ordorun hands the launch over; no Slurm needed.
     tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ordo_fake_srun_%d" % os.getpid())

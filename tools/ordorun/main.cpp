@@ -265,7 +265,7 @@ class Launcher {
         "ORDO_RANK=" + std::to_string(r.rank), "ORDO_SIZE=" + std::to_string(ranks_.size()),
         "ORDO_LOCAL_RANK=" + std::to_string(local), "ORDO_STORE=" + store_where_,
         // A little beyond ordorun's own startup clock, so that ordorun names the missing rank.
-        "ORDO_TIMEOUT=" + std::to_string(opt_.timeout_startup + 2)};
+        "ORDO_TIMEOUT=" + fmt_seconds(opt_.timeout_startup + 2)};
     return env;
   }
 
@@ -685,7 +685,8 @@ int main(int argc, char** argv) {
   app.add_option("--store-addr", o.store_addr,
                  "IPv4 address of this host that every rank can reach (default 127.0.0.1, or this "
                  "host's name with --hosts)");
-  app.add_option("-x,--export", o.exports, "environment variable to pass to remote ranks (repeatable)");
+  app.add_option("-x,--export", o.exports, "environment variable to pass to remote ranks (repeatable)")
+      ->allow_extra_args(false);
   app.add_flag("--srun", o.srun, "hand the launch to srun --mpi=pmix (automatic inside a Slurm allocation)");
   app.add_flag("--no-srun", o.no_srun, "never hand the launch to srun");
   try {
