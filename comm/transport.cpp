@@ -381,17 +381,18 @@ void Transport::connect() {
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     // safety: the blob is the byte image of the peer's ucp_address_t, as UCX documents.
     ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data());
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_mode = m.options.detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     ep.err_handler.cb = &Impl::on_ep_error;
     ep.err_handler.arg = &p;
+    p.detects_failure = m.options.detect_peer_failure;
     // Peer failure handling where the transports support it; where they do not (UCX 1.13's
     // shared memory), an endpoint without it: ordorun still ends the job when a rank dies.
     ucs_log_push_handler(&quiet_probe);
-    probing_err_mode = true;
+    probing_err_mode = m.options.detect_peer_failure;
     ucs_status_t s = ucp_ep_create(m.worker, &ep, &p.ep);
     probing_err_mode = false;
     ucs_log_pop_handler();
-    if (s == UCS_ERR_UNREACHABLE) {
+    if (s == UCS_ERR_UNREACHABLE && m.options.detect_peer_failure) {
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       s = ucp_ep_create(m.worker, &ep, &p.ep);
       p.detects_failure = false;

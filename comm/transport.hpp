@@ -84,7 +84,12 @@ struct TransportOptions {
   // Payloads of at least this many bytes always use rendezvous; 0 leaves the choice to UCX
   // (UCX_RNDV_THRESH, "auto" by default). Tests lower it to exercise both paths.
   std::size_t rndv_threshold = 0;
-  // Bound on close()'s wait for outstanding sends and on its barrier.
+  // Ask UCX for peer failure handling (UCP_ERR_HANDLING_MODE_PEER) on every endpoint where a
+  // transport supports it. UCX then avoids transports without it: with the default UCX_TLS,
+  // ranks on one host talk TCP instead of shared memory. false: shared memory wherever UCX
+  // likes, and failures are left to the launcher.
+  bool detect_peer_failure = true;
+  // Bound on close()'s wait for outstanding sends.
   std::chrono::milliseconds close_timeout{10000};
 };
 
