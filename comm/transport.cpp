@@ -14,8 +14,12 @@
 //
 // Threading. The worker runs in UCS_THREAD_MODE_SINGLE: one thread owns the Transport (call it
 // the transport thread) and makes every call; handlers, completions and failure callbacks run
-// on it, inside progress(), wait_for_event(), send() or close(). wake() is the exception: any
-// thread may call it (ucp_worker_signal is documented as safe from any thread). Handlers and
+// on it, inside progress(), wait_for_event(), send() or close(). wake() and post() are the
+// exceptions: any thread may call them (ucp_worker_signal is documented as safe from any thread;
+// posted work sits in a mutex-protected queue that progress() drains on the transport thread).
+// No lost wake-up: post() pushes, then signals; wait_for_event() checks the queue before
+// ucp_worker_arm(), and a signal that lands before the arm makes the arm return UCS_ERR_BUSY,
+// one after it makes the event fd readable. Handlers and
 // completions must not call progress(), wait_for_event() or close() (UCX forbids progress from
 // a callback); they may call send(). An exception a callback throws must not unwind through
 // UCX's C frames: it is caught at the callback's edge and rethrown by progress().
@@ -48,8 +52,10 @@
 #include <ucs/debug/log_def.h>
 
 #include <cerrno>
+#include <atomic>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -163,6 +169,24 @@ struct Transport::Impl {
   // The first exception thrown by a handler or completion. Callbacks run inside UCX's C code,
   // which an exception must not cross: it is caught there and rethrown by progress().
   std::exception_ptr pending_error;
+  std::mutex posted_mu;
+  std::vector<std::function<void()>> posted;  // guarded by posted_mu
+  std::vector<std::function<void()>> running;  // transport thread only
+  std::atomic<bool> has_posted{false};
+
+  // Runs the work posted so far. True when there was any.
+  bool run_posted() {
+    // Pairs with the release store in post(): the work pushed before it is visible under the lock.
+    if (!has_posted.load(std::memory_order_acquire)) return false;
+    {
+      std::lock_guard lock(posted_mu);
+      running.swap(posted);
+      has_posted.store(false, std::memory_order_relaxed);
+    }
+    for (auto& w : running) guarded(w);
+    running.clear();
+    return true;
+  }
 
   Impl(Bootstrap& b, TransportOptions o) : boot(b), options(o) {}
 
@@ -445,7 +469,7 @@ void Transport::send(int peer, Tag tag, std::span<const std::byte> header,
 bool Transport::progress() {
   Impl& m = *impl_;
   if (m.closed) return false;
-  bool any = false;
+  bool any = m.run_posted();
   while (ucp_worker_progress(m.worker) != 0) any = true;
   m.rethrow_pending();
   return any;
@@ -455,6 +479,7 @@ bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
   Impl& m = *impl_;
   if (m.closed) return false;
   if (progress()) return true;
+  if (m.has_posted.load(std::memory_order_acquire)) return progress();  // pairs with post()
   const ucs_status_t s = ucp_worker_arm(m.worker);
   if (s == UCS_ERR_BUSY) {  // events arrived between the progress and the arm
     progress();
@@ -469,6 +494,17 @@ bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
 
 void Transport::wake() {
   if (impl_->worker != nullptr) ucp_worker_signal(impl_->worker);
+}
+
+void Transport::post(std::function<void()> work) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.posted_mu);
+    m.posted.push_back(std::move(work));
+    // Pairs with the acquire load in run_posted().
+    m.has_posted.store(true, std::memory_order_release);
+  }
+  wake();
 }
 
 void Transport::close() {

@@ -132,9 +132,12 @@ class Transport {
   // Progresses; when nothing is pending, arms the worker and sleeps on its event file
   // descriptor up to `timeout` (no CPU while idle). True when anything happened.
   bool wait_for_event(std::chrono::milliseconds timeout);
-  // Wakes a wait_for_event() in progress (or the next one). The only method that may be called
-  // from any thread.
+  // Wakes a wait_for_event() in progress (or the next one). May be called from any thread.
   void wake();
+  // Runs `work` on the transport thread, inside its next progress(), and wakes it. May be called
+  // from any thread: this is how other threads send (post a closure that calls send()). Works
+  // run in the order posted by one thread; one lock per post.
+  void post(std::function<void()> work);
   // The file descriptor wait_for_event() sleeps on, for callers with their own poll loop: arm
   // with progress() returning false twice, then poll for POLLIN.
   int event_fd() const;
