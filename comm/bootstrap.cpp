@@ -40,14 +40,15 @@ int remaining_ms(Clock::time_point deadline) {
 
 class StoreBootstrap final : public Bootstrap {
  public:
-  StoreBootstrap(int rank, int size, const std::string& host_port, std::chrono::milliseconds timeout)
+  StoreBootstrap(int rank, int size, const std::string& host_port, std::chrono::milliseconds timeout,
+                 const std::string& token)
       : rank_(rank), size_(size), timeout_(timeout), where_(host_port) {
     if (rank < 0 || size < 1 || rank >= size)
       throw CommError("comm: rank " + std::to_string(rank) + " of " + std::to_string(size) +
                       " is not a valid rank; check ORDO_RANK and ORDO_SIZE");
     fd_ = connect_with_retry();
     const std::string r = std::to_string(rank_);
-    request(store::Op::hello, r, {}, "saying hello");
+    request(store::Op::hello, r, std::as_bytes(std::span(token.data(), token.size())), "saying hello");
     start_lifeline();
   }
   ~StoreBootstrap() override {
@@ -240,8 +241,8 @@ std::chrono::milliseconds bootstrap_timeout_from_env() {
 std::unique_ptr<Bootstrap> Bootstrap::single() { return std::make_unique<SingleBootstrap>(); }
 
 std::unique_ptr<Bootstrap> Bootstrap::store(int rank, int size, const std::string& host_port,
-                                            std::chrono::milliseconds timeout) {
-  return std::make_unique<StoreBootstrap>(rank, size, host_port, timeout);
+                                            std::chrono::milliseconds timeout, const std::string& token) {
+  return std::make_unique<StoreBootstrap>(rank, size, host_port, timeout, token);
 }
 
 std::unique_ptr<Bootstrap> Bootstrap::from_environment() {
@@ -252,8 +253,9 @@ std::unique_ptr<Bootstrap> Bootstrap::from_environment() {
     if (rank == nullptr || size == nullptr)
       throw CommError("comm: ORDO_STORE is set but ORDO_RANK or ORDO_SIZE is not; start the "
                       "program with ordorun");
+    const char* token = std::getenv("ORDO_STORE_TOKEN");
     return store(env_int("ORDO_RANK", rank), env_int("ORDO_SIZE", size), store_addr,
-                 bootstrap_timeout_from_env());
+                 bootstrap_timeout_from_env(), token != nullptr ? token : "");
   }
   if (std::getenv("PMIX_RANK") != nullptr && std::getenv("PMIX_NAMESPACE") != nullptr) return pmix();
   return single();

@@ -2,8 +2,8 @@
 // exists (the transport uses it to swap UCX worker addresses).
 //
 // Three implementations, chosen by Bootstrap::from_environment():
-//   - store   ORDO_RANK, ORDO_SIZE and ORDO_STORE=host:port set by ordorun: a TCP client of the
-//             rendezvous store that ordorun serves (protocol in store_protocol.hpp).
+//   - store   ORDO_RANK, ORDO_SIZE, ORDO_STORE=host:port and ORDO_STORE_TOKEN set by ordorun:
+//             a TCP client of the rendezvous store that ordorun serves (store_protocol.hpp).
 //   - PMIx    PMIX_RANK and PMIX_NAMESPACE set by Open MPI's mpirun or Slurm's srun --mpi=pmix.
 //   - single  neither: rank 0 of 1, every collective is local.
 // ordorun's variables win over PMIx's, so `mpirun ordorun ...` nests predictably.
@@ -61,7 +61,8 @@ class Bootstrap {
   // The pieces, for tests and for callers that know what they want.
   static std::unique_ptr<Bootstrap> single();
   static std::unique_ptr<Bootstrap> store(int rank, int size, const std::string& host_port,
-                                          std::chrono::milliseconds timeout);
+                                          std::chrono::milliseconds timeout,
+                                          const std::string& token = "");
   static std::unique_ptr<Bootstrap> pmix();  // throws CommError when built without PMIx
 };
 

@@ -5,8 +5,11 @@
 //   request  = op:u8  key_len:u32  value_len:u32  key  value      (integers big-endian)
 //   response = status:u8  value_len:u32  value
 // ops:
-//   hello  key = decimal rank. Tells ordorun the rank is up (ends its startup clock for it).
-//          Answered at once with status ok.
+//   hello  key = decimal rank, value = the job's token (ORDO_STORE_TOKEN, random per job).
+//          Tells ordorun the rank is up (ends its startup clock for it). Answered at once. The
+//          store listens on every address with --hosts: a connection whose first request is
+//          not a hello with the right token and a rank of the job is dropped, so a stray or
+//          hostile client cannot read or write the job's keys.
 //   put    stores value under key (a later put overwrites). Answered at once.
 //   get    answered when key has a value: the value. The server parks the request until then;
 //          the client bounds the wait with its own timeout, so a missing peer is an error,

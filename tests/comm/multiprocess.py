@@ -280,6 +280,57 @@ def case_ssh_quoting():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def case_store_auth():
+    # The store answers only clients that first say hello with the job's token and a valid rank.
+    import socket
+    import struct
+    proc = subprocess.Popen([ORDORUN, "-n", "1", "sh", "-c", 'echo "$ORDO_STORE $ORDO_STORE_TOKEN"; sleep 30'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split()
+        if len(line) != 3:
+            fail("the rank did not print its store and token")
+        host, port = line[1].rsplit(":", 1)
+        token = line[2].encode()
+
+        def req(op, key, value=b""):
+            return struct.pack(">BII", op, len(key), len(value)) + key + value
+
+        def answer(*msgs):
+            with socket.create_connection((host, int(port)), timeout=10) as c:
+                for m in msgs:
+                    c.sendall(m)
+                data = b""
+                while True:
+                    try:
+                        chunk = c.recv(4096)
+                    except socket.timeout:
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+                    if len(data) >= 5 * len(msgs):
+                        break
+                return data
+        put = req(2, b"k", b"v")
+        if answer(put) != b"":
+            fail("a put without hello was answered")
+        if answer(req(1, b"0", b"wrong-token"), put) != b"":
+            fail("a hello with a wrong token was answered")
+        if answer(req(1, b"7", token), put) != b"":
+            fail("a hello with a rank outside the job was answered")
+        got = answer(req(1, b"0", token), put, req(3, b"k"))
+        if got != b"\0\0\0\0\0" + b"\0\0\0\0\0" + b"\0\0\0\0\1v":
+            fail("a proper client got %r" % got)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            fail("ordorun did not end after SIGTERM")
+
+
 def case_srun_handoff():
     # A fake srun records how ordorun hands the launch over; no Slurm needed.
     tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ordo_fake_srun_%d" % os.getpid())

@@ -7,7 +7,8 @@
 // What it does, in one event loop (poll over a self-pipe for signals, the store's sockets and
 // the ranks' output pipes):
 //   - serves the rendezvous store (comm/store_protocol.hpp) the ranks bootstrap from; each rank
-//     gets ORDO_RANK, ORDO_SIZE, ORDO_LOCAL_RANK, ORDO_STORE=addr:port, ORDO_TIMEOUT;
+//     gets ORDO_RANK, ORDO_SIZE, ORDO_LOCAL_RANK, ORDO_STORE=addr:port, ORDO_STORE_TOKEN (a
+//     random secret: the store drops clients that do not present it), ORDO_TIMEOUT;
 //   - prefixes every line a rank writes with "[R] ", stdout to stdout and stderr to stderr;
 //   - forwards SIGINT, SIGTERM and SIGHUP to every rank (a second one kills them);
 //   - on the first rank that exits non-zero or by a signal, prints which rank, where and why,
@@ -25,6 +26,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -244,6 +246,14 @@ class Launcher {
     ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
     set_nonblocking(listen_fd_);
     store_where_ = advertised + ":" + std::to_string(ntohs(a.sin_port));
+    unsigned char raw[16];
+    if (::getrandom(raw, sizeof raw, 0) != ssize_t(sizeof raw))
+      throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    static const char hex[] = "0123456789abcdef";
+    for (unsigned char b : raw) {
+      token_ += hex[b >> 4];
+      token_ += hex[b & 15];
+    }
   }
 
   void install_signals() {
@@ -264,6 +274,7 @@ class Launcher {
     std::vector<std::string> env = {
         "ORDO_RANK=" + std::to_string(r.rank), "ORDO_SIZE=" + std::to_string(ranks_.size()),
         "ORDO_LOCAL_RANK=" + std::to_string(local), "ORDO_STORE=" + store_where_,
+        "ORDO_STORE_TOKEN=" + token_,
         // A little beyond ordorun's own startup clock, so that ordorun names the missing rank.
         "ORDO_TIMEOUT=" + fmt_seconds(opt_.timeout_startup + 2)};
     return env;
@@ -378,14 +389,29 @@ class Launcher {
         // Whatever the rank left running in its process group goes with it.
         ::kill(-r.pid, SIGKILL);
         const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        if (failed && !aborting_) {
-          say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(pid) + " on host " +
-              r.host + ") " + describe_status(status) + rsh_hint(r, status) +
-              (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
-          abort_job(exit_code_of(status));
+        if (!failed || aborting_) continue;
+        // A rank killed by a signal is blamed at once. One that exits with an error status
+        // may be reacting to a peer's death that ordorun has not reaped yet (its transport saw
+        // the connection reset first): it is blamed only if no rank dies by a signal within
+        // blame_window, so the message names the cause, not the first to notice it.
+        if (WIFSIGNALED(status)) {
+          blame(r);
+        } else if (!suspect_) {
+          suspect_ = r.rank;
+          blame_at_ = Clock::now() + blame_window;
         }
       }
     }
+  }
+
+  static constexpr std::chrono::milliseconds blame_window{300};
+
+  void blame(const Rank& r) {
+    suspect_.reset();
+    blame_at_.reset();
+    say("rank " + std::to_string(r.rank) + " (pid " + std::to_string(r.pid) + " on host " + r.host + ") " +
+        describe_status(r.status) + rsh_hint(r, r.status) + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
+    abort_job(exit_code_of(r.status));
   }
 
   // ssh exits with 255 when it cannot reach or log into the host (the rank never ran).
@@ -493,23 +519,27 @@ class Launcher {
       c.in.erase(c.in.begin(), c.in.begin() + std::ptrdiff_t(used));
       switch (req->op) {
         case store::Op::hello: {
-          const int r = std::atoi(req->key.c_str());
-          if (r >= 0 && r < int(ranks_.size())) {
-            ranks_[std::size_t(r)].hello = true;
-            c.rank = r;
-          }
+          const std::string token(reinterpret_cast<const char*>(req->value.data()), req->value.size());
+          char* end = nullptr;
+          const long r = std::strtol(req->key.c_str(), &end, 10);
+          if (token != token_ || end == req->key.c_str() || *end != '\0' || r < 0 || r >= long(ranks_.size()))
+            return false;
+          ranks_[std::size_t(r)].hello = true;
+          c.rank = int(r);
           any_hello_ = true;
           auto resp = store::encode_response(store::Status::ok, {});
           c.out.insert(c.out.end(), resp.begin(), resp.end());
           break;
         }
         case store::Op::put: {
+          if (c.rank < 0) return false;  // no hello with the job's token yet
           kv_[req->key] = std::move(req->value);
           auto resp = store::encode_response(store::Status::ok, {});
           c.out.insert(c.out.end(), resp.begin(), resp.end());
           break;
         }
         case store::Op::get:
+          if (c.rank < 0) return false;
           c.waiting.push_back(req->key);
           break;
       }
@@ -528,6 +558,7 @@ class Launcher {
 
   void check_timers() {
     const auto now = Clock::now();
+    if (!aborting_ && suspect_ && blame_at_ && now >= *blame_at_) blame(ranks_[std::size_t(*suspect_)]);
     if (aborting_ && kill_at_ && now >= *kill_at_) {
       bool any = false;
       for (Rank& r : ranks_) {
@@ -572,6 +603,7 @@ class Launcher {
       if (!next || t < *next) next = t;
     };
     if (kill_at_) consider(*kill_at_);
+    if (blame_at_) consider(*blame_at_);
     if (!aborting_ && any_hello_) consider(start_ + seconds(opt_.timeout_startup));
     if (!aborting_ && opt_.timeout > 0) consider(start_ + seconds(opt_.timeout));
     if (drain_until_) consider(*drain_until_);
@@ -588,6 +620,8 @@ class Launcher {
         any_open |= r.streams[0].fd >= 0 || r.streams[1].fd >= 0;
       }
       if (!any_running) {
+        // No rank is left to die by a signal: the suspect is the culprit.
+        if (!aborting_ && suspect_) blame(ranks_[std::size_t(*suspect_)]);
         // Every rank has exited. Its output may still sit in the pipes; a daemon it left
         // behind could hold them open forever, so the drain is bounded.
         if (!any_open) break;
@@ -641,10 +675,12 @@ class Launcher {
   std::map<std::string, std::vector<std::byte>> kv_;
   int listen_fd_ = -1;
   std::string store_where_;
+  std::string token_;  // proves a store client belongs to this job
   Clock::time_point start_;
   bool aborting_ = false, forwarded_ = false, any_hello_ = false;
   int exit_code_ = 0;
-  std::optional<Clock::time_point> kill_at_, drain_until_;
+  std::optional<Clock::time_point> kill_at_, drain_until_, blame_at_;
+  std::optional<int> suspect_;  // first rank to exit with an error status, not blamed yet
 };
 
 // Slurm handoff: srun starts the ranks and provides PMIx; ordo's bootstrap picks it up.
