@@ -1,0 +1,197 @@
+// The driver every stencil app shares: flags, .npy input/output, progress on a terminal,
+// verification against the sequential reference, and the one result line
+//   app=<name> size=<NxM..> blocks=<BxC..> iters=I workers=W seconds=S gstencils=G
+//   verify=ok|fail|skipped [bandwidth_fraction=F] tb=D
+// (bandwidth_fraction only when the grid is larger than the last-level cache).
+// An app describes itself with an AppDesc (spec, kernel, initial grids) and calls
+// run_stencil_app from main.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ordo/stencil.hpp>
+
+#include "app_cli.hpp"
+#include "npy.hpp"
+#include "stream.hpp"
+
+namespace ordo::app {
+
+struct AppParams {
+  std::vector<std::size_t> size, blocks;
+  std::size_t tb = 1;
+  int order = 2;  // wave3d only
+  std::size_t points() const {
+    std::size_t n = 1;
+    for (auto s : size) n *= s;
+    return n;
+  }
+};
+
+struct AppDesc {
+  std::string name;  // "heat2d": binary ordo-heat2d
+  std::string summary;
+  std::size_t dims = 2;
+  std::string default_size, default_blocks;
+  bool has_order = false;    // --order k (wave3d)
+  bool supports_tb = true;   // Jacobi apps; Gauss-Seidel ones refuse --tb > 1
+  std::function<stencil::Spec(const AppParams&)> spec;
+  std::function<stencil::Kernel(const AppParams&)> kernel;
+  // The initial newest level when no --input is given.
+  std::function<std::vector<double>(const AppParams&)> init;
+  // Older time levels (1 .. time_levels-1) from the newest; default: copies of it.
+  std::function<std::vector<double>(const AppParams&, std::size_t level,
+                                    const std::vector<double>& u0)> older;
+  // Coefficient grid i; needed when the spec declares aux_grids.
+  std::function<std::vector<double>(const AppParams&, std::size_t i)> aux;
+  // Optional hand-written sequential reference (newest level after iters steps); default:
+  // stencil::reference with the app's kernel over one global array.
+  std::function<std::vector<double>(const AppParams&, const std::vector<double>& u0,
+                                    std::uint64_t iters)> reference;
+  // Bytes the kernel must move per point per iteration (reads of every grid + the write).
+  double bytes_per_point = 16;
+};
+
+// A deterministic pseudo-random value in [0, 1) for grid index i (splitmix64).
+inline double hash01(std::uint64_t i) {
+  std::uint64_t z = i + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
+  CLI::App cli{app.summary, "ordo-" + app.name};
+  std::string size_text = app.default_size, blocks_text = app.default_blocks;
+  std::uint64_t iters = 100;
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  bool verify = false;
+  std::size_t tb = 1;
+  int order = 2;
+  std::string input, output;
+  auto* size_opt =
+      cli.add_option("--size", size_text,
+                     app.dims == 1 ? "grid size N" : "grid size NxM.. (slowest first)")
+          ->capture_default_str();
+  cli.add_option("--blocks", blocks_text, "block grid BxC..; must divide --size")
+      ->capture_default_str();
+  cli.add_option("--iters", iters, "time steps")->capture_default_str();
+  cli.add_option("--workers", workers, "worker threads")->capture_default_str();
+  cli.add_flag("--verify", verify, "compare bit for bit with a sequential reference");
+  cli.add_option("--tb", tb, "temporal blocking depth (halos of depth*h, exchanged every depth "
+                             "steps)")
+      ->capture_default_str();
+  cli.add_option("--input", input, "initial grid (.npy, float64, C order)");
+  cli.add_option("--output", output, "write the final grid (.npy)");
+  if (app.has_order)
+    cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
+        ->capture_default_str();
+  if (int rc = parse_cli(cli, argc, argv); rc >= 0) return rc;
+
+  if (iters == 0) throw Error("--iters 0: run at least one iteration");
+  if (workers == 0) throw Error("--workers 0: use at least one worker");
+  if (tb == 0) throw Error("--tb 0: the temporal-blocking depth is at least 1");
+  if (tb > 1 && !app.supports_tb)
+    throw Error("--tb " + std::to_string(tb) + ": " + app.name +
+                " is a Gauss-Seidel sweep; temporal blocking applies to Jacobi apps only");
+  if (app.has_order && (order < 2 || order > 12 || order % 2 != 0))
+    throw Error("--order " + std::to_string(order) + " is out of range: give 2, 4, 6, 8, 10 or 12");
+
+  AppParams p;
+  NpyArray in;
+  if (!input.empty()) {
+    in = read_npy(input);
+    if (in.shape.size() != app.dims)
+      throw Error("--input '" + input + "' has " + std::to_string(in.shape.size()) +
+                  " dimension(s) (" + join_shape(in.shape) + "); " + app.name + " needs " +
+                  std::to_string(app.dims));
+    if (size_opt->count() == 0) size_text = join_shape(in.shape);
+  }
+  p.size = parse_shape(size_text, app.dims, "--size");
+  p.blocks = parse_shape(blocks_text, app.dims, "--blocks");
+  p.tb = tb;
+  p.order = order;
+  if (!input.empty() && in.shape != p.size)
+    throw Error("--input '" + input + "' has shape " + join_shape(in.shape) +
+                " but --size is " + size_text + "; give matching sizes or leave --size out");
+  for (std::size_t d = 0; d < app.dims; ++d)
+    if (p.size[d] % p.blocks[d] != 0)
+      throw Error("--size " + size_text + " is not divisible by --blocks " + blocks_text +
+                  ": each extent of the size must be a multiple of the block count in that "
+                  "dimension");
+
+  stencil::Spec spec = app.spec(p);
+  spec.size = p.size;
+  spec.blocks = p.blocks;
+  spec.tb_depth = tb;
+  stencil::Kernel kernel = app.kernel(p);
+  ordo::Graph g;
+  stencil::Stencil st(g, spec, kernel);  // checks the spec (halo vs block, ...)
+
+  std::vector<std::vector<double>> levels;
+  levels.push_back(input.empty() ? app.init(p) : std::move(in.data));
+  for (std::size_t l = 1; l < spec.time_levels; ++l)
+    levels.push_back(app.older ? app.older(p, l, levels[0]) : levels[0]);
+  std::vector<std::vector<double>> aux;
+  for (std::size_t i = 0; i < spec.aux_grids; ++i) aux.push_back(app.aux(p, i));
+  for (std::size_t l = 0; l < levels.size(); ++l) st.set(levels[l], l);
+  for (std::size_t i = 0; i < aux.size(); ++i) st.set_aux(i, aux[i]);
+
+  ordo::Runtime rt({.workers = workers});
+  double seconds = 0;
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  if (progress && iters >= 2 * tb) {
+    // Chunks of about 2% (whole temporal-blocking groups) so the line moves.
+    std::uint64_t chunk = std::max<std::uint64_t>(tb, iters / 50 / tb * tb);
+    for (std::uint64_t done = 0; done < iters;) {
+      std::uint64_t n = std::min(chunk, iters - done);
+      seconds += st.run(rt, n).seconds;
+      done += n;
+      std::fprintf(stderr, "\rordo-%s: step %llu/%llu (%3.0f%%)", app.name.c_str(),
+                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(iters),
+                   100.0 * static_cast<double>(done) / static_cast<double>(iters));
+    }
+    std::fprintf(stderr, "\r\033[K");
+  } else {
+    seconds = st.run(rt, iters).seconds;
+  }
+
+  std::vector<double> result = st.get();
+  std::string verdict = "skipped";
+  if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
+    std::vector<double> want =
+        app.reference ? app.reference(p, levels[0], iters)
+                      : stencil::reference(spec, kernel, levels, aux, iters)[0];
+    verdict = want.size() == result.size() &&
+                      std::memcmp(want.data(), result.data(), want.size() * sizeof(double)) == 0
+                  ? "ok"
+                  : "fail";
+  }
+  if (!output.empty()) write_npy(output, p.size, result);
+
+  const double pts = static_cast<double>(p.points());
+  const double gst = pts * static_cast<double>(iters) / seconds / 1e9;
+  std::string line = fmt::format(
+      "app={} size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} verify={}",
+      app.name, join_shape(p.size), join_shape(p.blocks), iters, workers, seconds, gst, verdict);
+  const double grid_bytes = pts * 8.0 * static_cast<double>(spec.time_levels + 1 + spec.aux_grids);
+  const std::size_t llc = last_level_cache_bytes();
+  if (llc > 0 && grid_bytes > static_cast<double>(llc)) {
+    const double moved = app.bytes_per_point * pts * static_cast<double>(iters) / seconds;
+    line += fmt::format(" bandwidth_fraction={:.3f}", moved / stream_triad_bytes_per_second(workers));
+  }
+  line += fmt::format(" tb={}", tb);
+  fmt::print("{}\n", line);
+  return verdict == "fail" ? 1 : 0;
+}
+
+}  // namespace ordo::app
