@@ -58,6 +58,8 @@ struct AppDesc {
                                     std::uint64_t iters)> reference;
   // Bytes the kernel must move per point per iteration (reads of every grid + the write).
   double bytes_per_point = 16;
+  // Layer steps per app iteration (gsrb3d: a red and a black half-sweep).
+  std::uint64_t steps_per_iter = 1;
 };
 
 // A deterministic pseudo-random value in [0, 1) for grid index i (splitmix64).
@@ -90,8 +92,12 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--tb", tb, "temporal blocking depth (halos of depth*h, exchanged every depth "
                              "steps)")
       ->capture_default_str();
-  cli.add_option("--input", input, "initial grid (.npy, float64, C order)");
-  cli.add_option("--output", output, "write the final grid (.npy)");
+  cli.add_option("--input", input,
+                 "initial grid (.npy, float64, C order); apps with several time levels also "
+                 "take them stacked along a first axis, newest first");
+  cli.add_option("--output", output,
+                 "write the final grid (.npy); apps with several time levels write them all, "
+                 "stacked along a first axis, newest first");
   if (app.has_order)
     cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
         ->capture_default_str();
@@ -108,12 +114,17 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
 
   AppParams p;
   NpyArray in;
+  std::size_t in_levels = 1;  // time levels in the input file: (L, size...) holds L of them
   if (!input.empty()) {
     in = read_npy(input);
+    if (in.shape.size() == app.dims + 1) {
+      in_levels = in.shape[0];
+      in.shape.erase(in.shape.begin());
+    }
     if (in.shape.size() != app.dims)
       throw Error("--input '" + input + "' has " + std::to_string(in.shape.size()) +
                   " dimension(s) (" + join_shape(in.shape) + "); " + app.name + " needs " +
-                  std::to_string(app.dims));
+                  std::to_string(app.dims) + " (or one more for several time levels)");
     if (size_opt->count() == 0) size_text = join_shape(in.shape);
   }
   p.size = parse_shape(size_text, app.dims, "--size");
@@ -137,9 +148,22 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   ordo::Graph g;
   stencil::Stencil st(g, spec, kernel);  // checks the spec (halo vs block, ...)
 
+  // Initial time levels, newest first: from the file (one grid per level, or only the newest:
+  // then the older ones are derived from it, e.g. "at rest") or from the app.
+  if (in_levels != 1 && in_levels != spec.time_levels)
+    throw Error("--input '" + input + "' holds " + std::to_string(in_levels) +
+                " time levels; " + app.name + " reads " + std::to_string(spec.time_levels) +
+                " (give one grid, or all of them stacked along a new first axis)");
   std::vector<std::vector<double>> levels;
-  levels.push_back(input.empty() ? app.init(p) : std::move(in.data));
-  for (std::size_t l = 1; l < spec.time_levels; ++l)
+  if (input.empty()) {
+    levels.push_back(app.init(p));
+  } else {
+    const std::size_t n = p.points();
+    for (std::size_t l = 0; l < in_levels; ++l)
+      levels.emplace_back(in.data.begin() + static_cast<std::ptrdiff_t>(l * n),
+                          in.data.begin() + static_cast<std::ptrdiff_t>((l + 1) * n));
+  }
+  for (std::size_t l = levels.size(); l < spec.time_levels; ++l)
     levels.push_back(app.older ? app.older(p, l, levels[0]) : levels[0]);
   std::vector<std::vector<double>> aux;
   for (std::size_t i = 0; i < spec.aux_grids; ++i) aux.push_back(app.aux(p, i));
@@ -147,22 +171,23 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   for (std::size_t i = 0; i < aux.size(); ++i) st.set_aux(i, aux[i]);
 
   ordo::Runtime rt({.workers = workers});
+  const std::uint64_t steps = iters * app.steps_per_iter;
   double seconds = 0;
   const bool progress = isatty(STDERR_FILENO) != 0;
-  if (progress && iters >= 2 * tb) {
+  if (progress && steps >= 2 * tb) {
     // Chunks of about 2% (whole temporal-blocking groups) so the line moves.
-    std::uint64_t chunk = std::max<std::uint64_t>(tb, iters / 50 / tb * tb);
-    for (std::uint64_t done = 0; done < iters;) {
-      std::uint64_t n = std::min(chunk, iters - done);
+    std::uint64_t chunk = std::max<std::uint64_t>(tb, steps / 50 / tb * tb);
+    for (std::uint64_t done = 0; done < steps;) {
+      std::uint64_t n = std::min(chunk, steps - done);
       seconds += st.run(rt, n).seconds;
       done += n;
       std::fprintf(stderr, "\rordo-%s: step %llu/%llu (%3.0f%%)", app.name.c_str(),
-                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(iters),
-                   100.0 * static_cast<double>(done) / static_cast<double>(iters));
+                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
+                   100.0 * static_cast<double>(done) / static_cast<double>(steps));
     }
     std::fprintf(stderr, "\r\033[K");
   } else {
-    seconds = st.run(rt, iters).seconds;
+    seconds = st.run(rt, steps).seconds;
   }
 
   std::vector<double> result = st.get();
@@ -170,13 +195,26 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
     std::vector<double> want =
         app.reference ? app.reference(p, levels[0], iters)
-                      : stencil::reference(spec, kernel, levels, aux, iters)[0];
+                      : stencil::reference(spec, kernel, levels, aux, steps)[0];
     verdict = want.size() == result.size() &&
                       std::memcmp(want.data(), result.data(), want.size() * sizeof(double)) == 0
                   ? "ok"
                   : "fail";
   }
-  if (!output.empty()) write_npy(output, p.size, result);
+  if (!output.empty()) {
+    if (spec.time_levels == 1) {
+      write_npy(output, p.size, result);
+    } else {  // every level, newest first, so that --input restarts the run exactly
+      std::vector<std::size_t> shape{spec.time_levels};
+      shape.insert(shape.end(), p.size.begin(), p.size.end());
+      std::vector<double> all = result;
+      for (std::size_t l = 1; l < spec.time_levels; ++l) {
+        std::vector<double> older = st.get(l);
+        all.insert(all.end(), older.begin(), older.end());
+      }
+      write_npy(output, shape, all);
+    }
+  }
 
   const double pts = static_cast<double>(p.points());
   const double gst = pts * static_cast<double>(iters) / seconds / 1e9;
@@ -186,7 +224,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   const double grid_bytes = pts * 8.0 * static_cast<double>(spec.time_levels + 1 + spec.aux_grids);
   const std::size_t llc = last_level_cache_bytes();
   if (llc > 0 && grid_bytes > static_cast<double>(llc)) {
-    const double moved = app.bytes_per_point * pts * static_cast<double>(iters) / seconds;
+    const double moved = app.bytes_per_point * pts * static_cast<double>(steps) / seconds;
     line += fmt::format(" bandwidth_fraction={:.3f}", moved / stream_triad_bytes_per_second(workers));
   }
   line += fmt::format(" tb={}", tb);
