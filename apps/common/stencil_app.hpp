@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,17 @@ struct AppDesc {
   // stencil::reference with the app's kernel over one global array.
   std::function<std::vector<double>(const AppParams&, const std::vector<double>& u0,
                                     std::uint64_t iters)> reference;
+  // Optional hand-written graph used instead of the layer when --tb is 1 (heat2d keeps its
+  // in-place version, which moves fewer bytes than the layer's double buffer). It loads u0,
+  // runs `steps` steps by calling `run_chunk(graph_runner)` pieces, and returns the grid.
+  struct FastResult {
+    std::vector<double> grid;
+    double seconds = 0;
+  };
+  std::function<FastResult(const AppParams&, const std::vector<double>& u0, unsigned workers,
+                           std::uint64_t steps,
+                           const std::function<void(std::uint64_t done)>& progress)>
+      fast_path;
   // Bytes the kernel must move per point per iteration (reads of every grid + the write).
   double bytes_per_point = 16;
   // Layer steps per app iteration (gsrb3d: a red and a black half-sweep).
@@ -145,8 +157,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   spec.blocks = p.blocks;
   spec.tb_depth = tb;
   stencil::Kernel kernel = app.kernel(p);
+  const bool fast = app.fast_path && tb == 1;
   ordo::Graph g;
-  stencil::Stencil st(g, spec, kernel);  // checks the spec (halo vs block, ...)
+  std::optional<stencil::Stencil> st;
+  if (!fast) st.emplace(g, spec, kernel);  // checks the spec (halo vs block, ...)
 
   // Initial time levels, newest first: from the file (one grid per level, or only the newest:
   // then the older ones are derived from it, e.g. "at rest") or from the app.
@@ -167,30 +181,43 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     levels.push_back(app.older ? app.older(p, l, levels[0]) : levels[0]);
   std::vector<std::vector<double>> aux;
   for (std::size_t i = 0; i < spec.aux_grids; ++i) aux.push_back(app.aux(p, i));
-  for (std::size_t l = 0; l < levels.size(); ++l) st.set(levels[l], l);
-  for (std::size_t i = 0; i < aux.size(); ++i) st.set_aux(i, aux[i]);
+  if (st) {
+    for (std::size_t l = 0; l < levels.size(); ++l) st->set(levels[l], l);
+    for (std::size_t i = 0; i < aux.size(); ++i) st->set_aux(i, aux[i]);
+  }
 
-  ordo::Runtime rt({.workers = workers});
   const std::uint64_t steps = iters * app.steps_per_iter;
   double seconds = 0;
   const bool progress = isatty(STDERR_FILENO) != 0;
-  if (progress && steps >= 2 * tb) {
+  auto show = [&](std::uint64_t done) {
+    if (!progress) return;
+    std::fprintf(stderr, "\rordo-%s: step %llu/%llu (%3.0f%%)", app.name.c_str(),
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
+                 100.0 * static_cast<double>(done) / static_cast<double>(steps));
+    if (done == steps) std::fprintf(stderr, "\r\033[K");
+  };
+  std::vector<double> result;
+  if (fast) {
+    auto r = app.fast_path(p, levels[0], workers, steps, show);
+    result = std::move(r.grid);
+    seconds = r.seconds;
+  }
+  std::optional<ordo::Runtime> rt;
+  if (!fast) rt.emplace(ordo::RuntimeOptions{.workers = workers});
+  if (fast) {
+  } else if (progress && steps >= 2 * tb) {
     // Chunks of about 2% (whole temporal-blocking groups) so the line moves.
     std::uint64_t chunk = std::max<std::uint64_t>(tb, steps / 50 / tb * tb);
     for (std::uint64_t done = 0; done < steps;) {
       std::uint64_t n = std::min(chunk, steps - done);
-      seconds += st.run(rt, n).seconds;
+      seconds += st->run(*rt, n).seconds;
       done += n;
-      std::fprintf(stderr, "\rordo-%s: step %llu/%llu (%3.0f%%)", app.name.c_str(),
-                   static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
-                   100.0 * static_cast<double>(done) / static_cast<double>(steps));
+      show(done);
     }
-    std::fprintf(stderr, "\r\033[K");
   } else {
-    seconds = st.run(rt, steps).seconds;
+    seconds = st->run(*rt, steps).seconds;
   }
-
-  std::vector<double> result = st.get();
+  if (!fast) result = st->get();
   std::string verdict = "skipped";
   if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
     std::vector<double> want =
@@ -209,7 +236,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       shape.insert(shape.end(), p.size.begin(), p.size.end());
       std::vector<double> all = result;
       for (std::size_t l = 1; l < spec.time_levels; ++l) {
-        std::vector<double> older = st.get(l);
+        std::vector<double> older = st->get(l);
         all.insert(all.end(), older.begin(), older.end());
       }
       write_npy(output, shape, all);
