@@ -68,6 +68,9 @@ struct AppDesc {
                            std::uint64_t steps,
                            const std::function<void(std::uint64_t done)>& progress)>
       fast_path;
+  // --input loads coefficient grid 0 (harris: the image) instead of the newest level; the
+  // reference then receives that grid as u0.
+  bool input_is_aux = false;
   // Bytes the kernel must move per point per iteration (reads of every grid + the write).
   double bytes_per_point = 16;
   // Layer steps per app iteration (gsrb3d: a red and a black half-sweep).
@@ -169,6 +172,13 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                 " time levels; " + app.name + " reads " + std::to_string(spec.time_levels) +
                 " (give one grid, or all of them stacked along a new first axis)");
   std::vector<std::vector<double>> levels;
+  std::vector<double> input_aux;
+  if (app.input_is_aux && !input.empty()) {
+    if (in_levels != 1)
+      throw Error("--input '" + input + "': " + app.name + " reads one grid");
+    input_aux = std::move(in.data);
+    input.clear();
+  }
   if (input.empty()) {
     levels.push_back(app.init(p));
   } else {
@@ -180,7 +190,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   for (std::size_t l = levels.size(); l < spec.time_levels; ++l)
     levels.push_back(app.older ? app.older(p, l, levels[0]) : levels[0]);
   std::vector<std::vector<double>> aux;
-  for (std::size_t i = 0; i < spec.aux_grids; ++i) aux.push_back(app.aux(p, i));
+  for (std::size_t i = 0; i < spec.aux_grids; ++i)
+    aux.push_back(i == 0 && !input_aux.empty() ? input_aux : app.aux(p, i));
   if (st) {
     for (std::size_t l = 0; l < levels.size(); ++l) st->set(levels[l], l);
     for (std::size_t i = 0; i < aux.size(); ++i) st->set_aux(i, aux[i]);
@@ -221,7 +232,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   std::string verdict = "skipped";
   if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
     std::vector<double> want =
-        app.reference ? app.reference(p, levels[0], iters)
+        app.reference ? app.reference(p, app.input_is_aux ? aux.at(0) : levels[0], iters)
                       : stencil::reference(spec, kernel, levels, aux, steps)[0];
     verdict = want.size() == result.size() &&
                       std::memcmp(want.data(), result.data(), want.size() * sizeof(double)) == 0

@@ -100,6 +100,39 @@ def cmd_roundtrip(binary, args):
         print("round trip ok, shape", sb)
 
 
+def write_npy(path, shape, values):
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % (
+        ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else ""))
+    pad = (64 - (10 + len(header) + 1) % 64) % 64
+    header += " " * pad + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack("<%dd" % len(values), *values))
+
+
+def cmd_npyinput(binary, shape, args):
+    """An image written here (independent writer) is read by the app, verified, written back."""
+    dims = [int(x) for x in shape.split("x")]
+    n = 1
+    for d in dims:
+        n *= d
+    values = [((i * 2654435761) % 1000) / 1000.0 for i in range(n)]
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "in.npy"), os.path.join(d, "out.npy")
+        write_npy(src, dims, values)
+        rc, so, se = run([binary, "--input", src, "--output", out, "--verify"] + args)
+        if rc != 0:
+            fail("exit %d\n%s%s" % (rc, so, se))
+        line = result_line(so)
+        if "verify=ok" not in line or ("size=%s " % shape) not in line:
+            fail(line)
+        s, _ = read_npy(out)
+        # Apps with several time levels stack them on a first axis.
+        if list(s[-len(dims):]) != dims or len(s) > len(dims) + 1:
+            fail("output shape %r" % (s,))
+        print(line)
+
+
 def cmd_steady(binary):
     """heat2d on n x m: the fixed point of the Jacobi iteration is the discrete Laplace
     solution with 1 on the row above the grid and 0 elsewhere, known in closed form by
@@ -138,6 +171,8 @@ def main():
         cmd_error(binary, sys.argv[3], sys.argv[4:])
     elif mode == "roundtrip":
         cmd_roundtrip(binary, sys.argv[3:])
+    elif mode == "npyinput":
+        cmd_npyinput(binary, sys.argv[3], sys.argv[4:])
     elif mode == "steady":
         cmd_steady(binary)
     else:
