@@ -18,14 +18,32 @@ inline stencil::Kernel weighted_sum_kernel(std::vector<stencil::Offset> offsets,
     const std::size_t k = offsets.size();
     for (std::size_t j = 0; j < k; ++j)
       for (std::size_t d = 0; d < blk.dims; ++d) delta[j] += offsets[j][d] * blk.stride[d];
+    if (blk.in[0] == blk.out) {  // Gauss-Seidel: point i reads point i-1's new value
+      stencil::for_each_row(blk, [&](std::ptrdiff_t at, std::size_t len) {
+        const double* u = blk.in[0] + at;
+        double* v = blk.out + at;
+        for (std::size_t i = 0; i < len; ++i) {
+          double s = u[i + delta[0]];
+          for (std::size_t j = 1; j < k; ++j) s += u[i + delta[j]];
+          v[i] = a * u[i] + b * s;
+        }
+      });
+      return;
+    }
+    // Jacobi: the same additions per point, one offset at a time along the row, so the
+    // inner loops vectorise.
+    thread_local std::vector<double> acc;
     stencil::for_each_row(blk, [&](std::ptrdiff_t at, std::size_t len) {
       const double* u = blk.in[0] + at;
       double* v = blk.out + at;
-      for (std::size_t i = 0; i < len; ++i) {
-        double s = u[i + delta[0]];
-        for (std::size_t j = 1; j < k; ++j) s += u[i + delta[j]];
-        v[i] = a * u[i] + b * s;
+      if (acc.size() < len) acc.resize(len);
+      double* s = acc.data();
+      for (std::size_t i = 0; i < len; ++i) s[i] = u[i + delta[0]];
+      for (std::size_t j = 1; j < k; ++j) {
+        const double* w = u + delta[j];
+        for (std::size_t i = 0; i < len; ++i) s[i] += w[i];
       }
+      for (std::size_t i = 0; i < len; ++i) v[i] = a * u[i] + b * s[i];
     });
   };
 }
