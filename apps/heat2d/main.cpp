@@ -1,25 +1,27 @@
-// ordo-heat2d: 2-D 5-point heat equation (Jacobi) on a block-decomposed grid, written with the
-// public API only.
+// ordo-heat2d: 2-D 5-point heat equation (Jacobi) on a block-decomposed grid.
 //
-// Graph, per block b (program order: every step task, then every export task):
-//   step_b   writes u_b, reads the edges its neighbours exported. It updates u_b in place with
-//            a rolling copy of the previous row, so each point is read and written once.
-//   export_b reads u_b, writes its edge locations (first/last row, first/last column) that a
-//            neighbour reads.
-// On an edge location's FIFO the neighbour's step (read) comes before this block's export
-// (write), so step_b of iteration k reads the edges of iteration k-1: exact Jacobi, with no
-// global barrier and no second copy of the grid.
+// Two graphs, same bits:
+// * --tb 1 (default): the hand-written ORWL graph below, kept because it moves fewer bytes
+//   than the layer's double buffer (docs/stencil.md). Per block b (program order: every step
+//   task, then every export task):
+//     step_b   writes u_b, reads the edges its neighbours exported. It updates u_b in place
+//              with a rolling copy of the previous row, so each point is read and written once.
+//     export_b reads u_b, writes its edge locations (first/last row, first/last column) that
+//              a neighbour reads.
+//   On an edge location's FIFO the neighbour's step (read) comes before this block's export
+//   (write), so step_b of iteration k reads the edges of iteration k-1: exact Jacobi, with no
+//   global barrier and no second copy of the grid.
+// * --tb D > 1: the stencil layer (<ordo/stencil.hpp>) with temporal blocking.
 //
-// Boundary (Dirichlet): the row above the grid is held at 1.0, every other side at 0.0.
+// Boundary (Dirichlet): the row above the grid is held at 1.0, every other side at 0.0
+// (apps/common/kernels.hpp, shared with the OpenMP and MPI baselines).
+// --verify compares with a plain double-buffered loop over the whole grid.
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <memory>
-#include <thread>
-#include <vector>
 
-#include "app_cli.hpp"
 #include "kernels.hpp"
+#include "stencil_app.hpp"
 
 namespace {
 
@@ -28,6 +30,27 @@ using ordo::app::kHeatTop;
 constexpr double kTop = kHeatTop;
 constexpr double kOther = kHeatOther;
 constexpr auto point = ordo::app::heat2d_point;
+
+// Sequential reference: a double-buffered loop over the grid with a ghost ring.
+std::vector<double> reference(const ordo::app::AppParams& p, const std::vector<double>& u0,
+                              std::uint64_t iters) {
+  const std::size_t n = p.size[0], m = p.size[1], w = m + 2;
+  std::vector<double> u((n + 2) * w, kHeatOther), v;
+  for (std::size_t j = 0; j < w; ++j) u[j] = kHeatTop;
+  for (std::size_t i = 0; i < n; ++i) std::memcpy(&u[(i + 1) * w + 1], &u0[i * m], m * 8);
+  v = u;
+  for (std::uint64_t it = 0; it < iters; ++it) {
+    for (std::size_t i = 1; i <= n; ++i)
+      for (std::size_t j = 1; j <= m; ++j) {
+        const double* r = &u[i * w + j];
+        v[i * w + j] = point(r[0], r[-static_cast<std::ptrdiff_t>(w)], r[w], r[-1], r[1]);
+      }
+    std::swap(u, v);
+  }
+  std::vector<double> out(n * m);
+  for (std::size_t i = 0; i < n; ++i) std::memcpy(&out[i * m], &u[(i + 1) * w + 1], m * 8);
+  return out;
+}
 
 // One row of the in-place sweep: out[j] from old row `cur`, the rows above/below and the two
 // halo values at the row's ends.
@@ -49,26 +72,6 @@ struct Problem {
   std::size_t bn() const { return n / br; }
   std::size_t bm() const { return m / bc; }
 };
-
-// Sequential reference: a plain double-buffered loop over the whole grid with a ghost ring.
-std::vector<double> reference(const Problem& p, std::uint64_t iters) {
-  const std::size_t w = p.m + 2;
-  std::vector<double> u((p.n + 2) * w, kOther), v;
-  for (std::size_t j = 0; j < w; ++j) u[j] = kTop;
-  v = u;
-  for (std::uint64_t it = 0; it < iters; ++it) {
-    for (std::size_t i = 1; i <= p.n; ++i)
-      for (std::size_t j = 1; j <= p.m; ++j) {
-        const double* r = &u[i * w + j];
-        v[i * w + j] = point(r[0], r[-static_cast<std::ptrdiff_t>(w)], r[w], r[-1], r[1]);
-      }
-    std::swap(u, v);
-  }
-  std::vector<double> out(p.n * p.m);
-  for (std::size_t i = 0; i < p.n; ++i)
-    std::memcpy(&out[i * p.m], &u[(i + 1) * w + 1], p.m * sizeof(double));
-  return out;
-}
 
 struct Block {
   ordo::Location<double> u;
@@ -206,57 +209,67 @@ std::vector<double> gather(ordo::Graph& g, const Problem& p, const std::vector<B
   return out;
 }
 
-int run(int argc, char** argv) {
-  CLI::App cli{"2-D 5-point heat equation (Jacobi) on a block-decomposed grid", "ordo-heat2d"};
-  std::string size_text = "1024x1024", blocks_text = "4x4";
-  std::uint64_t iters = 100;
-  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
-  bool verify = false;
-  std::string trace_path;
-  cli.add_option("--size", size_text, "grid size NxM (rows x columns)")->capture_default_str();
-  cli.add_option("--blocks", blocks_text, "block grid BxC; must divide --size")
-      ->capture_default_str();
-  cli.add_option("--iters", iters, "time steps")->capture_default_str();
-  cli.add_option("--workers", workers, "worker threads")->capture_default_str();
-  cli.add_flag("--verify", verify, "compare bit for bit with a sequential loop");
-  cli.add_option("--trace", trace_path, "record a trace to FILE (read it with ordo-trace)")
-      ->type_name("FILE");
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
 
-  auto size = ordo::app::parse_shape(size_text, 2, "--size");
-  auto blocks = ordo::app::parse_shape(blocks_text, 2, "--blocks");
-  if (iters == 0) throw ordo::Error("--iters 0: run at least one iteration");
-  if (workers == 0) throw ordo::Error("--workers 0: use at least one worker");
-  for (int d = 0; d < 2; ++d)
-    if (size[d] % blocks[d] != 0)
-      throw ordo::Error("--size " + size_text + " is not divisible by --blocks " + blocks_text +
-                        ": each extent of the size must be a multiple of the block count in "
-                        "that dimension");
-  Problem p{size[0], size[1], blocks[0], blocks[1]};
-
+// The hand-written graph: loads u0, runs, gathers.
+ordo::app::AppDesc::FastResult run_handwritten(
+    const ordo::app::AppParams& ap, const std::vector<double>& u0,
+    const ordo::RuntimeOptions& runtime, std::uint64_t steps,
+    const std::function<void(std::uint64_t)>& progress) {
+  Problem p{ap.size[0], ap.size[1], ap.blocks[0], ap.blocks[1]};
+  const std::size_t bn = p.bn(), bm = p.bm();
   ordo::Graph g;
-  auto blks = build(g, p);
-  ordo::Runtime rt({.workers = workers, .trace_path = trace_path});
-  ordo::RunStats stats = rt.run(g, iters);
-
-  std::string verdict = "skipped";
-  if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
-    auto got = gather(g, p, blks);
-    auto want = reference(p, iters);
-    verdict = std::memcmp(got.data(), want.data(), got.size() * sizeof(double)) == 0 ? "ok"
-                                                                                     : "fail";
+  auto blocks = build(g, p);
+  for (std::size_t r = 0; r < p.br; ++r)
+    for (std::size_t c = 0; c < p.bc; ++c) {
+      const Block& b = blocks[r * p.bc + c];
+      auto u = g.data(b.u);
+      for (std::size_t i = 0; i < bn; ++i)
+        std::memcpy(&u[i * bm], &u0[(r * bn + i) * p.m + c * bm], bm * sizeof(double));
+      export_edges(g.data(b.u), bn, bm, b, [&](ordo::Location<double> l) { return g.data(l); });
+    }
+  ordo::Runtime rt(runtime);
+  ordo::app::AppDesc::FastResult out;
+  const std::uint64_t chunk = isatty(STDERR_FILENO) ? std::max<std::uint64_t>(1, steps / 50) : steps;
+  for (std::uint64_t done = 0; done < steps;) {
+    const std::uint64_t n = std::min(chunk, steps - done);
+    out.seconds += rt.run(g, n).seconds;
+    done += n;
+    if (chunk < steps) progress(done);
   }
-  double gst = static_cast<double>(p.n) * static_cast<double>(p.m) * static_cast<double>(iters) /
-               stats.seconds / 1e9;
-  fmt::print("app=heat2d size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} "
-             "verify={}\n",
-             ordo::app::join_shape(size), ordo::app::join_shape(blocks), iters, workers,
-             stats.seconds, gst, verdict);
-  return verdict == "fail" ? 1 : 0;
+  out.grid = gather(g, p, blocks);
+  return out;
 }
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  return ordo::app::guarded_main("ordo-heat2d", [&] { return run(argc, argv); });
+  namespace st = ordo::stencil;
+  ordo::app::AppDesc app;
+  app.name = "heat2d";
+  app.summary = "2-D 5-point heat equation (Jacobi) on a block-decomposed grid";
+  app.dims = 2;
+  app.default_size = "1024x1024";
+  app.default_blocks = "4x4";
+  app.spec = [](const ordo::app::AppParams&) {
+    st::Spec s;
+    s.neighbourhood = st::von_neumann(2, 1);
+    s.fixed_value = [](st::Coord c) { return c[0] < 0 ? kHeatTop : kHeatOther; };
+    return s;
+  };
+  app.kernel = [](const ordo::app::AppParams&) -> st::Kernel {
+    return [](const st::Block& b) {
+      const std::ptrdiff_t n = b.stride[0];
+      st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+        const double* u = b.in[0] + at;
+        double* v = b.out + at;
+        for (std::size_t j = 0; j < len; ++j)
+          v[j] = point(u[j], u[j - n], u[j + n], u[j - 1], u[j + 1]);
+      });
+    };
+  };
+  app.init = [](const ordo::app::AppParams& p) { return std::vector<double>(p.points(), kHeatOther); };
+  app.reference = reference;
+  app.fast_path = run_handwritten;
+  app.bytes_per_point = 16;
+  return ordo::app::guarded_main("ordo-heat2d",
+                                 [&] { return ordo::app::run_stencil_app(app, argc, argv); });
 }

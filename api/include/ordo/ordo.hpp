@@ -287,7 +287,7 @@ class Graph {
 };
 
 struct RuntimeOptions {
-  unsigned workers = 0;  // 0: one per hardware thread
+  unsigned workers = 0;  // 0: one per core (ORDO_PUS picks the processing units)
   // Usable stack bytes of each fiber (fiber tasks), rounded up to pages; 0: the environment
   // variable ORDO_FIBER_STACK (bytes, or with K/M/G), else 256 KiB. A fiber that overflows it
   // ends the process with a report naming the task.

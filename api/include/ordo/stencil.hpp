@@ -1,0 +1,177 @@
+// ordo::stencil -- the embedded Dido: block-decomposed stencils on the public ordo API.
+//
+// The user describes a stencil -- dimensions (1 to 5), global size, block grid, halo width,
+// neighbourhood, boundary, traversal, time levels, coefficient grids, temporal-blocking depth --
+// and writes a kernel for one block. The layer declares the locations and tasks in CompUp form
+// with overlapped partitioning (papers/004 ch. 7): each block has a *main location* holding its
+// padded buffers (block plus halo on every side), and one *export location* per neighbour that
+// reads it. Per block there is one Compute task (fills the halo from the neighbours' exports,
+// runs the kernel) and one Local Update task (copies the block's edges into its exports). The
+// Global Update of Dido -- bringing a neighbour's export to this block -- is the runtime's read
+// grant, so a halo byte is copied once out of the sender and once into the receiver's halo.
+// The user never writes a halo index or a FIFO position. The design is in docs/stencil.md.
+//
+//   ordo::stencil::Spec s;
+//   s.size = {1024, 1024};
+//   s.blocks = {4, 4};
+//   s.neighbourhood = ordo::stencil::von_neumann(2, 1);
+//   ordo::Graph g;
+//   ordo::stencil::Stencil st(g, s, [](const ordo::stencil::Block& b) {
+//     const auto n = b.stride[0];
+//     ordo::stencil::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+//       const double* u = b.in[0] + at;
+//       double* v = b.out + at;
+//       for (std::size_t j = 0; j < len; ++j)
+//         v[j] = 0.25 * (u[j - n] + u[j + n] + u[j - 1] + u[j + 1]);
+//     });
+//   });
+//   st.set(initial);                // the global grid, C order
+//   ordo::Runtime rt({.workers = 2});
+//   st.run(rt, 100);
+//   std::vector<double> result = st.get();
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <ordo/ordo.hpp>
+
+namespace ordo::stencil {
+
+inline constexpr std::size_t kMaxDims = 5;
+inline constexpr std::size_t kMaxLevels = 4;  // time levels the kernel may read
+inline constexpr std::size_t kMaxAux = 8;     // coefficient grids
+
+using Offset = std::vector<int>;  // one component per dimension
+
+// Neighbourhoods as lists of offsets (the centre excluded).
+// von Neumann of radius r: the 2*dims*r points on the axes within r.
+std::vector<Offset> von_neumann(std::size_t dims, int radius = 1);
+// Moore of radius r: the (2r+1)^dims - 1 points of the cube.
+std::vector<Offset> moore(std::size_t dims, int radius = 1);
+
+enum class Boundary { fixed, periodic };
+enum class Traversal {
+  jacobi,        // every point from the previous time level (double buffered)
+  gauss_seidel,  // in place, lexicographic order: earlier points already updated
+};
+
+// A global coordinate outside the grid, slowest dimension first.
+using Coord = std::span<const std::int64_t>;
+
+struct Spec {
+  std::string name = "u";           // prefix of the location and task names (unique per graph)
+  std::vector<std::size_t> size;    // global extents, slowest first (1 to 5 of them)
+  std::vector<std::size_t> blocks;  // blocks per dimension; each must divide size
+  // Halo width h: how far the kernel reads. 0 means the reach of the neighbourhood.
+  std::size_t halo = 0;
+  // The offsets the kernel reads. Decides which neighbour blocks exchange data.
+  std::vector<Offset> neighbourhood;
+  Boundary boundary = Boundary::fixed;
+  // For Boundary::fixed: the value of a point outside the grid, held for the whole run.
+  // Called with its global coordinate (some component < 0 or >= size). Default 0.
+  std::function<double(Coord)> fixed_value;
+  Traversal traversal = Traversal::jacobi;
+  // Time levels the kernel reads: 1 (u^t) or more (u^t, u^{t-1}, ...: the wave equations).
+  std::size_t time_levels = 1;
+  // Coefficient grids: global arrays the kernel reads, constant over the run, with the same
+  // halo and boundary (fixed: the value 0 outside the grid).
+  std::size_t aux_grids = 0;
+  // Temporal blocking depth D (papers/004 §7.3): halos of D*h, exchanged once every D steps,
+  // the overlap recomputed. Results are bit-identical to D = 1. Jacobi only.
+  std::size_t tb_depth = 1;
+};
+
+// What the kernel sees for one step of one block. Coordinates are block-local: 0 is the
+// block's first owned point in each dimension; the pointers point at that point, so an offset
+// o reads at `at + sum(o[d] * stride[d])`, negative or beyond the block included (the halo).
+struct Block {
+  std::size_t dims = 0;
+  std::array<std::ptrdiff_t, kMaxDims> stride{};  // elements between neighbours in dimension d
+  // The points to compute: lo[d] <= x[d] < hi[d]. With temporal blocking this range extends
+  // into the halo (the recomputed overlap); it never leaves the grid for fixed boundaries.
+  std::array<std::ptrdiff_t, kMaxDims> lo{}, hi{};
+  std::array<std::int64_t, kMaxDims> origin{};  // global coordinate of local point 0
+  // in[0] = u^t (newest), in[1] = u^{t-1}, ... For Gauss-Seidel in[0] == out.
+  std::array<const double*, kMaxLevels> in{};
+  double* out = nullptr;  // u^{t+1}
+  std::array<const double*, kMaxAux> aux{};
+  std::uint64_t step = 0;  // global time step being computed (0 for the first)
+};
+
+using Kernel = std::function<void(const Block&)>;
+
+// Calls f(at, len, x) for every row of b's range in lexicographic order: `len` consecutive
+// points along the last dimension starting at element offset `at` (relative to b.in[0]/b.out)
+// and at block-local coordinate x. Inline so that the kernel's inner loop is compiled with it.
+template <class F>
+void for_each_row(const Block& b, F&& f) {
+  const std::size_t d = b.dims;
+  if (d == 0) return;
+  for (std::size_t i = 0; i < d; ++i)
+    if (b.hi[i] <= b.lo[i]) return;
+  std::array<std::ptrdiff_t, kMaxDims> x = b.lo;
+  const std::size_t len = static_cast<std::size_t>(b.hi[d - 1] - b.lo[d - 1]);
+  for (;;) {
+    std::ptrdiff_t at = 0;
+    for (std::size_t i = 0; i < d; ++i) at += x[i] * b.stride[i];
+    if constexpr (std::is_invocable_v<F, std::ptrdiff_t, std::size_t,
+                                      const std::array<std::ptrdiff_t, kMaxDims>&>)
+      f(at, len, x);
+    else
+      f(at, len);
+    // Odometer over the dimensions before the last.
+    std::size_t i = d - 1;
+    for (;;) {
+      if (i == 0) return;
+      --i;
+      if (++x[i] < b.hi[i]) break;
+      x[i] = b.lo[i];
+    }
+  }
+}
+
+// A stencil declared into a Graph. The Graph must outlive it; declare everything before the
+// first run. Not thread-safe (like Graph).
+class Stencil {
+ public:
+  // Checks the spec (throws Error saying what is wrong) and declares the locations and tasks.
+  Stencil(Graph& graph, Spec spec, Kernel kernel);
+  ~Stencil();
+  Stencil(Stencil&&) noexcept;
+  Stencil& operator=(Stencil&&) noexcept;
+
+  const Spec& spec() const;
+  // Loads a global grid (C order, size() elements) as time level `level` (0 = newest).
+  void set(std::span<const double> global, std::size_t level = 0);
+  // Loads coefficient grid `index`.
+  void set_aux(std::size_t index, std::span<const double> global);
+  // Gathers time level `level` as a global grid.
+  std::vector<double> get(std::size_t level = 0) const;
+  // Runs `steps` time steps (temporal blocking groups them by tb_depth).
+  RunStats run(Runtime& runtime, std::uint64_t steps);
+  std::uint64_t steps_done() const;
+  std::size_t points() const;  // product of size
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The sequential reference: one padded global array, the boundary rule applied directly
+// (periodic: wrapped copy of the faces every step), the same kernel over the whole grid.
+// No blocks, no exchange, no temporal blocking. `levels` holds time_levels grids (newest
+// first), `aux` the coefficient grids. Returns the time levels after `steps` steps.
+std::vector<std::vector<double>> reference(const Spec& spec, const Kernel& kernel,
+                                           std::vector<std::vector<double>> levels,
+                                           const std::vector<std::vector<double>>& aux,
+                                           std::uint64_t steps);
+
+}  // namespace ordo::stencil

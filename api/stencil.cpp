@@ -1,0 +1,689 @@
+// The stencil layer (see <ordo/stencil.hpp> and docs/stencil.md). Built on the public API only.
+//
+// Locations per block b:
+//   main[b]    header (steps done, 8 doubles) + NB padded buffers of prod(B + 2H) doubles:
+//              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
+//              Gauss-Seidel NB = 1 (in place).
+//   aux[b]     the coefficient grids, padded, written once by set_aux().
+//   x[b,o]     for each direction o in {-1,0,1}^d \ 0 that a neighbour n = b+o reads: the
+//              time_levels copies of b's edge region facing n, packed.
+// Tasks per block b:
+//   compute[b] write main[b], read aux[b], read x[n,-o] for every neighbour n = b+o:
+//              unpacks each x[n,-o] into the halo of main[b], then runs S kernel steps
+//              (S = tb_depth, or fewer for the last group of a run).
+//   export[b]  read main[b], write every x[b,o]: packs b's edge regions.
+// Order (program order, so the FIFOs need no explicit positions):
+//   Jacobi:       every compute, then every export. On x[b,o] the reader compute[b+o] comes
+//                 before the writer export[b], so compute of step group k reads the edges of
+//                 group k-1: exact Jacobi with no barrier and no global copy.
+//   Gauss-Seidel: compute[b], export[b] for each b in lexicographic block order. A neighbour
+//                 declared earlier (the low side, for axis-aligned offsets) has already
+//                 exported this sweep's values; one declared later still holds the previous
+//                 sweep's: exactly the global lexicographic in-place sweep.
+// Temporal blocking (papers/004 §7.3): H = h*D. After the halo is filled, step s of the
+// group computes the block extended by h*(S-1-s) on every side (clipped to the grid for
+// fixed boundaries), so the last step computes exactly the block and every value it reads
+// was computed from data of the same group: bit-identical to D = 1.
+#include <ordo/stencil.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+#include <string>
+
+namespace ordo::stencil {
+
+namespace {
+
+constexpr std::size_t kHeader = 8;  // doubles before the first buffer (keeps 64-byte strides)
+
+using Ix = std::array<std::ptrdiff_t, kMaxDims>;
+
+std::string join(const std::vector<std::size_t>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
+  return s;
+}
+
+// Calls f(x) for every x in [lo, hi) (d dimensions), lexicographic order.
+template <class F>
+void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
+  for (std::size_t i = 0; i < d; ++i)
+    if (hi[i] <= lo[i]) return;
+  Ix x = lo;
+  for (;;) {
+    f(x);
+    std::size_t i = d;
+    for (;;) {
+      if (i == 0) return;
+      --i;
+      if (++x[i] < hi[i]) break;
+      x[i] = lo[i];
+    }
+  }
+}
+
+// Geometry of one padded buffer.
+struct Pad {
+  std::size_t d = 0;
+  std::size_t h = 0;  // halo depth H
+  Ix ext{};           // owned extent B per dimension
+  Ix stride{};
+  std::size_t count = 0;  // prod(B + 2H)
+  std::ptrdiff_t base = 0;  // index of local point 0
+
+  Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
+      : d(dims), h(halo) {
+    std::ptrdiff_t s = 1;
+    for (std::size_t i = d; i-- > 0;) {
+      ext[i] = static_cast<std::ptrdiff_t>(block[i]);
+      stride[i] = s;
+      s *= ext[i] + 2 * static_cast<std::ptrdiff_t>(h);
+    }
+    count = static_cast<std::size_t>(s);
+    for (std::size_t i = 0; i < d; ++i) base += static_cast<std::ptrdiff_t>(h) * stride[i];
+  }
+  std::ptrdiff_t at(const Ix& x) const {
+    std::ptrdiff_t a = base;
+    for (std::size_t i = 0; i < d; ++i) a += x[i] * stride[i];
+    return a;
+  }
+};
+
+// Copies the box [lo, hi) of a padded buffer to or from a packed array, row by row.
+void box_copy(const Pad& p, double* buf, const Ix& lo, const Ix& hi, double* packed, bool pack) {
+  Ix rlo = lo, rhi = hi;
+  const std::size_t last = p.d - 1;
+  const std::size_t len = static_cast<std::size_t>(hi[last] - lo[last]);
+  rhi[last] = lo[last] + 1;
+  std::size_t k = 0;
+  for_each_point(p.d, rlo, rhi, [&](const Ix& x) {
+    double* row = buf + p.at(x);
+    if (pack)
+      std::memcpy(packed + k, row, len * sizeof(double));
+    else
+      std::memcpy(row, packed + k, len * sizeof(double));
+    k += len;
+  });
+}
+
+std::size_t box_count(std::size_t d, const Ix& lo, const Ix& hi) {
+  std::size_t n = 1;
+  for (std::size_t i = 0; i < d; ++i) n *= static_cast<std::size_t>(hi[i] - lo[i]);
+  return n;
+}
+
+// Sender's edge region towards direction o, and the receiver's halo region for it.
+void send_box(const Pad& p, const Ix& o, Ix& lo, Ix& hi) {
+  const auto H = static_cast<std::ptrdiff_t>(p.h);
+  for (std::size_t i = 0; i < p.d; ++i) {
+    lo[i] = o[i] > 0 ? p.ext[i] - H : 0;
+    hi[i] = o[i] < 0 ? H : p.ext[i];
+  }
+}
+// Halo of the receiver in direction r (towards the neighbour it receives from).
+void halo_box(const Pad& p, const Ix& r, Ix& lo, Ix& hi) {
+  const auto H = static_cast<std::ptrdiff_t>(p.h);
+  for (std::size_t i = 0; i < p.d; ++i) {
+    lo[i] = r[i] < 0 ? -H : r[i] > 0 ? p.ext[i] : 0;
+    hi[i] = r[i] < 0 ? 0 : r[i] > 0 ? p.ext[i] + H : p.ext[i];
+  }
+}
+
+// Validates the spec and fills in defaults. Throws Error.
+void check(Spec& s) {
+  const std::size_t d = s.size.size();
+  if (d < 1 || d > kMaxDims)
+    throw Error("stencil '" + s.name + "': " + std::to_string(d) +
+                " dimensions; the stencil layer supports 1 to 5");
+  if (s.blocks.size() != d)
+    throw Error("stencil '" + s.name + "': the block grid has " + std::to_string(s.blocks.size()) +
+                " extents but the grid has " + std::to_string(d) + "; give one per dimension");
+  for (std::size_t i = 0; i < d; ++i) {
+    if (s.size[i] == 0 || s.blocks[i] == 0)
+      throw Error("stencil '" + s.name + "': sizes and block counts must be positive");
+    if (s.size[i] % s.blocks[i] != 0)
+      throw Error("size " + join(s.size) + " is not divisible by blocks " + join(s.blocks) +
+                  ": each extent of the size must be a multiple of the block count in that "
+                  "dimension");
+  }
+  if (s.neighbourhood.empty()) s.neighbourhood = von_neumann(d, std::max<int>(1, int(s.halo)));
+  std::size_t reach = 0;
+  for (const Offset& o : s.neighbourhood) {
+    if (o.size() != d)
+      throw Error("stencil '" + s.name + "': an offset of the neighbourhood has " +
+                  std::to_string(o.size()) + " components; the grid has " + std::to_string(d));
+    for (int c : o) reach = std::max<std::size_t>(reach, static_cast<std::size_t>(std::abs(c)));
+  }
+  if (s.halo == 0) s.halo = std::max<std::size_t>(reach, 1);
+  if (s.halo < reach)
+    throw Error("stencil '" + s.name + "': halo " + std::to_string(s.halo) +
+                " is smaller than the neighbourhood's reach " + std::to_string(reach) +
+                "; give a halo of at least " + std::to_string(reach));
+  if (s.time_levels < 1 || s.time_levels > kMaxLevels)
+    throw Error("stencil '" + s.name + "': time_levels must be 1 to " +
+                std::to_string(kMaxLevels));
+  if (s.aux_grids > kMaxAux)
+    throw Error("stencil '" + s.name + "': at most " + std::to_string(kMaxAux) +
+                " coefficient grids");
+  if (s.tb_depth < 1) throw Error("temporal blocking depth 0: give a depth of at least 1");
+  if (s.traversal == Traversal::gauss_seidel) {
+    if (s.tb_depth != 1)
+      throw Error("temporal blocking (depth " + std::to_string(s.tb_depth) +
+                  ") needs Jacobi traversal; Gauss-Seidel runs with depth 1");
+    if (s.time_levels != 1)
+      throw Error("stencil '" + s.name + "': Gauss-Seidel traversal reads one time level");
+    if (s.boundary == Boundary::periodic)
+      throw Error("stencil '" + s.name +
+                  "': Gauss-Seidel traversal needs fixed boundaries (a periodic wrap has no "
+                  "lexicographic order)");
+    for (const Offset& o : s.neighbourhood) {
+      int nz = 0;
+      for (int c : o) nz += c != 0;
+      if (nz > 1)
+        throw Error("stencil '" + s.name +
+                    "': Gauss-Seidel traversal needs axis-aligned offsets (von Neumann); a "
+                    "diagonal offset would read a later block's updated value");
+    }
+  }
+  const std::size_t H = s.halo * s.tb_depth;
+  for (std::size_t i = 0; i < d; ++i) {
+    const std::size_t b = s.size[i] / s.blocks[i];
+    if (H > b)
+      throw Error("halo " + std::to_string(H) +
+                  (s.tb_depth > 1 ? " (halo " + std::to_string(s.halo) + " x depth " +
+                                        std::to_string(s.tb_depth) + ")"
+                                  : std::string()) +
+                  " is larger than a block (" + std::to_string(b) + " points in dimension " +
+                  std::to_string(i) + "); use fewer blocks or a smaller temporal-blocking depth");
+  }
+}
+
+// Directions in {-1,0,1}^d \ 0 whose neighbour region the kernel can read.
+std::vector<Ix> directions(const Spec& s) {
+  const std::size_t d = s.size.size();
+  std::set<Ix> out;
+  Ix lo{}, hi{};
+  for (std::size_t i = 0; i < d; ++i) {
+    lo[i] = -1;
+    hi[i] = 2;
+  }
+  for_each_point(d, lo, hi, [&](const Ix& t) {
+    bool zero = true;
+    for (std::size_t i = 0; i < d; ++i) zero = zero && t[i] == 0;
+    if (zero) return;
+    if (s.tb_depth > 1) {  // the extended range reads every corner: take all directions
+      out.insert(t);
+      return;
+    }
+    // t is needed when some offset reaches it: each non-zero t[i] has the sign of o[i].
+    for (const Offset& o : s.neighbourhood) {
+      bool ok = true;
+      for (std::size_t i = 0; i < d && ok; ++i)
+        ok = t[i] == 0 || (t[i] < 0 && o[i] < 0) || (t[i] > 0 && o[i] > 0);
+      if (ok) {
+        out.insert(t);
+        return;
+      }
+    }
+  });
+  return {out.begin(), out.end()};
+}
+
+struct Shared {
+  std::size_t steps_per_iteration = 1;  // set between runs only
+};
+
+}  // namespace
+
+std::vector<Offset> von_neumann(std::size_t dims, int radius) {
+  std::vector<Offset> out;
+  for (std::size_t i = 0; i < dims; ++i)
+    for (int r = 1; r <= radius; ++r)
+      for (int sign : {-1, 1}) {
+        Offset o(dims, 0);
+        o[i] = sign * r;
+        out.push_back(o);
+      }
+  return out;
+}
+
+std::vector<Offset> moore(std::size_t dims, int radius) {
+  std::vector<Offset> out;
+  Ix lo{}, hi{};
+  for (std::size_t i = 0; i < dims; ++i) {
+    lo[i] = -radius;
+    hi[i] = radius + 1;
+  }
+  for_each_point(dims, lo, hi, [&](const Ix& x) {
+    Offset o(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(dims));
+    if (std::any_of(o.begin(), o.end(), [](int c) { return c != 0; })) out.push_back(o);
+  });
+  return out;
+}
+
+struct Stencil::Impl {
+  Graph* graph = nullptr;
+  Spec spec;
+  Kernel kernel;
+  std::size_t d = 0, nb = 0, levels = 0;
+  Pad pad{1, 0, {1}};
+  std::vector<std::size_t> bgrid;  // block counts
+  std::vector<std::size_t> bext;   // block extents
+  std::vector<Ix> dirs;
+  struct Export {
+    Ix dir;
+    Location<double> loc;
+    std::size_t count = 0;  // per level
+  };
+  struct BlockState {
+    Ix coord{};
+    std::array<std::int64_t, kMaxDims> origin{};
+    Location<double> main, aux;
+    std::vector<Export> exports;                      // what this block sends
+    std::vector<std::pair<Ix, Location<double>>> in;  // (direction to sender, its export)
+  };
+  std::vector<BlockState> blocks;
+  std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+
+  std::size_t buffer(std::uint64_t rot, std::ptrdiff_t delta) const {
+    const auto n = static_cast<std::int64_t>(nb);
+    std::int64_t i = (static_cast<std::int64_t>(rot % nb) + delta) % n;
+    return static_cast<std::size_t>(i < 0 ? i + n : i);
+  }
+  double* buf(std::span<double> main, std::size_t index) const {
+    return main.data() + kHeader + index * pad.count;
+  }
+  std::size_t block_index(const Ix& c) const {
+    std::size_t i = 0;
+    for (std::size_t k = 0; k < d; ++k) i = i * bgrid[k] + static_cast<std::size_t>(c[k]);
+    return i;
+  }
+  // The neighbour of block c in direction o, or false at a fixed boundary.
+  bool neighbour(const Ix& c, const Ix& o, Ix& n) const {
+    for (std::size_t k = 0; k < d; ++k) {
+      std::ptrdiff_t v = c[k] + o[k];
+      const auto g = static_cast<std::ptrdiff_t>(bgrid[k]);
+      if (v < 0 || v >= g) {
+        if (spec.boundary == Boundary::fixed) return false;
+        v = (v + g) % g;
+      }
+      n[k] = v;
+    }
+    return true;
+  }
+
+  void declare();
+  void compute(Context& ctx, const BlockState& b) const;
+  void export_edges(Context& ctx, const BlockState& b) const;
+  void pack_exports(std::span<const double> main, const BlockState& b,
+                    const std::function<std::span<double>(Location<double>)>& out) const;
+  // Fills the whole padded buffer from a global array (boundary rule for outside points).
+  void fill(double* dst, const BlockState& b, std::span<const double> global, bool is_aux) const;
+};
+
+void Stencil::Impl::declare() {
+  Graph& g = *graph;
+  const std::size_t H = spec.halo * spec.tb_depth;
+  pad = Pad(d, H, bext);
+  dirs = directions(spec);
+  Ix lo{}, hi{};
+  for (std::size_t k = 0; k < d; ++k) hi[k] = static_cast<std::ptrdiff_t>(bgrid[k]);
+  for_each_point(d, lo, hi, [&](const Ix& c) {
+    BlockState b;
+    b.coord = c;
+    std::string tag;
+    for (std::size_t k = 0; k < d; ++k) {
+      b.origin[k] = c[k] * static_cast<std::int64_t>(bext[k]);
+      tag += (k ? "," : "") + std::to_string(c[k]);
+    }
+    b.main = g.location<double>(spec.name + "[" + tag + "]", kHeader + nb * pad.count);
+    if (spec.aux_grids > 0)
+      b.aux = g.location<double>(spec.name + ".aux[" + tag + "]", spec.aux_grids * pad.count);
+    // b sends towards o when the block at b+o reads in direction -o.
+    for (const Ix& r : dirs) {
+      Ix o{}, n{};
+      for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
+      if (!neighbour(c, o, n)) continue;
+      Ix slo{}, shi{};
+      send_box(pad, o, slo, shi);
+      Export e;
+      e.dir = o;
+      e.count = box_count(d, slo, shi);
+      std::string otag;
+      for (std::size_t k = 0; k < d; ++k) otag += (k ? "," : "") + std::to_string(o[k]);
+      e.loc = g.location<double>(spec.name + ".x[" + tag + "][" + otag + "]", levels * e.count);
+      b.exports.push_back(e);
+    }
+    blocks.push_back(std::move(b));
+  });
+  // Each block reads, for every direction o with a neighbour n, n's export towards -o.
+  for (BlockState& b : blocks)
+    for (const Ix& o : dirs) {
+      Ix n{};
+      if (!neighbour(b.coord, o, n)) continue;
+      Ix back{};
+      for (std::size_t k = 0; k < d; ++k) back[k] = -o[k];
+      for (const Export& e : blocks[block_index(n)].exports)
+        if (e.dir == back) b.in.emplace_back(o, e.loc);
+    }
+
+  auto declare_compute = [&](std::size_t i) {
+    const BlockState& b = blocks[i];
+    std::vector<Access> acc{write(b.main)};
+    if (spec.aux_grids > 0) acc.push_back(read(b.aux));
+    for (const auto& [o, loc] : b.in) acc.push_back(read(loc));
+    g.task(spec.name + ".compute[" + std::to_string(i) + "]", std::move(acc),
+           [this, i](Context& ctx) { compute(ctx, blocks[i]); });
+  };
+  auto declare_export = [&](std::size_t i) {
+    const BlockState& b = blocks[i];
+    if (b.exports.empty()) return;
+    std::vector<Access> acc{read(b.main)};
+    for (const Export& e : b.exports) acc.push_back(write(e.loc));
+    g.task(spec.name + ".export[" + std::to_string(i) + "]", std::move(acc),
+           [this, i](Context& ctx) { export_edges(ctx, blocks[i]); });
+  };
+  if (spec.traversal == Traversal::jacobi) {
+    for (std::size_t i = 0; i < blocks.size(); ++i) declare_compute(i);
+    for (std::size_t i = 0; i < blocks.size(); ++i) declare_export(i);
+  } else {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      declare_compute(i);
+      declare_export(i);
+    }
+  }
+}
+
+void Stencil::Impl::compute(Context& ctx, const BlockState& b) const {
+  std::span<double> main = ctx.write(b.main);
+  auto rot = static_cast<std::uint64_t>(main[0]);
+  // Halo fill (Dido's Global Update lands here): every level from the neighbours' exports.
+  for (const auto& [o, loc] : b.in) {
+    std::span<const double> src = ctx.read(loc);
+    Ix lo{}, hi{};
+    halo_box(pad, o, lo, hi);
+    const std::size_t n = box_count(d, lo, hi);
+    for (std::size_t l = 0; l < levels; ++l)
+      box_copy(pad, buf(main, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
+               const_cast<double*>(src.data() + l * n), false);  // safety: unpack only reads
+  }
+  Block blk;
+  blk.dims = d;
+  blk.stride = pad.stride;
+  blk.origin = b.origin;
+  if (spec.aux_grids > 0) {
+    std::span<const double> aux = ctx.read(b.aux);
+    for (std::size_t a = 0; a < spec.aux_grids; ++a)
+      blk.aux[a] = aux.data() + a * pad.count + pad.base;
+  }
+  const std::size_t S = shared->steps_per_iteration;
+  for (std::size_t s = 0; s < S; ++s) {
+    const auto e = static_cast<std::ptrdiff_t>(spec.halo * (S - 1 - s));
+    for (std::size_t k = 0; k < d; ++k) {
+      blk.lo[k] = -e;
+      blk.hi[k] = pad.ext[k] + e;
+      if (spec.boundary == Boundary::fixed) {  // never compute outside the grid
+        blk.lo[k] = std::max<std::ptrdiff_t>(blk.lo[k], -b.origin[k]);
+        blk.hi[k] = std::min<std::ptrdiff_t>(
+            blk.hi[k], static_cast<std::ptrdiff_t>(spec.size[k]) - b.origin[k]);
+      }
+    }
+    for (std::size_t l = 0; l < levels; ++l)
+      blk.in[l] = buf(main, buffer(rot, -static_cast<std::ptrdiff_t>(l))) + pad.base;
+    blk.out = buf(main, buffer(rot, 1)) + pad.base;
+    blk.step = rot;
+    kernel(blk);
+    ++rot;
+  }
+  main[0] = static_cast<double>(rot);
+}
+
+void Stencil::Impl::pack_exports(
+    std::span<const double> main, const BlockState& b,
+    const std::function<std::span<double>(Location<double>)>& out) const {
+  const auto rot = static_cast<std::uint64_t>(main[0]);
+  // safety: pack only reads the buffer; box_copy takes one pointer type for both directions.
+  std::span<double> m(const_cast<double*>(main.data()), main.size());
+  for (const Export& e : b.exports) {
+    std::span<double> dst = out(e.loc);
+    Ix lo{}, hi{};
+    send_box(pad, e.dir, lo, hi);
+    for (std::size_t l = 0; l < levels; ++l)
+      box_copy(pad, buf(m, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
+               dst.data() + l * e.count, true);
+  }
+}
+
+void Stencil::Impl::export_edges(Context& ctx, const BlockState& b) const {
+  pack_exports(ctx.read(b.main), b, [&](Location<double> l) { return ctx.write(l); });
+}
+
+void Stencil::Impl::fill(double* dst, const BlockState& b, std::span<const double> global,
+                         bool is_aux) const {
+  Ix lo{}, hi{};
+  const auto H = static_cast<std::ptrdiff_t>(pad.h);
+  for (std::size_t k = 0; k < d; ++k) {
+    lo[k] = -H;
+    hi[k] = pad.ext[k] + H;
+  }
+  std::array<std::int64_t, kMaxDims> gc{};
+  for_each_point(d, lo, hi, [&](const Ix& x) {
+    bool inside = true;
+    std::size_t gi = 0;
+    for (std::size_t k = 0; k < d; ++k) {
+      std::int64_t v = b.origin[k] + x[k];
+      const auto n = static_cast<std::int64_t>(spec.size[k]);
+      gc[k] = v;
+      if (v < 0 || v >= n) {
+        if (spec.boundary == Boundary::periodic)
+          v = ((v % n) + n) % n;
+        else
+          inside = false;
+      }
+      gi = gi * spec.size[k] + static_cast<std::size_t>(v < 0 ? 0 : v >= n ? 0 : v);
+    }
+    double value;
+    if (inside)
+      value = global[gi];
+    else if (is_aux || !spec.fixed_value)
+      value = 0.0;
+    else
+      value = spec.fixed_value(Coord(gc.data(), d));
+    dst[pad.at(x)] = value;
+  });
+}
+
+Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_unique<Impl>()) {
+  check(spec);
+  if (!kernel) throw Error("stencil '" + spec.name + "': give a kernel");
+  Impl& m = *impl_;
+  m.graph = &graph;
+  m.spec = std::move(spec);
+  m.kernel = std::move(kernel);
+  m.d = m.spec.size.size();
+  m.levels = m.spec.time_levels;
+  m.nb = m.spec.traversal == Traversal::jacobi ? m.levels + 1 : 1;
+  m.bgrid = m.spec.blocks;
+  for (std::size_t k = 0; k < m.d; ++k) m.bext.push_back(m.spec.size[k] / m.spec.blocks[k]);
+  m.declare();
+}
+
+Stencil::~Stencil() = default;
+Stencil::Stencil(Stencil&&) noexcept = default;
+Stencil& Stencil::operator=(Stencil&&) noexcept = default;
+
+const Spec& Stencil::spec() const { return impl_->spec; }
+
+std::size_t Stencil::points() const {
+  std::size_t n = 1;
+  for (std::size_t s : impl_->spec.size) n *= s;
+  return n;
+}
+
+void Stencil::set(std::span<const double> global, std::size_t level) {
+  Impl& m = *impl_;
+  if (global.size() != points())
+    throw Error("stencil '" + m.spec.name + "': set() got " + std::to_string(global.size()) +
+                " values for a grid of " + join(m.spec.size) + " = " + std::to_string(points()));
+  if (level >= m.levels)
+    throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
+                " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
+  for (const auto& b : m.blocks) {
+    std::span<double> main = m.graph->data(b.main);
+    const auto rot = static_cast<std::uint64_t>(main[0]);
+    m.fill(m.buf(main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level))), b, global, false);
+    // The spare buffer of Jacobi needs the fixed boundary too; its interior is overwritten.
+    if (level == 0 && m.nb > m.levels) m.fill(m.buf(main, m.buffer(rot, 1)), b, global, false);
+  }
+  for (const auto& b : m.blocks)
+    m.pack_exports(m.graph->data(b.main), b, [&](Location<double> l) { return m.graph->data(l); });
+}
+
+void Stencil::set_aux(std::size_t index, std::span<const double> global) {
+  Impl& m = *impl_;
+  if (index >= m.spec.aux_grids)
+    throw Error("stencil '" + m.spec.name + "': coefficient grid " + std::to_string(index) +
+                " out of range; the spec declares " + std::to_string(m.spec.aux_grids));
+  if (global.size() != points())
+    throw Error("stencil '" + m.spec.name + "': set_aux() got " + std::to_string(global.size()) +
+                " values for a grid of " + std::to_string(points()));
+  for (const auto& b : m.blocks)
+    m.fill(m.graph->data(b.aux).data() + index * m.pad.count, b, global, true);
+}
+
+std::vector<double> Stencil::get(std::size_t level) const {
+  const Impl& m = *impl_;
+  if (level >= m.levels)
+    throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
+                " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
+  std::vector<double> out(points());
+  for (const auto& b : m.blocks) {
+    std::span<const double> cmain = std::as_const(*m.graph).data(b.main);
+    std::span<double> main(const_cast<double*>(cmain.data()), cmain.size());  // safety: read
+    const auto rot = static_cast<std::uint64_t>(main[0]);
+    const double* src = m.buf(main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level)));
+    Ix lo{}, hi = m.pad.ext;
+    hi[m.d - 1] = 1;
+    const std::size_t len = static_cast<std::size_t>(m.pad.ext[m.d - 1]);
+    for_each_point(m.d, lo, hi, [&](const Ix& x) {
+      std::size_t gi = 0;
+      for (std::size_t k = 0; k < m.d; ++k)
+        gi = gi * m.spec.size[k] + static_cast<std::size_t>(b.origin[k] + x[k]);
+      std::memcpy(&out[gi], src + m.pad.at(x), len * sizeof(double));
+    });
+  }
+  return out;
+}
+
+RunStats Stencil::run(Runtime& runtime, std::uint64_t steps) {
+  Impl& m = *impl_;
+  RunStats total;
+  if (steps == 0) return total;
+  const std::uint64_t D = m.spec.tb_depth;
+  // Written only here, between runs; Runtime::run publishes it to the workers.
+  if (steps >= D) {
+    m.shared->steps_per_iteration = D;
+    RunStats s = runtime.run(*m.graph, steps / D);
+    total.iterations += s.iterations * D;
+    total.seconds += s.seconds;
+  }
+  if (steps % D != 0) {
+    m.shared->steps_per_iteration = steps % D;
+    RunStats s = runtime.run(*m.graph, 1);
+    total.iterations += steps % D;
+    total.seconds += s.seconds;
+  }
+  return total;
+}
+
+std::uint64_t Stencil::steps_done() const {
+  const Impl& m = *impl_;
+  return static_cast<std::uint64_t>(std::as_const(*m.graph).data(m.blocks[0].main)[0]);
+}
+
+std::vector<std::vector<double>> reference(const Spec& spec_in, const Kernel& kernel,
+                                           std::vector<std::vector<double>> levels,
+                                           const std::vector<std::vector<double>>& aux,
+                                           std::uint64_t steps) {
+  Spec spec = spec_in;
+  spec.blocks.assign(spec.size.size(), 1);
+  spec.tb_depth = 1;
+  check(spec);
+  const std::size_t d = spec.size.size();
+  const std::size_t L = spec.time_levels;
+  if (levels.size() != L || aux.size() != spec.aux_grids)
+    throw Error("reference: give " + std::to_string(L) + " time level(s) and " +
+                std::to_string(spec.aux_grids) + " coefficient grid(s)");
+  Pad pad(d, spec.halo, spec.size);
+  const auto H = static_cast<std::ptrdiff_t>(spec.halo);
+  Ix plo{}, phi{};
+  for (std::size_t k = 0; k < d; ++k) {
+    plo[k] = -H;
+    phi[k] = pad.ext[k] + H;
+  }
+  // Padded copy of a global grid: inside points copied; outside points fixed or wrapped.
+  auto padded = [&](const std::vector<double>& g, bool is_aux) {
+    std::vector<double> p(pad.count);
+    std::array<std::int64_t, kMaxDims> gc{};
+    for_each_point(d, plo, phi, [&](const Ix& x) {
+      bool inside = true;
+      std::size_t gi = 0;
+      for (std::size_t k = 0; k < d; ++k) {
+        std::int64_t v = x[k];
+        const auto n = static_cast<std::int64_t>(spec.size[k]);
+        gc[k] = v;
+        if (v < 0 || v >= n) {
+          if (spec.boundary == Boundary::periodic)
+            v = ((v % n) + n) % n;
+          else
+            inside = false;
+        }
+        if (inside) gi = gi * spec.size[k] + static_cast<std::size_t>(v);
+      }
+      p[pad.at(x)] = inside ? g[gi]
+                     : (is_aux || !spec.fixed_value) ? 0.0
+                                                     : spec.fixed_value(Coord(gc.data(), d));
+    });
+    return p;
+  };
+  auto unpadded = [&](const std::vector<double>& p) {
+    std::vector<double> g(1);
+    std::size_t n = 1;
+    for (std::size_t s : spec.size) n *= s;
+    g.resize(n);
+    Ix lo{};
+    std::size_t k = 0;
+    for_each_point(d, lo, pad.ext, [&](const Ix& x) { g[k++] = p[pad.at(x)]; });
+    return g;
+  };
+  const bool jacobi = spec.traversal == Traversal::jacobi;
+  std::vector<std::vector<double>> bufs;  // bufs[0] newest
+  for (auto& l : levels) bufs.push_back(padded(l, false));
+  if (jacobi) bufs.push_back(bufs[0]);  // spare: its boundary is the fixed one
+  std::vector<std::vector<double>> auxp;
+  for (const auto& a : aux) auxp.push_back(padded(a, true));
+  Block blk;
+  blk.dims = d;
+  blk.stride = pad.stride;
+  for (std::size_t k = 0; k < d; ++k) blk.hi[k] = pad.ext[k];
+  for (std::size_t a = 0; a < auxp.size(); ++a) blk.aux[a] = auxp[a].data() + pad.base;
+  for (std::uint64_t t = 0; t < steps; ++t) {
+    if (spec.boundary == Boundary::periodic)  // refresh the wrapped ghosts of the inputs
+      for (std::size_t l = 0; l < L; ++l) {
+        std::vector<double> g = unpadded(bufs[l]);
+        bufs[l] = padded(g, false);
+      }
+    for (std::size_t l = 0; l < L; ++l) blk.in[l] = bufs[l].data() + pad.base;
+    blk.out = jacobi ? bufs[L].data() + pad.base : bufs[0].data() + pad.base;
+    blk.step = t;
+    kernel(blk);
+    if (jacobi) std::rotate(bufs.begin(), bufs.end() - 1, bufs.end());
+  }
+  std::vector<std::vector<double>> out;
+  for (std::size_t l = 0; l < L; ++l) out.push_back(unpadded(bufs[l]));
+  return out;
+}
+
+}  // namespace ordo::stencil

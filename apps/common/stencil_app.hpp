@@ -1,0 +1,278 @@
+// The driver every stencil app shares: flags, .npy input/output, progress on a terminal,
+// verification against the sequential reference, and the one result line
+//   app=<name> size=<NxM..> blocks=<BxC..> iters=I workers=W seconds=S gstencils=G
+//   verify=ok|fail|skipped [bandwidth_fraction=F] tb=D
+// (bandwidth_fraction only when the grid is larger than the last-level cache).
+// An app describes itself with an AppDesc (spec, kernel, initial grids) and calls
+// run_stencil_app from main.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ordo/stencil.hpp>
+
+#include "app_cli.hpp"
+#include "npy.hpp"
+#include "stream.hpp"
+
+namespace ordo::app {
+
+struct AppParams {
+  std::vector<std::size_t> size, blocks;
+  std::size_t tb = 1;
+  int order = 2;  // wave3d only
+  std::size_t points() const {
+    std::size_t n = 1;
+    for (auto s : size) n *= s;
+    return n;
+  }
+};
+
+struct AppDesc {
+  std::string name;  // "heat2d": binary ordo-heat2d
+  std::string summary;
+  std::size_t dims = 2;
+  std::string default_size, default_blocks;
+  bool has_order = false;    // --order k (wave3d)
+  bool supports_tb = true;   // Jacobi apps; Gauss-Seidel ones refuse --tb > 1
+  std::function<stencil::Spec(const AppParams&)> spec;
+  std::function<stencil::Kernel(const AppParams&)> kernel;
+  // The initial newest level when no --input is given.
+  std::function<std::vector<double>(const AppParams&)> init;
+  // Older time levels (1 .. time_levels-1) from the newest; default: copies of it.
+  std::function<std::vector<double>(const AppParams&, std::size_t level,
+                                    const std::vector<double>& u0)> older;
+  // Coefficient grid i; needed when the spec declares aux_grids.
+  std::function<std::vector<double>(const AppParams&, std::size_t i)> aux;
+  // Optional hand-written sequential reference (newest level after iters steps); default:
+  // stencil::reference with the app's kernel over one global array.
+  std::function<std::vector<double>(const AppParams&, const std::vector<double>& u0,
+                                    std::uint64_t iters)> reference;
+  // Optional hand-written graph used instead of the layer when --tb is 1 (heat2d keeps its
+  // in-place version, which moves fewer bytes than the layer's double buffer). It loads u0,
+  // runs `steps` steps by calling `run_chunk(graph_runner)` pieces, and returns the grid.
+  struct FastResult {
+    std::vector<double> grid;
+    double seconds = 0;
+  };
+  std::function<FastResult(const AppParams&, const std::vector<double>& u0,
+                           const ordo::RuntimeOptions& runtime, std::uint64_t steps,
+                           const std::function<void(std::uint64_t done)>& progress)>
+      fast_path;
+  // --input loads coefficient grid 0 (harris: the image) instead of the newest level; the
+  // reference then receives that grid as u0.
+  bool input_is_aux = false;
+  // Bytes the kernel must move per point per iteration (reads of every grid + the write).
+  double bytes_per_point = 16;
+  // Layer steps per app iteration (gsrb3d: a red and a black half-sweep).
+  std::uint64_t steps_per_iter = 1;
+};
+
+// A deterministic pseudo-random value in [0, 1) for grid index i (splitmix64).
+inline double hash01(std::uint64_t i) {
+  std::uint64_t z = i + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
+  CLI::App cli{app.summary, "ordo-" + app.name};
+  std::string size_text = app.default_size, blocks_text = app.default_blocks;
+  std::uint64_t iters = 100;
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  bool verify = false;
+  std::size_t tb = 1;
+  int order = 2;
+  std::string input, output, trace_path;
+  auto* size_opt =
+      cli.add_option("--size", size_text,
+                     app.dims == 1 ? "grid size N" : "grid size NxM.. (slowest first)")
+          ->capture_default_str();
+  cli.add_option("--blocks", blocks_text, "block grid BxC..; must divide --size")
+      ->capture_default_str();
+  cli.add_option("--iters", iters, "time steps")->capture_default_str();
+  cli.add_option("--workers", workers, "worker threads")->capture_default_str();
+  cli.add_flag("--verify", verify, "compare bit for bit with a sequential reference");
+  cli.add_option("--tb", tb, "temporal blocking depth (halos of depth*h, exchanged every depth "
+                             "steps)")
+      ->capture_default_str();
+  cli.add_option("--input", input,
+                 "initial grid (.npy, float64, C order); apps with several time levels also "
+                 "take them stacked along a first axis, newest first");
+  cli.add_option("--output", output,
+                 "write the final grid (.npy); apps with several time levels write them all, "
+                 "stacked along a first axis, newest first");
+  cli.add_option("--trace", trace_path,
+                 "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
+      ->type_name("FILE");
+  if (app.has_order)
+    cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
+        ->capture_default_str();
+  if (int rc = parse_cli(cli, argc, argv); rc >= 0) return rc;
+
+  if (iters == 0) throw Error("--iters 0: run at least one iteration");
+  if (workers == 0) throw Error("--workers 0: use at least one worker");
+  if (tb == 0) throw Error("--tb 0: the temporal-blocking depth is at least 1");
+  if (tb > 1 && !app.supports_tb)
+    throw Error("--tb " + std::to_string(tb) + ": " + app.name +
+                " is a Gauss-Seidel sweep; temporal blocking applies to Jacobi apps only");
+  if (app.has_order && (order < 2 || order > 12 || order % 2 != 0))
+    throw Error("--order " + std::to_string(order) + " is out of range: give 2, 4, 6, 8, 10 or 12");
+
+  AppParams p;
+  NpyArray in;
+  std::size_t in_levels = 1;  // time levels in the input file: (L, size...) holds L of them
+  if (!input.empty()) {
+    in = read_npy(input);
+    if (in.shape.size() == app.dims + 1) {
+      in_levels = in.shape[0];
+      in.shape.erase(in.shape.begin());
+    }
+    if (in.shape.size() != app.dims)
+      throw Error("--input '" + input + "' has " + std::to_string(in.shape.size()) +
+                  " dimension(s) (" + join_shape(in.shape) + "); " + app.name + " needs " +
+                  std::to_string(app.dims) + " (or one more for several time levels)");
+    if (size_opt->count() == 0) size_text = join_shape(in.shape);
+  }
+  p.size = parse_shape(size_text, app.dims, "--size");
+  p.blocks = parse_shape(blocks_text, app.dims, "--blocks");
+  p.tb = tb;
+  p.order = order;
+  if (!input.empty() && in.shape != p.size)
+    throw Error("--input '" + input + "' has shape " + join_shape(in.shape) +
+                " but --size is " + size_text + "; give matching sizes or leave --size out");
+  for (std::size_t d = 0; d < app.dims; ++d)
+    if (p.size[d] % p.blocks[d] != 0)
+      throw Error("--size " + size_text + " is not divisible by --blocks " + blocks_text +
+                  ": each extent of the size must be a multiple of the block count in that "
+                  "dimension");
+
+  stencil::Spec spec = app.spec(p);
+  spec.size = p.size;
+  spec.blocks = p.blocks;
+  spec.tb_depth = tb;
+  stencil::Kernel kernel = app.kernel(p);
+  const bool fast = app.fast_path && tb == 1;
+  ordo::Graph g;
+  std::optional<stencil::Stencil> st;
+  if (!fast) st.emplace(g, spec, kernel);  // checks the spec (halo vs block, ...)
+
+  // Initial time levels, newest first: from the file (one grid per level, or only the newest:
+  // then the older ones are derived from it, e.g. "at rest") or from the app.
+  if (in_levels != 1 && in_levels != spec.time_levels)
+    throw Error("--input '" + input + "' holds " + std::to_string(in_levels) +
+                " time levels; " + app.name + " reads " + std::to_string(spec.time_levels) +
+                " (give one grid, or all of them stacked along a new first axis)");
+  std::vector<std::vector<double>> levels;
+  std::vector<double> input_aux;
+  if (app.input_is_aux && !input.empty()) {
+    if (in_levels != 1)
+      throw Error("--input '" + input + "': " + app.name + " reads one grid");
+    input_aux = std::move(in.data);
+    input.clear();
+  }
+  if (input.empty()) {
+    levels.push_back(app.init(p));
+  } else {
+    const std::size_t n = p.points();
+    for (std::size_t l = 0; l < in_levels; ++l)
+      levels.emplace_back(in.data.begin() + static_cast<std::ptrdiff_t>(l * n),
+                          in.data.begin() + static_cast<std::ptrdiff_t>((l + 1) * n));
+  }
+  for (std::size_t l = levels.size(); l < spec.time_levels; ++l)
+    levels.push_back(app.older ? app.older(p, l, levels[0]) : levels[0]);
+  std::vector<std::vector<double>> aux;
+  for (std::size_t i = 0; i < spec.aux_grids; ++i)
+    aux.push_back(i == 0 && !input_aux.empty() ? input_aux : app.aux(p, i));
+  if (st) {
+    for (std::size_t l = 0; l < levels.size(); ++l) st->set(levels[l], l);
+    for (std::size_t i = 0; i < aux.size(); ++i) st->set_aux(i, aux[i]);
+  }
+
+  const std::uint64_t steps = iters * app.steps_per_iter;
+  double seconds = 0;
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  auto show = [&](std::uint64_t done) {
+    if (!progress) return;
+    std::fprintf(stderr, "\rordo-%s: step %llu/%llu (%3.0f%%)", app.name.c_str(),
+                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(steps),
+                 100.0 * static_cast<double>(done) / static_cast<double>(steps));
+    if (done == steps) std::fprintf(stderr, "\r\033[K");
+  };
+  std::vector<double> result;
+  if (fast) {
+    auto r = app.fast_path(
+        p, levels[0], ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path}, steps,
+        show);
+    result = std::move(r.grid);
+    seconds = r.seconds;
+  }
+  std::optional<ordo::Runtime> rt;
+  if (!fast) rt.emplace(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
+  if (fast) {
+  } else if (progress && steps >= 2 * tb) {
+    // Chunks of about 2% (whole temporal-blocking groups) so the line moves.
+    std::uint64_t chunk = std::max<std::uint64_t>(tb, steps / 50 / tb * tb);
+    for (std::uint64_t done = 0; done < steps;) {
+      std::uint64_t n = std::min(chunk, steps - done);
+      seconds += st->run(*rt, n).seconds;
+      done += n;
+      show(done);
+    }
+  } else {
+    seconds = st->run(*rt, steps).seconds;
+  }
+  if (!fast) result = st->get();
+  std::string verdict = "skipped";
+  if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
+    std::vector<double> want =
+        app.reference ? app.reference(p, app.input_is_aux ? aux.at(0) : levels[0], iters)
+                      : stencil::reference(spec, kernel, levels, aux, steps)[0];
+    verdict = want.size() == result.size() &&
+                      std::memcmp(want.data(), result.data(), want.size() * sizeof(double)) == 0
+                  ? "ok"
+                  : "fail";
+  }
+  if (!output.empty()) {
+    if (spec.time_levels == 1) {
+      write_npy(output, p.size, result);
+    } else {  // every level, newest first, so that --input restarts the run exactly
+      std::vector<std::size_t> shape{spec.time_levels};
+      shape.insert(shape.end(), p.size.begin(), p.size.end());
+      std::vector<double> all = result;
+      for (std::size_t l = 1; l < spec.time_levels; ++l) {
+        std::vector<double> older = st->get(l);
+        all.insert(all.end(), older.begin(), older.end());
+      }
+      write_npy(output, shape, all);
+    }
+  }
+
+  const double pts = static_cast<double>(p.points());
+  const double gst = pts * static_cast<double>(iters) / seconds / 1e9;
+  std::string line = fmt::format(
+      "app={} size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} verify={}",
+      app.name, join_shape(p.size), join_shape(p.blocks), iters, workers, seconds, gst, verdict);
+  const double grid_bytes = pts * 8.0 * static_cast<double>(spec.time_levels + 1 + spec.aux_grids);
+  const std::size_t llc = last_level_cache_bytes();
+  if (llc > 0 && grid_bytes > static_cast<double>(llc)) {
+    const double moved = app.bytes_per_point * pts * static_cast<double>(steps) / seconds;
+    line += fmt::format(" bandwidth_fraction={:.3f}", moved / stream_triad_bytes_per_second(workers));
+  }
+  line += fmt::format(" tb={}", tb);
+  fmt::print("{}\n", line);
+  return verdict == "fail" ? 1 : 0;
+}
+
+}  // namespace ordo::app

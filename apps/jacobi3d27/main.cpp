@@ -1,0 +1,31 @@
+// ordo-jacobi3d27: 3-D 27-point Jacobi (papers/004 Table 5.1), periodic boundaries, on the stencil layer:
+// u' = 0.5 * u + 0.5 / 26.0 * (sum of the neighbours), the neighbours summed in a fixed order.
+#include "stencil_app.hpp"
+#include "sum_kernel.hpp"
+
+int main(int argc, char** argv) {
+  namespace st = ordo::stencil;
+  ordo::app::AppDesc app;
+  app.name = "jacobi3d27";
+  app.summary = "3-D 27-point Jacobi, periodic";
+  app.dims = 3;
+  app.default_size = "128x128x128";
+  app.default_blocks = "2x2x2";
+  app.spec = [](const ordo::app::AppParams&) {
+    st::Spec s;
+    s.neighbourhood = st::moore(3, 1);
+    s.boundary = st::Boundary::periodic;
+    return s;
+  };
+  app.kernel = [](const ordo::app::AppParams&) {
+    return ordo::app::weighted_sum_kernel(st::moore(3, 1), 0.5, 0.5 / 26.0);
+  };
+  app.init = [](const ordo::app::AppParams& p) {
+    std::vector<double> u(p.points());
+    for (std::size_t i = 0; i < u.size(); ++i) u[i] = ordo::app::hash01(i);
+    return u;
+  };
+  app.bytes_per_point = 16;
+  return ordo::app::guarded_main("ordo-jacobi3d27",
+                                 [&] { return ordo::app::run_stencil_app(app, argc, argv); });
+}

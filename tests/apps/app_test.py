@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Runs one ordo app binary and checks its behaviour (stdlib only, no numpy).
+
+  app_test.py verify BIN ARGS...        exit 0, result line well formed, verify=ok
+  app_test.py error BIN TEXT ARGS...    exit 2, TEXT in the error message
+  app_test.py roundtrip BIN ARGS...     .npy written, read back, continued: same bits as one run
+  app_test.py steady BIN                heat2d converges to the analytic discrete solution
+"""
+import math
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+LINE = re.compile(
+    r"^app=(\w+) size=(\d+(x\d+)*) blocks=(\d+(x\d+)*) iters=\d+ workers=\d+ seconds=[0-9.]+ "
+    r"gstencils=[0-9.]+ verify=(ok|fail|skipped)( bandwidth_fraction=[0-9.]+)?( tb=\d+)?$")
+
+
+def run(argv):
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=240)
+    return p.returncode, p.stdout, p.stderr
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def result_line(out):
+    lines = [l for l in out.splitlines() if l.startswith("app=")]
+    if len(lines) != 1:
+        fail("expected one result line, got: %r" % out)
+    if not LINE.match(lines[0]):
+        fail("malformed result line: %r" % lines[0])
+    return lines[0]
+
+
+def read_npy(path):
+    """Independent .npy reader: version 1.0, '<f8', C order."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:6] != b"\x93NUMPY" or data[6:8] != b"\x01\x00":
+        fail("%s: bad magic/version" % path)
+    hlen = struct.unpack("<H", data[8:10])[0]
+    header = data[10:10 + hlen].decode("latin1")
+    if (10 + hlen) % 64 != 0:
+        fail("%s: header not padded to 64 bytes" % path)
+    if "'descr': '<f8'" not in header or "'fortran_order': False" not in header:
+        fail("%s: unexpected header %r" % (path, header))
+    shape = tuple(int(x) for x in re.search(r"\(([^)]*)\)", header).group(1).split(",") if x.strip())
+    body = data[10 + hlen:]
+    n = 1
+    for s in shape:
+        n *= s
+    if len(body) != 8 * n:
+        fail("%s: %d data bytes for shape %r" % (path, len(body), shape))
+    return shape, struct.unpack("<%dd" % n, body)
+
+
+def cmd_verify(binary, args):
+    rc, out, err = run([binary] + args + ["--verify"])
+    if rc != 0:
+        fail("exit %d\n%s%s" % (rc, out, err))
+    line = result_line(out)
+    if "verify=ok" not in line:
+        fail(line)
+    print(line)
+
+
+def cmd_error(binary, text, args):
+    rc, out, err = run([binary] + args)
+    if rc != 2:
+        fail("expected exit 2, got %d\n%s%s" % (rc, out, err))
+    if text not in err:
+        fail("expected %r in the error message, got %r" % (text, err))
+    print(err.strip())
+
+
+def cmd_roundtrip(binary, args):
+    with tempfile.TemporaryDirectory() as d:
+        a, b, c = (os.path.join(d, x + ".npy") for x in "abc")
+        # 3 steps, save; continue 4 steps from the file; compare with 7 steps at once.
+        for argv in ([binary] + args + ["--iters", "3", "--output", a],
+                     [binary] + args + ["--iters", "4", "--input", a, "--output", b, "--verify"],
+                     [binary] + args + ["--iters", "7", "--output", c]):
+            rc, out, err = run(argv)
+            if rc != 0:
+                fail("%r: exit %d\n%s%s" % (argv, rc, out, err))
+            result_line(out)
+        sa, _ = read_npy(a)
+        sb, vb = read_npy(b)
+        sc, vc = read_npy(c)
+        if not (sa == sb == sc):
+            fail("shapes differ: %r %r %r" % (sa, sb, sc))
+        if open(b, "rb").read() != open(c, "rb").read():
+            fail("3 + 4 steps through .npy differ from 7 steps")
+        print("round trip ok, shape", sb)
+
+
+def write_npy(path, shape, values):
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (%s), }" % (
+        ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else ""))
+    pad = (64 - (10 + len(header) + 1) % 64) % 64
+    header += " " * pad + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1"))
+        f.write(struct.pack("<%dd" % len(values), *values))
+
+
+def cmd_npyinput(binary, shape, args):
+    """An image written here (independent writer) is read by the app, verified, written back."""
+    dims = [int(x) for x in shape.split("x")]
+    n = 1
+    for d in dims:
+        n *= d
+    values = [((i * 2654435761) % 1000) / 1000.0 for i in range(n)]
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "in.npy"), os.path.join(d, "out.npy")
+        write_npy(src, dims, values)
+        rc, so, se = run([binary, "--input", src, "--output", out, "--verify"] + args)
+        if rc != 0:
+            fail("exit %d\n%s%s" % (rc, so, se))
+        line = result_line(so)
+        if "verify=ok" not in line or ("size=%s " % shape) not in line:
+            fail(line)
+        s, _ = read_npy(out)
+        # Apps with several time levels stack them on a first axis.
+        if list(s[-len(dims):]) != dims or len(s) > len(dims) + 1:
+            fail("output shape %r" % (s,))
+        print(line)
+
+
+def cmd_steady(binary):
+    """heat2d on n x m: the fixed point of the Jacobi iteration is the discrete Laplace
+    solution with 1 on the row above the grid and 0 elsewhere, known in closed form by
+    separation of variables (discrete sine series in j, sinh in i)."""
+    n, m = 8, 6
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "u.npy")
+        rc, so, se = run([binary, "--size", "%dx%d" % (n, m), "--blocks", "2x3", "--iters",
+                          "1500", "--workers", "2", "--output", out])
+        if rc != 0:
+            fail("exit %d\n%s%s" % (rc, so, se))
+        shape, u = read_npy(out)
+    if shape != (n, m):
+        fail("shape %r" % (shape,))
+    worst = 0.0
+    for i in range(n):
+        r = i + 1  # rows 1..n; row 0 is the boundary at 1.0, row n+1 the one at 0.0
+        for j in range(1, m + 1):
+            s = 0.0
+            for k in range(1, m + 1):
+                th = k * math.pi / (m + 1)
+                a = 2.0 / (m + 1) * sum(math.sin(th * q) for q in range(1, m + 1))
+                mu = math.acosh(2.0 - math.cos(th))
+                s += a * math.sin(th * j) * math.sinh(mu * (n + 1 - r)) / math.sinh(mu * (n + 1))
+            worst = max(worst, abs(s - u[i * m + j - 1]))
+    if worst > 1e-9:
+        fail("max deviation from the analytic steady state: %g" % worst)
+    print("steady state ok, max deviation %.3g" % worst)
+
+
+def main():
+    mode, binary = sys.argv[1], sys.argv[2]
+    if mode == "verify":
+        cmd_verify(binary, sys.argv[3:])
+    elif mode == "error":
+        cmd_error(binary, sys.argv[3], sys.argv[4:])
+    elif mode == "roundtrip":
+        cmd_roundtrip(binary, sys.argv[3:])
+    elif mode == "npyinput":
+        cmd_npyinput(binary, sys.argv[3], sys.argv[4:])
+    elif mode == "steady":
+        cmd_steady(binary)
+    else:
+        fail("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
