@@ -400,6 +400,7 @@ TEST_CASE("after clock alignment every send of a multi-rank trace precedes its r
   for (const auto& m : tf::match_messages(raw))
     inverted += raw.aligned(raw.ranks[m.from], *m.send) >= raw.aligned(raw.ranks[m.to], *m.receive);
   CHECK(inverted == messages);
+  CHECK(tf::summarize(raw).inverted_messages == std::uint64_t(messages));
 
   // The Perfetto flows of the messages also go forward in time.
   tf::Summary s = tf::summarize(t);
@@ -426,6 +427,7 @@ TEST_CASE("after clock alignment every send of a multi-rank trace precedes its r
   CHECK(s.peers[1].bytes == 1024u * messages);
   CHECK(s.peers[1].min_bytes == 0);
   CHECK(s.unmatched_messages == 0);
+  CHECK(s.inverted_messages == 0);
   CHECK(s.locations.at(0).bytes == 2048u * messages);
 
   // A missing rank is named.

@@ -250,7 +250,8 @@ Summary summarize(const Trace& t) {
     row(s.locations, loc_index, li.name).min_bytes += min;
   }
   for (auto& [k, p] : peers) s.peers.push_back(p);
-  match_messages(t, &s.unmatched_messages);
+  for (const MessagePair& m : match_messages(t, &s.unmatched_messages))
+    s.inverted_messages += t.aligned(t.ranks[m.from], *m.send) > t.aligned(t.ranks[m.to], *m.receive);
 
   // Critical path: instances in begin order; a grant edge runs from the releasing instance to
   // the granted one, which began after the release. Heaviest chain by compute time.
@@ -338,6 +339,10 @@ std::string render_text(const Summary& s, const Trace& t) {
                        p.messages, p.min_bytes);
   if (s.unmatched_messages)
     out += fmt::format("  {} sends or receives without their other end\n", s.unmatched_messages);
+  if (s.inverted_messages)
+    out += fmt::format("  warning: {} messages arrive before they were sent on the aligned clock; "
+                       "the ranks' clock offsets are wrong\n",
+                       s.inverted_messages);
   out += fmt::format("\ncritical path: {} ms of compute in {} instances ({} of the {} ms window)\n",
                      ms(s.critical_ns), s.critical_path.size(),
                      pct(s.span_ns ? double(s.critical_ns) / double(s.span_ns) : 0.0),
@@ -378,6 +383,7 @@ nlohmann::json render_json(const Summary& s, const Trace& t) {
     j["peers"].push_back({{"from", p.from}, {"to", p.to}, {"bytes", p.bytes},
                           {"messages", p.messages}, {"min_bytes", p.min_bytes}});
   j["unmatched_messages"] = s.unmatched_messages;
+  j["inverted_messages"] = s.inverted_messages;
   j["critical_path"]["compute_ns"] = s.critical_ns;
   j["critical_path"]["instances"] = json::array();
   for (const InstanceRec* in : s.critical_path)

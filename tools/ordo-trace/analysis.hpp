@@ -59,6 +59,7 @@ struct Summary {
   std::vector<LocationRow> locations;  // by name
   std::vector<PeerRow> peers;
   std::uint64_t unmatched_messages = 0;  // sends without receive or receives without send
+  std::uint64_t inverted_messages = 0;   // received before sent: the clock offsets are off
   // Critical path: the heaviest chain of instances along release -> grant edges.
   std::int64_t critical_ns = 0;
   std::vector<const InstanceRec*> critical_path;  // first to last
