@@ -563,3 +563,63 @@ TEST_CASE("several runs and graphs share one file, which is complete after every
   CHECK(iterations[4] == std::set<std::uint64_t>{0, 1, 2});
   for (const tf::InstanceRec& in : tf::summarize(t).instances) CHECK(in.begin <= in.end);
 }
+
+TEST_CASE("the critical path follows every holder of the previous phase, not only the last "
+          "releaser",
+          "[trace]") {
+  // Synthetic: heavy and light read x together, then writer writes x; light releases last
+  // but heavy computes longest. heavy#1 -> writer#1 must be on the path.
+  ordo::rt::Graph g;
+  g.add_location("x", sizeof(double), 8, typeid(double));
+  g.add_task({"heavy", {{0, ordo::rt::Mode::read, false, 0}}, {}});
+  g.add_task({"light", {{0, ordo::rt::Mode::read, false, 0}}, {}});
+  g.add_task({"writer", {{0, ordo::rt::Mode::write, false, 0}}, {}});
+  const std::string path = temp_path("critical");
+  {
+    rtt::RecorderConfig c;
+    c.path = path;
+    c.workers = 2;
+    std::string error;
+    auto rec = rtt::Recorder::open(c, error);
+    REQUIRE(rec);
+    rec->begin_run(g, 7, 2);
+    constexpr std::uint32_t H = 0, L = 1, W = 2;
+    auto ev = [&](unsigned w, rtt::Kind k, std::uint64_t at, std::uint32_t task,
+                  std::uint64_t it, std::uint32_t releaser = rtt::kNone, std::uint8_t flags = 0) {
+      rtt::Event e;
+      e.time = at;
+      e.kind = static_cast<std::uint8_t>(k);
+      e.task = task;
+      e.arg0 = it;
+      if (k == rtt::Kind::grant) {
+        e.location = 0;
+        e.peer = releaser;
+        e.flags = flags;
+      }
+      rec->append(w, e);
+    };
+    for (std::uint64_t k = 0; k < 2; ++k) {
+      const std::uint64_t t = 10'000 + k * 5'000;
+      ev(0, rtt::Kind::task_begin, t, H, k);
+      ev(0, rtt::Kind::task_end, t + 3'000, H, k);
+      ev(1, rtt::Kind::task_begin, t + 3'500, L, k);
+      ev(1, rtt::Kind::task_end, t + 4'000, L, k);
+      ev(1, rtt::Kind::grant, t + 4'000, W, k, L);  // light's release grants the writer
+      ev(1, rtt::Kind::task_begin, t + 4'100, W, k);
+      ev(1, rtt::Kind::task_end, t + 4'600, W, k);
+      ev(1, rtt::Kind::grant, t + 4'600, H, k + 1, W, tf::kPrevIteration);  // the read phase
+      ev(1, rtt::Kind::grant, t + 4'600, L, k + 1, W, tf::kPrevIteration);
+    }
+    rec->end_run(2);
+  }
+  tf::Trace t = tf::load({path});
+  tf::Summary s = tf::summarize(t);
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> path_got;
+  for (auto* in : s.critical_path) path_got.emplace_back(in->task, in->iteration);
+  // Iteration 0's read phase was granted before the run (not recorded): light#0 -> writer#0
+  // is all that is known there. From iteration 1 on, the whole phase counts.
+  const std::vector<std::pair<std::uint32_t, std::uint64_t>> want = {
+      {1, 0}, {2, 0}, {0, 1}, {2, 1}};
+  CHECK(path_got == want);
+  CHECK(s.critical_ns == 500 + 500 + 3'000 + 500);
+}

@@ -253,31 +253,57 @@ Summary summarize(const Trace& t) {
   for (const MessagePair& m : match_messages(t, &s.unmatched_messages))
     s.inverted_messages += t.aligned(t.ranks[m.from], *m.send) > t.aligned(t.ranks[m.to], *m.receive);
 
-  // Critical path: instances in begin order; a grant edge runs from the releasing instance to
-  // the granted one, which began after the release. Heaviest chain by compute time.
+  // Critical path, over the instance graph: an instance depends on every holder of the phase
+  // before its own at each of its locations. The grants tell the phases: one release grants a
+  // whole phase, so the grants of a location made by one releasing instance are one phase, and
+  // the phase before it is the one that granted the releaser. (Iteration 0's first phases are
+  // granted before the run and not recorded: there the releaser alone is the predecessor.)
+  // Every predecessor ended before the instance began, so begin order is a topological order;
+  // the heaviest chain by compute time is the critical path.
   std::unordered_map<Key, std::size_t, KeyHash> by_key;
   for (std::size_t i = 0; i < s.instances.size(); ++i) {
     const InstanceRec& in = s.instances[i];
     by_key[{in.rank, in.task, in.iteration}] = i;
   }
-  std::vector<std::vector<std::size_t>> preds(s.instances.size());
+  constexpr std::size_t kAbsent = SIZE_MAX;
+  auto find = [&](std::uint32_t rank, std::uint32_t task, std::uint64_t it) {
+    auto f = by_key.find({rank, task, it});
+    return f == by_key.end() ? kAbsent : f->second;
+  };
+  // (rank, location, releasing instance) -> the phase it granted: its members' instances.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::size_t>, std::vector<std::size_t>> phases;
+  // (rank, location, instance) -> the releasing instance of the phase that granted it.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::size_t>, std::size_t> granted_by;
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events) {
       if (e.k() != Kind::grant || e.peer == kNone) continue;
-      auto to = by_key.find({r.rank, e.task, e.arg0});
-      std::uint64_t rel_iter = (e.flags & kPrevIteration) ? e.arg0 - 1 : e.arg0;
-      auto from = by_key.find({r.rank, e.peer, rel_iter});
-      if (to != by_key.end() && from != by_key.end() && from->second != to->second)
-        preds[to->second].push_back(from->second);
+      const std::uint64_t rel_iter = (e.flags & kPrevIteration) ? e.arg0 - 1 : e.arg0;
+      const std::size_t from = find(r.rank, e.peer, rel_iter), to = find(r.rank, e.task, e.arg0);
+      if (from == kAbsent || to == kAbsent || from == to) continue;
+      phases[{r.rank, e.location, from}].push_back(to);
+      granted_by[{r.rank, e.location, to}] = from;
     }
+  std::vector<std::vector<std::size_t>> preds(s.instances.size());
+  for (const auto& [key, members] : phases) {
+    const auto [rank, location, releaser] = key;
+    std::vector<std::size_t> before{releaser};
+    auto g = granted_by.find({rank, location, releaser});
+    if (g != granted_by.end()) {
+      auto p = phases.find({rank, location, g->second});
+      if (p != phases.end()) before = p->second;  // the releaser's whole phase
+    }
+    for (std::size_t m : members)
+      for (std::size_t b : before)
+        if (b != m) preds[m].push_back(b);
+  }
   std::vector<std::size_t> order(s.instances.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return s.instances[a].begin < s.instances[b].begin;
   });
   std::vector<std::int64_t> dist(s.instances.size(), 0);
-  std::vector<std::size_t> via(s.instances.size(), SIZE_MAX);
-  std::size_t best = SIZE_MAX;
+  std::vector<std::size_t> via(s.instances.size(), kAbsent);
+  std::size_t best = kAbsent;
   for (std::size_t i : order) {
     std::int64_t base = 0;
     for (std::size_t p : preds[i])
@@ -286,11 +312,11 @@ Summary summarize(const Trace& t) {
         via[i] = p;
       }
     dist[i] = base + (s.instances[i].end - s.instances[i].begin);
-    if (best == SIZE_MAX || dist[i] > dist[best]) best = i;
+    if (best == kAbsent || dist[i] > dist[best]) best = i;
   }
-  if (best != SIZE_MAX) {
+  if (best != kAbsent) {
     s.critical_ns = dist[best];
-    for (std::size_t i = best; i != SIZE_MAX; i = via[i]) s.critical_path.push_back(&s.instances[i]);
+    for (std::size_t i = best; i != kAbsent; i = via[i]) s.critical_path.push_back(&s.instances[i]);
     std::reverse(s.critical_path.begin(), s.critical_path.end());
   }
   return s;
