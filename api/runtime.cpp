@@ -1,6 +1,8 @@
 #include <chrono>
 #include <cstdlib>
+#include <stdexcept>
 
+#include "fiber.hpp"
 #include "graph_impl.hpp"
 #include "pool.hpp"
 #include "trace.hpp"
@@ -8,6 +10,16 @@
 namespace ordo {
 
 namespace {
+
+// The fiber stack pool: checked when the Runtime is built, so a bad size fails early. No stack
+// is mapped until a fiber task runs.
+std::unique_ptr<sched::StackPool> make_stacks(std::size_t size) {
+  try {
+    return std::make_unique<sched::StackPool>(size);
+  } catch (const std::invalid_argument& e) {
+    throw Error(std::string(e.what()) + " (RuntimeOptions::fiber_stack_size or ORDO_FIBER_STACK)");
+  }
+}
 
 // Events per trace buffer: ORDO_TRACE_BUFFER (tests use small values to force flushes).
 std::size_t trace_buffer_events() {
@@ -24,7 +36,8 @@ std::size_t trace_buffer_events() {
 }  // namespace
 
 struct Runtime::Impl {
-  explicit Impl(const RuntimeOptions& o) : pool(sched::PoolConfig{o.workers}) {
+  explicit Impl(const RuntimeOptions& o)
+      : stacks(make_stacks(o.fiber_stack_size)), pool(sched::PoolConfig{o.workers}) {
     std::string path = o.trace_path;
     if (path.empty())
       if (const char* env = std::getenv("ORDO_TRACE")) path = env;
@@ -58,8 +71,9 @@ struct Runtime::Impl {
     return done;
   }
 
-  // Declared before the pool: destroyed after it, so the workers' last unparks (when the pool
-  // stops) still find it.
+  // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
+  // unparks recorded when the pool stops) still find them.
+  std::unique_ptr<sched::StackPool> stacks;
   std::unique_ptr<rt::trace::Recorder> recorder;
   sched::Pool pool;
 };
@@ -83,10 +97,15 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(options)) {}
+// The scheduler reports a bad ORDO_PUS as std::invalid_argument; the public face is Error.
+Runtime::Runtime(RuntimeOptions options) try : impl_(std::make_unique<Impl>(options)) {
+} catch (const std::invalid_argument& e) {
+  throw Error(e.what());
+}
 Runtime::~Runtime() = default;
 
 unsigned Runtime::workers() const { return impl_->pool.size(); }
+unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)
@@ -95,7 +114,7 @@ RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   stats.iterations = impl_->traced(graph, engine, iterations,
-                                   [&] { return engine.run(impl_->pool, iterations, {}, 0); });
+                                   [&] { return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get()); });
   stats.seconds = seconds_since(t0);
   return stats;
 }
@@ -111,7 +130,8 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   RunStats stats;
   stats.iterations = impl_->traced(graph, engine, until.max_iterations, [&] {
     return engine.run(impl_->pool, until.max_iterations,
-                      [&](std::uint64_t) { return until.done(graph); }, until.check_every);
+                      [&](std::uint64_t) { return until.done(graph); }, until.check_every,
+                      impl_->stacks.get());
   });
   stats.seconds = seconds_since(t0);
   return stats;
