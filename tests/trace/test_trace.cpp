@@ -3,6 +3,11 @@
 // well-formed, multi-rank merges respect clock offsets, and bad files are refused clearly.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -622,4 +627,51 @@ TEST_CASE("the critical path follows every holder of the previous phase, not onl
       {1, 0}, {2, 0}, {0, 1}, {2, 1}};
   CHECK(path_got == want);
   CHECK(s.critical_ns == 500 + 500 + 3'000 + 500);
+}
+
+TEST_CASE("grants to a fiber task that is still running carry the next iteration", "[trace]") {
+  // F releases x early and keeps running until D, the next holder, has run; D's release then
+  // grants x to F's next instance while F's current one has not ended.
+  const std::string path = temp_path("fiber");
+  {
+    ordo::Graph g;
+    auto x = g.location<std::int64_t>("x", 1);
+    auto seen = g.location<std::int64_t>("seen", 1);
+    auto d_done = std::make_shared<std::atomic<std::uint64_t>>(0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    g.fiber_task("F", {ordo::write(x)}, [=](ordo::FiberContext& ctx) {
+      const std::uint64_t k = ctx.iteration();
+      ctx.acquire_write(x)[0] = static_cast<std::int64_t>(k);
+      ctx.release(x);
+      while (d_done->load() <= k && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+    });
+    g.task("D", {ordo::read(x), ordo::write(seen)}, [=](ordo::Context& ctx) {
+      ctx.write(seen)[0] += ctx.read(x)[0];
+      d_done->fetch_add(1);
+    });
+    ordo::Runtime rt({.workers = 2, .trace_path = path});
+    rt.run(g, 4);
+    CHECK(g.data(seen)[0] == 0 + 1 + 2 + 3);
+  }
+  tf::Trace t = tf::load({path});
+  int to_f = 0;
+  for (const tf::Event& e : t.ranks[0].events) {
+    if (e.k() != tf::Kind::grant) continue;
+    const std::uint64_t rel = (e.flags & tf::kPrevIteration) ? e.arg0 - 1 : e.arg0;
+    if (e.task == 0) {  // F, granted by D of the previous iteration
+      ++to_f;
+      CHECK(e.peer == 1);
+      CHECK(e.flags == tf::kPrevIteration);
+      CHECK(e.arg0 == rel + 1);
+    } else if (e.location == 0) {  // D's read of x, granted by F of the same iteration
+      CHECK(e.peer == 0);
+      CHECK(e.flags == 0);
+    } else {  // D's write of seen, granted by D's previous instance
+      CHECK(e.peer == 1);
+      CHECK(e.flags == tf::kPrevIteration);
+    }
+  }
+  CHECK(to_f == 4);
+  CHECK(tf::summarize(t).instances.size() == 8);
 }
