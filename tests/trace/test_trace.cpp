@@ -675,3 +675,46 @@ TEST_CASE("grants to a fiber task that is still running carry the next iteration
   CHECK(to_f == 4);
   CHECK(tf::summarize(t).instances.size() == 8);
 }
+
+TEST_CASE("a fiber task's suspensions are its lock-wait, not its compute", "[trace]") {
+  // One worker: F acquires y, which W (declared first, program order) writes; F's first
+  // acquire must suspend until W has run. W spins long enough to make the wait visible.
+  const std::string path = temp_path("suspend");
+  {
+    ordo::Graph g;
+    auto y = g.location<double>("y", 1);
+    g.task("W", {ordo::write(y)}, [=](ordo::Context& ctx) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      ctx.write(y)[0] += 1;
+    });
+    g.fiber_task("F", {ordo::read(y)}, [=](ordo::FiberContext& ctx) {
+      (void)ctx.acquire_read(y)[0];
+    });
+    ordo::Runtime rt({.workers = 1, .trace_path = path});
+    rt.run(g, 3);
+  }
+  tf::Trace t = tf::load({path});
+  std::map<std::uint64_t, std::int64_t> suspended;  // per iteration of F
+  std::map<std::uint64_t, std::int64_t> at;
+  std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> span;
+  for (const tf::Event& e : t.ranks[0].events) {
+    const auto time = static_cast<std::int64_t>(e.time);
+    if (e.task != 1) continue;
+    if (e.k() == tf::Kind::fiber_suspend) at[e.arg0] = time;
+    if (e.k() == tf::Kind::fiber_resume) suspended[e.arg0] += time - at.at(e.arg0);
+    if (e.k() == tf::Kind::task_begin) span[e.arg0].first = time;
+    if (e.k() == tf::Kind::task_end) span[e.arg0].second = time;
+  }
+  REQUIRE_FALSE(suspended.empty());  // F did suspend
+  std::int64_t wait = 0, compute = 0;
+  for (auto& [k, se] : span) compute += se.second - se.first - suspended[k];
+  for (auto& [k, w] : suspended) wait += w;
+  tf::Summary s = tf::summarize(t);
+  REQUIRE(s.tasks.size() == 2);
+  const tf::TaskRow& f = s.tasks[0].name == "F" ? s.tasks[0] : s.tasks[1];
+  CHECK(f.name == "F");
+  CHECK(f.wait_ns == wait);
+  CHECK(f.compute_ns == compute);
+}

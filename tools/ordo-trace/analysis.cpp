@@ -60,6 +60,7 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
   for (const RankTrace& r : t.ranks) {
     std::unordered_map<Key, std::size_t, KeyHash> open;
     std::unordered_map<Key, std::pair<std::int64_t, std::int64_t>, KeyHash> grants;
+    std::unordered_map<Key, std::int64_t, KeyHash> suspend_at;
     for (const Event& e : r.events) {
       Key k{r.rank, e.task, e.arg0};
       if (e.k() == Kind::task_begin) {
@@ -76,6 +77,15 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
         if (it == open.end()) continue;  // its begin was before the trace (cannot happen)
         out[it->second].end = t.aligned(r, e);
         open.erase(it);
+      } else if (e.k() == Kind::fiber_suspend) {
+        suspend_at[k] = t.aligned(r, e);
+      } else if (e.k() == Kind::fiber_resume) {
+        auto s = suspend_at.find(k);
+        auto it = open.find(k);
+        if (s == suspend_at.end() || it == open.end()) continue;
+        InstanceRec& in = out[it->second];
+        in.suspended = std::max<std::int64_t>(in.suspended, 0) + (t.aligned(r, e) - s->second);
+        suspend_at.erase(s);
       } else if (e.k() == Kind::grant) {
         auto& g = grants.try_emplace(k, std::numeric_limits<std::int64_t>::max(), -1).first->second;
         g.first = std::min<std::int64_t>(g.first, static_cast<std::int64_t>(e.arg1) + r.clock_offset_ns - t.origin);
@@ -188,8 +198,12 @@ Summary summarize(const Trace& t) {
     const RankTrace& r = t.ranks[in.rank];
     TaskRow& tr = row(s.tasks, task_index, r.tasks[in.task].name);
     ++tr.instances;
-    tr.compute_ns += in.end - in.begin;
-    if (in.requested >= 0) tr.wait_ns += std::max<std::int64_t>(0, in.ready - in.requested);
+    tr.compute_ns += in.end - in.begin - std::max<std::int64_t>(0, in.suspended);
+    // A fiber task waits where it suspends; a dataflow task from its request to its last grant.
+    if (in.suspended >= 0)
+      tr.wait_ns += in.suspended;
+    else if (in.requested >= 0)
+      tr.wait_ns += std::max<std::int64_t>(0, in.ready - in.requested);
     s.iterations = std::max(s.iterations, ++per_task_count[{in.rank, in.task}]);
   }
 

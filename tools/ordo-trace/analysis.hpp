@@ -20,6 +20,7 @@ struct InstanceRec {
   std::int64_t begin = 0, end = 0;  // aligned ns
   std::int64_t requested = -1;      // request time of its locks, -1: no recorded grant
   std::int64_t ready = -1;          // its last grant
+  std::int64_t suspended = -1;      // fiber tasks: time suspended in acquire, -1: never
 };
 
 struct WorkerRow {
