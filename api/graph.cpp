@@ -19,11 +19,18 @@ std::uint64_t GraphImpl::next_serial() {
   return serial.fetch_add(1, std::memory_order_relaxed);
 }
 
-rt::Engine& GraphImpl::prepare() {
+rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t channel) {
   if (engine) return *engine;
+  const unsigned ranks = with ? with->size() : 1;
+  for (const rt::LocationDesc& l : graph.locations())
+    if (l.home >= static_cast<std::int32_t>(ranks))
+      throw Error("location '" + l.name + "' is placed on rank " + std::to_string(l.home) +
+                  " but the job has " + std::to_string(ranks) +
+                  " rank(s); place it on a rank below that, or start more ranks");
   rt::CompileResult compiled = rt::compile(graph);
   if (!compiled.error.empty()) throw Error(compiled.error);
-  engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan));
+  net = std::move(with);
+  engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan), net.get(), channel);
   return *engine;
 }
 
@@ -131,6 +138,23 @@ void Graph::place_location(std::uint32_t location, unsigned node) {
     throw Error("cannot place location '" + locs[location].name +
                 "' after the graph's first run; call Graph::place before running");
   impl_->graph.place(location, node);
+}
+
+void Graph::set_home_rank_of(std::uint32_t location, unsigned rank) {
+  if (impl_->frozen())
+    throw Error("cannot place location '" + impl_->graph.locations().at(location).name +
+                "' on a rank after the graph's first run; place locations before running");
+  if (location >= impl_->graph.locations().size())
+    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
+  impl_->graph.set_home(location, static_cast<std::int32_t>(rank));
+}
+
+unsigned Graph::home_rank_of(std::uint32_t location) const {
+  if (!impl_->engine)
+    throw Error("a location's home rank is decided at the graph's first run; ask after it");
+  if (location >= impl_->graph.locations().size())
+    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
+  return impl_->engine->home(location);
 }
 
 std::size_t Graph::locations() const { return impl_->graph.locations().size(); }

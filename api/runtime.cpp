@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "comm_net.hpp"
 #include "fiber.hpp"
 #include "graph_impl.hpp"
 #include "pool.hpp"
@@ -33,11 +34,25 @@ std::size_t trace_buffer_events() {
   return static_cast<std::size_t>(n);
 }
 
+// The transport when this process is one rank of several (ordorun, mpirun, srun), else null.
+std::shared_ptr<rt::CommNet> connect_ranks() {
+  try {
+    auto bootstrap = comm::Bootstrap::from_environment();
+    if (bootstrap->size() <= 1) return nullptr;
+    return std::make_shared<rt::CommNet>(std::move(bootstrap));
+  } catch (const comm::CommError& e) {
+    throw Error(std::string("cannot connect to the other ranks: ") + e.what() +
+                ". Start every rank the same way (ordorun -n N prog, mpirun, srun --mpi=pmix)");
+  }
+}
+
 }  // namespace
 
 struct Runtime::Impl {
   explicit Impl(const RuntimeOptions& o)
-      : stacks(make_stacks(o.fiber_stack_size)), pool(sched::PoolConfig{o.workers}) {
+      : net(connect_ranks()),
+        stacks(make_stacks(o.fiber_stack_size)),
+        pool(sched::PoolConfig{o.workers}) {
     std::string path = o.trace_path;
     if (path.empty())
       if (const char* env = std::getenv("ORDO_TRACE")) path = env;
@@ -73,6 +88,8 @@ struct Runtime::Impl {
 
   // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
   // unparks recorded when the pool stops) still find them.
+  std::shared_ptr<rt::CommNet> net;  // null in a single-process job
+  std::uint32_t next_channel = 0;    // graphs get channels in SPMD order (first runs)
   std::unique_ptr<sched::StackPool> stacks;
   std::unique_ptr<rt::trace::Recorder> recorder;
   sched::Pool pool;
@@ -80,11 +97,18 @@ struct Runtime::Impl {
 
 namespace {
 
-rt::Engine& prepare_run(Graph& graph) {
+rt::Engine& prepare_run(Graph& graph, const std::shared_ptr<rt::CommNet>& net,
+                        std::uint32_t& next_channel) {
   if (sched::Pool::current_worker() >= 0)
     throw Error("Runtime::run called from inside a task body; a body cannot run a graph (it "
                 "would wait for workers that include itself). Run graphs from outside any task");
-  rt::Engine& engine = graph.impl().prepare();
+  detail::GraphImpl& g = graph.impl();
+  if (!g.engine && net) {
+    g.prepare(net, next_channel++);
+  } else if (g.engine && g.net != std::static_pointer_cast<rt::Net>(net)) {
+    throw Error("this graph ran on another Runtime spread over other ranks; run it on that one");
+  }
+  rt::Engine& engine = g.prepare();
   if (engine.broken())
     throw Error("this graph's previous run stopped on an exception thrown by a task body, so its "
                 "locations hold a partial iteration; build the graph anew to run again");
@@ -106,11 +130,13 @@ Runtime::~Runtime() = default;
 
 unsigned Runtime::workers() const { return impl_->pool.size(); }
 unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
+unsigned Runtime::rank() const { return impl_->net ? impl_->net->rank() : 0; }
+unsigned Runtime::ranks() const { return impl_->net ? impl_->net->size() : 1; }
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)
     throw Error("zero iterations requested; ask Runtime::run for at least one iteration");
-  rt::Engine& engine = prepare_run(graph);
+  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   stats.iterations = impl_->traced(graph, engine, iterations,
@@ -125,7 +151,7 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
     throw Error("Until::max_iterations is 0; allow at least one iteration");
   if (until.check_every == 0)
     throw Error("Until::check_every is 0; check at least every iteration (1)");
-  rt::Engine& engine = prepare_run(graph);
+  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   stats.iterations = impl_->traced(graph, engine, until.max_iterations, [&] {

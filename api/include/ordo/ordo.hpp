@@ -225,6 +225,21 @@ class Graph {
     place_location(loc.id(), node);
   }
 
+  // Across ranks (a program started by ordorun, mpirun or srun; docs/distributed.md): every
+  // rank declares the same graph; each location has a home rank that holds its master copy, and
+  // each task runs on the home rank of the first location it writes. By default locations go
+  // to ranks in contiguous chunks of declaration order. set_home_rank() overrides that (before
+  // the first run); home_rank() tells, after the first run, where a location's final contents
+  // are: Graph::data() of a location is the result only on its home rank.
+  template <class T>
+  void set_home_rank(Location<T> loc, unsigned rank) {
+    set_home_rank_of(loc.id(), rank);
+  }
+  template <class T>
+  unsigned home_rank(Location<T> loc) const {
+    return home_rank_of(loc.id());
+  }
+
   using Body = std::function<void(Context&)>;
 
   // Declares an iterative task. Each location may appear once in `accesses`.
@@ -265,6 +280,8 @@ class Graph {
   std::uint32_t add_location(const std::string& name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
   void* data_bytes(std::uint32_t location, const std::type_info& type) const;
+  void set_home_rank_of(std::uint32_t location, unsigned rank);
+  unsigned home_rank_of(std::uint32_t location) const;
   void place_location(std::uint32_t location, unsigned node);
   std::unique_ptr<detail::GraphImpl> impl_;
 };
@@ -307,6 +324,12 @@ class Runtime {
   // NUMA nodes the workers span; 1 when the scheduler runs flat (one node, or no hwloc).
   // ORDO_VERBOSE=1 in the environment prints the scheduler's mode and worker map at start-up.
   unsigned numa_nodes() const;
+  // This process's rank and the number of ranks of the job: 0 and 1 unless the program was
+  // started by ordorun -n N, mpirun or srun (the Runtime connects to the other ranks when it is
+  // built; every rank must build one). Across ranks, run_until stops when the condition holds
+  // on every rank.
+  unsigned rank() const;
+  unsigned ranks() const;
 
   // Runs `iterations` iterations of every task (at least 1). Blocks until they are done.
   RunStats run(Graph& graph, std::uint64_t iterations);
