@@ -144,6 +144,7 @@ class Recorder final : public sched::Observer {
                  const Placement* placement = nullptr);
   void end_run(std::uint64_t iterations_run);
 
+  std::uint64_t epoch_ns() const { return epoch_ns_; }  // steady clock at the epoch
   // Set by the transport after clock alignment; written to the header at every end_run.
   void set_clock_offset(std::int64_t ns) { clock_offset_ns_ = ns; }
 
