@@ -1,6 +1,7 @@
 #include "comm_net.hpp"
 
 #include <cstring>
+#include <future>
 
 namespace ordo::rt {
 
@@ -16,6 +17,13 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap) : bootstrap_(std::m
 }
 
 CommNet::~CommNet() {
+  // Sends this thread posted (the last control round's, say) must go out before the progress
+  // thread stops: a post runs after every earlier post of the same thread, so once this one
+  // has run, they all have. Bounded, in case the transport is wedged by a failure.
+  auto flushed = std::make_shared<std::promise<void>>();
+  auto done = flushed->get_future();
+  transport_->post([flushed] { flushed->set_value(); });
+  done.wait_for(std::chrono::seconds(10));
   stop_.store(true, std::memory_order_relaxed);
   transport_->wake();
   thread_.join();

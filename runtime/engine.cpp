@@ -74,6 +74,17 @@ void Engine::grant(std::uint32_t task, std::uint32_t location) {
   if (tasks_[task].missing.fetch_sub(1, std::memory_order_acq_rel) == 1) ready(task);
 }
 
+namespace {
+// Successor hand-off: while a worker releases the locations of a dataflow instance whose body
+// has returned (`tl_engine` set only then), the first instance this makes ready is kept in
+// `tl_next` and run next on this worker, without a trip through the deques (no push, pop or
+// wake-up). The others are pushed, for thieves. Not during a body: a fiber that releases early
+// still occupies its worker, and the successor must be free to run elsewhere at once.
+thread_local Engine* tl_engine = nullptr;
+thread_local unsigned tl_worker = 0;
+thread_local std::int64_t tl_next = -1;
+}  // namespace
+
 void Engine::ready(std::uint32_t task) {
   TaskState& ts = tasks_[task];
   // No grant for the next instance can arrive before this one releases something (header).
@@ -81,7 +92,13 @@ void Engine::ready(std::uint32_t task) {
   // acquire: pairs with the release store in raise_limit.
   if (ts.iteration < limit_.load(std::memory_order_acquire)) {
     if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
-    pool_->push(task, node_of(task));
+    const int node = node_of(task);
+    if (tl_engine == this && tl_next < 0 &&
+        (node < 0 || !pool_->numa_mode() || static_cast<unsigned>(node) == pool_->node_of(tl_worker))) {
+      tl_next = task;
+      return;
+    }
+    pool_->push(task, node);
     return;
   }
   std::lock_guard lock(hold_mu_);
@@ -168,6 +185,18 @@ void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint3
 }
 
 void Engine::execute(sched::Item item, unsigned worker) {
+  tl_worker = worker;
+  for (;;) {
+    execute_one(item, worker);
+    // A handed-off successor means this instance was not the run's last, so the engine is
+    // still alive; otherwise nothing below touches it.
+    if (tl_next < 0) break;
+    item = static_cast<sched::Item>(tl_next);
+    tl_next = -1;
+  }
+}
+
+void Engine::execute_one(sched::Item item, unsigned worker) {
   const auto task = static_cast<std::uint32_t>(item);
   TaskState& ts = tasks_[task];
   if (ts.fiber) {
@@ -186,10 +215,12 @@ void Engine::execute(sched::Item item, unsigned worker) {
   }
   ts.iteration = k + 1;
   const auto& locks = plan_.tasks[task].locks;
+  tl_engine = this;
   if (locks.empty())
     ready(task);
   else
     for (std::uint32_t l : locks) release(l, task, k, worker);
+  tl_engine = nullptr;
   instance_done();
 }
 

@@ -179,6 +179,7 @@ class Engine final : public sched::Executor {
   // `location` is for.
   std::uint64_t granted_iteration(std::uint32_t task, std::uint32_t location) const;
   void ready(std::uint32_t task);
+  void execute_one(sched::Item item, unsigned worker);
   void raise_limit(std::uint64_t limit);
   static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
   void grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
