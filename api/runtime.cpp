@@ -58,7 +58,9 @@ struct Runtime::Impl {
       if (const char* env = std::getenv("ORDO_TRACE")) path = env;
     if (path.empty()) return;
     rt::trace::RecorderConfig config;
-    config.path = path;
+    config.rank = net ? net->rank() : 0;
+    config.ranks = net ? net->size() : 1;
+    config.path = rt::trace::Recorder::rank_path(path, config.rank, config.ranks);
     config.workers = pool.size();
     config.buffer_events = trace_buffer_events();
     std::string error;
@@ -66,6 +68,10 @@ struct Runtime::Impl {
     if (!recorder)
       throw Error(error + "; give a writable path with --trace FILE or ORDO_TRACE, or unset "
                           "ORDO_TRACE to run without tracing");
+    // Ranks on one host share its monotonic clock: with the epoch as offset, every rank's
+    // times are that clock. Ranks on other hosts also need the offset between the hosts'
+    // clocks, which the transport does not measure yet (docs/tracing.md).
+    if (net) recorder->set_clock_offset(static_cast<std::int64_t>(recorder->epoch_ns()));
     pool.set_observer(recorder.get());
   }
   // Runs `body` on `engine` with tracing around it when it is on: the file is complete
@@ -74,7 +80,13 @@ struct Runtime::Impl {
   std::uint64_t traced(Graph& graph, rt::Engine& engine, std::uint64_t iterations, F&& body) {
     engine.set_trace(recorder.get());
     if (!recorder) return body();
-    recorder->begin_run(graph.impl().graph, graph.impl().serial, iterations);
+    rt::trace::Placement place;  // where tasks run and locations live, for minimum bytes
+    const rt::Graph& g = graph.impl().graph;
+    for (std::uint32_t l = 0; l < g.locations().size(); ++l)
+      place.location_home.push_back(engine.home(l));
+    for (std::uint32_t t = 0; t < g.tasks().size(); ++t)
+      place.task_rank.push_back(engine.task_rank(t));
+    recorder->begin_run(g, graph.impl().serial, iterations, &place);
     std::uint64_t done = 0;
     try {
       done = body();

@@ -166,7 +166,8 @@ void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint3
   // A release that came from another rank has no local releaser and is not traced here.
   auto traced_grant = [&](std::uint32_t member) {
     if (trace_ && releaser != kNoTask) [[unlikely]]
-      trace_->grant(worker, member, location, tasks_[member].iteration, releaser, iteration);
+      trace_->grant(worker, member, location, granted_iteration(member, location), releaser,
+                    iteration);
     grant(member, location);
   };
   if (!net_) {
@@ -369,6 +370,20 @@ bool Engine::park(FiberTask& ft) {
     if (g.compare_exchange_weak(w, w | 1, std::memory_order_acq_rel, std::memory_order_acquire))
       return true;
   }
+}
+
+std::uint64_t Engine::granted_iteration(std::uint32_t task, std::uint32_t location) const {
+  const TaskState& ts = tasks_[task];
+  // A dataflow task's next instance is ts.iteration: it cannot be granted before its current
+  // instance has released, after moving the iteration on (header). A fiber task can be granted
+  // while its instance still runs (it released early) and moves its iteration on only when
+  // the body ends, so count this handle's grants instead: the grant for iteration k is the
+  // k+1-th. Relaxed: only this thread grants the handle now (the lock's phase is ours).
+  if (!ts.fiber) return ts.iteration;
+  const auto& locks = plan_.tasks[task].locks;
+  const auto h = static_cast<std::size_t>(
+      std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
+  return ts.fiber->grants[h].load(std::memory_order_relaxed) >> 1;
 }
 
 void Engine::fiber_grant(std::uint32_t task, std::uint32_t location) {

@@ -175,6 +175,9 @@ class Engine final : public sched::Executor {
   void release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
                unsigned worker);
   void grant(std::uint32_t task, std::uint32_t location);
+  // For tracing, before the grant: the iteration of `task`'s instance that this grant of
+  // `location` is for.
+  std::uint64_t granted_iteration(std::uint32_t task, std::uint32_t location) const;
   void ready(std::uint32_t task);
   void execute_one(sched::Item item, unsigned worker);
   void raise_limit(std::uint64_t limit);

@@ -164,7 +164,9 @@ void Recorder::begin_run(const Graph& graph, std::uint64_t serial, std::uint64_t
   e.kind = static_cast<std::uint8_t>(Kind::run_begin);
   e.arg0 = iterations;
   // Iteration 0 (or the first of this run) was requested when the run started.
-  requested_.assign(graph.tasks().size(), e.time);
+  requested_.reset(new std::atomic<std::uint64_t>[graph.tasks().size()]);
+  for (std::size_t t = 0; t < graph.tasks().size(); ++t)
+    requested_[t].store(e.time, std::memory_order_relaxed);
   append(control(), e);
 }
 

@@ -144,6 +144,7 @@ class Recorder final : public sched::Observer {
                  const Placement* placement = nullptr);
   void end_run(std::uint64_t iterations_run);
 
+  std::uint64_t epoch_ns() const { return epoch_ns_; }  // steady clock at the epoch
   // Set by the transport after clock alignment; written to the header at every end_run.
   void set_clock_offset(std::int64_t ns) { clock_offset_ns_ = ns; }
 
@@ -161,7 +162,7 @@ class Recorder final : public sched::Observer {
   void task_end(unsigned worker, std::uint32_t task, std::uint64_t iteration) {
     Event e;
     e.time = now();
-    requested_[task] = e.time;
+    requested_[task].store(e.time, std::memory_order_relaxed);
     e.kind = static_cast<std::uint8_t>(Kind::task_end);
     e.task = task + task_base_;
     e.arg0 = iteration;
@@ -177,7 +178,7 @@ class Recorder final : public sched::Observer {
     e.task = task + task_base_;
     e.location = location + location_base_;
     e.arg0 = iteration;
-    e.arg1 = requested_[task];
+    e.arg1 = requested_[task].load(std::memory_order_relaxed);
     e.peer = releaser + task_base_;
     e.flags = releaser_iteration + 1 == iteration ? kPrevIteration : 0;
     append(worker, e);
@@ -245,9 +246,13 @@ class Recorder final : public sched::Observer {
   std::int64_t clock_offset_ns_;
   std::unique_ptr<Buffer[]> buffers_;  // workers_ + 1
 
-  // Request time of each task's next instance: written at its task_end, read by the grants of
-  // that instance, which the release chain orders after it (engine.hpp).
-  std::vector<std::uint64_t> requested_;
+  // Request time of each task's next instance: stored at its task_end, loaded by the grants
+  // of that instance. For a dataflow task the release chain orders the two (engine.hpp); a
+  // fiber task can be granted while its instance still runs (it released early), so the
+  // slots are atomics (relaxed: a time stamp, nothing is published through it) and such a
+  // grant sees the end of an earlier instance. Fiber waits are read from the fiber
+  // suspend/resume events instead (ordo-trace does).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> requested_;
   std::uint32_t task_base_ = 0;
   std::uint32_t location_base_ = 0;
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ordo-trace on the command line: heat2d writes a trace with --trace FILE and with ORDO_TRACE,
 # no file without either, the three subcommands succeed on it, and truncated, corrupt and
-# newer-version files exit 2 with a message saying what is wrong.
-# Usage: cli_check.sh ORDO_TRACE_EXE HEAT2D_EXE
+# newer-version files exit 2 with a message saying what is wrong. With ORDORUN_EXE: a
+# two-rank heat2d writes FILE.rank0 and FILE.rank1, which ordo-trace reads by the base path.
+# Usage: cli_check.sh ORDO_TRACE_EXE HEAT2D_EXE [ORDORUN_EXE]
 set -euo pipefail
 tool=$(realpath "$1")
 heat=$(realpath "$2")
@@ -63,4 +64,18 @@ expect_2 "newer" "version 7 is newer" summary "$dir/newer.trace"
 expect_2 "record type" "corrupt record" summary "$dir/record.trace"
 expect_2 "missing" "no such trace file" summary "$dir/absent.trace"
 expect_2 "bad flag" "error" export --format svg -o "$dir/x" "$dir/flag.trace"
+if [ $# -ge 3 ]; then
+  ordorun=$(realpath "$3")
+  UCX_TLS=shm,self UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n \
+    "$ordorun" --timeout 60 -n 2 "$heat" --size 64x64 --blocks 2x2 --iters 3 --workers 1 \
+    --trace "$dir/ranks.trace" >/dev/null
+  [ -s "$dir/ranks.trace.rank0" ] && [ -s "$dir/ranks.trace.rank1" ] ||
+    fail "a two-rank run did not write ranks.trace.rank0 and .rank1"
+  [ ! -e "$dir/ranks.trace" ] || fail "a two-rank run wrote the base path itself"
+  "$tool" summary "$dir/ranks.trace" >"$dir/ranks.txt"
+  grep -q "^ranks 2 " "$dir/ranks.txt" || fail "the two-rank summary does not show 2 ranks"
+  "$tool" export --format perfetto -o "$dir/ranks.json" "$dir/ranks.trace"
+  grep -q '"rank 1"' "$dir/ranks.json" || fail "the two-rank export has no rank 1 process"
+  expect_2 "missing rank" "rank 0 of 2 is missing" summary "$dir/ranks.trace.rank1"
+fi
 echo "cli: all checks passed"

@@ -3,6 +3,11 @@
 // well-formed, multi-rank merges respect clock offsets, and bad files are refused clearly.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -400,6 +405,7 @@ TEST_CASE("after clock alignment every send of a multi-rank trace precedes its r
   for (const auto& m : tf::match_messages(raw))
     inverted += raw.aligned(raw.ranks[m.from], *m.send) >= raw.aligned(raw.ranks[m.to], *m.receive);
   CHECK(inverted == messages);
+  CHECK(tf::summarize(raw).inverted_messages == std::uint64_t(messages));
 
   // The Perfetto flows of the messages also go forward in time.
   tf::Summary s = tf::summarize(t);
@@ -426,6 +432,7 @@ TEST_CASE("after clock alignment every send of a multi-rank trace precedes its r
   CHECK(s.peers[1].bytes == 1024u * messages);
   CHECK(s.peers[1].min_bytes == 0);
   CHECK(s.unmatched_messages == 0);
+  CHECK(s.inverted_messages == 0);
   CHECK(s.locations.at(0).bytes == 2048u * messages);
 
   // A missing rank is named.
@@ -560,4 +567,154 @@ TEST_CASE("several runs and graphs share one file, which is complete after every
   CHECK(iterations[3] == std::set<std::uint64_t>{0, 1, 2});
   CHECK(iterations[4] == std::set<std::uint64_t>{0, 1, 2});
   for (const tf::InstanceRec& in : tf::summarize(t).instances) CHECK(in.begin <= in.end);
+}
+
+TEST_CASE("the critical path follows every holder of the previous phase, not only the last "
+          "releaser",
+          "[trace]") {
+  // Synthetic: heavy and light read x together, then writer writes x; light releases last
+  // but heavy computes longest. heavy#1 -> writer#1 must be on the path.
+  ordo::rt::Graph g;
+  g.add_location("x", sizeof(double), 8, typeid(double));
+  g.add_task({"heavy", {{0, ordo::rt::Mode::read, false, 0}}, {}});
+  g.add_task({"light", {{0, ordo::rt::Mode::read, false, 0}}, {}});
+  g.add_task({"writer", {{0, ordo::rt::Mode::write, false, 0}}, {}});
+  const std::string path = temp_path("critical");
+  {
+    rtt::RecorderConfig c;
+    c.path = path;
+    c.workers = 2;
+    std::string error;
+    auto rec = rtt::Recorder::open(c, error);
+    REQUIRE(rec);
+    rec->begin_run(g, 7, 2);
+    constexpr std::uint32_t H = 0, L = 1, W = 2;
+    auto ev = [&](unsigned w, rtt::Kind k, std::uint64_t at, std::uint32_t task,
+                  std::uint64_t it, std::uint32_t releaser = rtt::kNone, std::uint8_t flags = 0) {
+      rtt::Event e;
+      e.time = at;
+      e.kind = static_cast<std::uint8_t>(k);
+      e.task = task;
+      e.arg0 = it;
+      if (k == rtt::Kind::grant) {
+        e.location = 0;
+        e.peer = releaser;
+        e.flags = flags;
+      }
+      rec->append(w, e);
+    };
+    for (std::uint64_t k = 0; k < 2; ++k) {
+      const std::uint64_t t = 10'000 + k * 5'000;
+      ev(0, rtt::Kind::task_begin, t, H, k);
+      ev(0, rtt::Kind::task_end, t + 3'000, H, k);
+      ev(1, rtt::Kind::task_begin, t + 3'500, L, k);
+      ev(1, rtt::Kind::task_end, t + 4'000, L, k);
+      ev(1, rtt::Kind::grant, t + 4'000, W, k, L);  // light's release grants the writer
+      ev(1, rtt::Kind::task_begin, t + 4'100, W, k);
+      ev(1, rtt::Kind::task_end, t + 4'600, W, k);
+      ev(1, rtt::Kind::grant, t + 4'600, H, k + 1, W, tf::kPrevIteration);  // the read phase
+      ev(1, rtt::Kind::grant, t + 4'600, L, k + 1, W, tf::kPrevIteration);
+    }
+    rec->end_run(2);
+  }
+  tf::Trace t = tf::load({path});
+  tf::Summary s = tf::summarize(t);
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> path_got;
+  for (auto* in : s.critical_path) path_got.emplace_back(in->task, in->iteration);
+  // Iteration 0's read phase was granted before the run (not recorded): light#0 -> writer#0
+  // is all that is known there. From iteration 1 on, the whole phase counts.
+  const std::vector<std::pair<std::uint32_t, std::uint64_t>> want = {
+      {1, 0}, {2, 0}, {0, 1}, {2, 1}};
+  CHECK(path_got == want);
+  CHECK(s.critical_ns == 500 + 500 + 3'000 + 500);
+}
+
+TEST_CASE("grants to a fiber task that is still running carry the next iteration", "[trace]") {
+  // F releases x early and keeps running until D, the next holder, has run; D's release then
+  // grants x to F's next instance while F's current one has not ended.
+  const std::string path = temp_path("fiber");
+  {
+    ordo::Graph g;
+    auto x = g.location<std::int64_t>("x", 1);
+    auto seen = g.location<std::int64_t>("seen", 1);
+    auto d_done = std::make_shared<std::atomic<std::uint64_t>>(0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    g.fiber_task("F", {ordo::write(x)}, [=](ordo::FiberContext& ctx) {
+      const std::uint64_t k = ctx.iteration();
+      ctx.acquire_write(x)[0] = static_cast<std::int64_t>(k);
+      ctx.release(x);
+      while (d_done->load() <= k && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+    });
+    g.task("D", {ordo::read(x), ordo::write(seen)}, [=](ordo::Context& ctx) {
+      ctx.write(seen)[0] += ctx.read(x)[0];
+      d_done->fetch_add(1);
+    });
+    ordo::Runtime rt({.workers = 2, .trace_path = path});
+    rt.run(g, 4);
+    CHECK(g.data(seen)[0] == 0 + 1 + 2 + 3);
+  }
+  tf::Trace t = tf::load({path});
+  int to_f = 0;
+  for (const tf::Event& e : t.ranks[0].events) {
+    if (e.k() != tf::Kind::grant) continue;
+    const std::uint64_t rel = (e.flags & tf::kPrevIteration) ? e.arg0 - 1 : e.arg0;
+    if (e.task == 0) {  // F, granted by D of the previous iteration
+      ++to_f;
+      CHECK(e.peer == 1);
+      CHECK(e.flags == tf::kPrevIteration);
+      CHECK(e.arg0 == rel + 1);
+    } else if (e.location == 0) {  // D's read of x, granted by F of the same iteration
+      CHECK(e.peer == 0);
+      CHECK(e.flags == 0);
+    } else {  // D's write of seen, granted by D's previous instance
+      CHECK(e.peer == 1);
+      CHECK(e.flags == tf::kPrevIteration);
+    }
+  }
+  CHECK(to_f == 4);
+  CHECK(tf::summarize(t).instances.size() == 8);
+}
+
+TEST_CASE("a fiber task's suspensions are its lock-wait, not its compute", "[trace]") {
+  // One worker: F acquires y, which W (declared first, program order) writes; F's first
+  // acquire must suspend until W has run. W spins long enough to make the wait visible.
+  const std::string path = temp_path("suspend");
+  {
+    ordo::Graph g;
+    auto y = g.location<double>("y", 1);
+    g.task("W", {ordo::write(y)}, [=](ordo::Context& ctx) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      ctx.write(y)[0] += 1;
+    });
+    g.fiber_task("F", {ordo::read(y)}, [=](ordo::FiberContext& ctx) {
+      (void)ctx.acquire_read(y)[0];
+    });
+    ordo::Runtime rt({.workers = 1, .trace_path = path});
+    rt.run(g, 3);
+  }
+  tf::Trace t = tf::load({path});
+  std::map<std::uint64_t, std::int64_t> suspended;  // per iteration of F
+  std::map<std::uint64_t, std::int64_t> at;
+  std::map<std::uint64_t, std::pair<std::int64_t, std::int64_t>> span;
+  for (const tf::Event& e : t.ranks[0].events) {
+    const auto time = static_cast<std::int64_t>(e.time);
+    if (e.task != 1) continue;
+    if (e.k() == tf::Kind::fiber_suspend) at[e.arg0] = time;
+    if (e.k() == tf::Kind::fiber_resume) suspended[e.arg0] += time - at.at(e.arg0);
+    if (e.k() == tf::Kind::task_begin) span[e.arg0].first = time;
+    if (e.k() == tf::Kind::task_end) span[e.arg0].second = time;
+  }
+  REQUIRE_FALSE(suspended.empty());  // F did suspend
+  std::int64_t wait = 0, compute = 0;
+  for (auto& [k, se] : span) compute += se.second - se.first - suspended[k];
+  for (auto& [k, w] : suspended) wait += w;
+  tf::Summary s = tf::summarize(t);
+  REQUIRE(s.tasks.size() == 2);
+  const tf::TaskRow& f = s.tasks[0].name == "F" ? s.tasks[0] : s.tasks[1];
+  CHECK(f.name == "F");
+  CHECK(f.wait_ns == wait);
+  CHECK(f.compute_ns == compute);
 }

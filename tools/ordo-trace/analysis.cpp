@@ -60,6 +60,7 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
   for (const RankTrace& r : t.ranks) {
     std::unordered_map<Key, std::size_t, KeyHash> open;
     std::unordered_map<Key, std::pair<std::int64_t, std::int64_t>, KeyHash> grants;
+    std::unordered_map<Key, std::int64_t, KeyHash> suspend_at;
     for (const Event& e : r.events) {
       Key k{r.rank, e.task, e.arg0};
       if (e.k() == Kind::task_begin) {
@@ -76,6 +77,15 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
         if (it == open.end()) continue;  // its begin was before the trace (cannot happen)
         out[it->second].end = t.aligned(r, e);
         open.erase(it);
+      } else if (e.k() == Kind::fiber_suspend) {
+        suspend_at[k] = t.aligned(r, e);
+      } else if (e.k() == Kind::fiber_resume) {
+        auto s = suspend_at.find(k);
+        auto it = open.find(k);
+        if (s == suspend_at.end() || it == open.end()) continue;
+        InstanceRec& in = out[it->second];
+        in.suspended = std::max<std::int64_t>(in.suspended, 0) + (t.aligned(r, e) - s->second);
+        suspend_at.erase(s);
       } else if (e.k() == Kind::grant) {
         auto& g = grants.try_emplace(k, std::numeric_limits<std::int64_t>::max(), -1).first->second;
         g.first = std::min<std::int64_t>(g.first, static_cast<std::int64_t>(e.arg1) + r.clock_offset_ns - t.origin);
@@ -188,8 +198,12 @@ Summary summarize(const Trace& t) {
     const RankTrace& r = t.ranks[in.rank];
     TaskRow& tr = row(s.tasks, task_index, r.tasks[in.task].name);
     ++tr.instances;
-    tr.compute_ns += in.end - in.begin;
-    if (in.requested >= 0) tr.wait_ns += std::max<std::int64_t>(0, in.ready - in.requested);
+    tr.compute_ns += in.end - in.begin - std::max<std::int64_t>(0, in.suspended);
+    // A fiber task waits where it suspends; a dataflow task from its request to its last grant.
+    if (in.suspended >= 0)
+      tr.wait_ns += in.suspended;
+    else if (in.requested >= 0)
+      tr.wait_ns += std::max<std::int64_t>(0, in.ready - in.requested);
     s.iterations = std::max(s.iterations, ++per_task_count[{in.rank, in.task}]);
   }
 
@@ -250,33 +264,60 @@ Summary summarize(const Trace& t) {
     row(s.locations, loc_index, li.name).min_bytes += min;
   }
   for (auto& [k, p] : peers) s.peers.push_back(p);
-  match_messages(t, &s.unmatched_messages);
+  for (const MessagePair& m : match_messages(t, &s.unmatched_messages))
+    s.inverted_messages += t.aligned(t.ranks[m.from], *m.send) > t.aligned(t.ranks[m.to], *m.receive);
 
-  // Critical path: instances in begin order; a grant edge runs from the releasing instance to
-  // the granted one, which began after the release. Heaviest chain by compute time.
+  // Critical path, over the instance graph: an instance depends on every holder of the phase
+  // before its own at each of its locations. The grants tell the phases: one release grants a
+  // whole phase, so the grants of a location made by one releasing instance are one phase, and
+  // the phase before it is the one that granted the releaser. (Iteration 0's first phases are
+  // granted before the run and not recorded: there the releaser alone is the predecessor.)
+  // Every predecessor ended before the instance began, so begin order is a topological order;
+  // the heaviest chain by compute time is the critical path.
   std::unordered_map<Key, std::size_t, KeyHash> by_key;
   for (std::size_t i = 0; i < s.instances.size(); ++i) {
     const InstanceRec& in = s.instances[i];
     by_key[{in.rank, in.task, in.iteration}] = i;
   }
-  std::vector<std::vector<std::size_t>> preds(s.instances.size());
+  constexpr std::size_t kAbsent = SIZE_MAX;
+  auto find = [&](std::uint32_t rank, std::uint32_t task, std::uint64_t it) {
+    auto f = by_key.find({rank, task, it});
+    return f == by_key.end() ? kAbsent : f->second;
+  };
+  // (rank, location, releasing instance) -> the phase it granted: its members' instances.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::size_t>, std::vector<std::size_t>> phases;
+  // (rank, location, instance) -> the releasing instance of the phase that granted it.
+  std::map<std::tuple<std::uint32_t, std::uint32_t, std::size_t>, std::size_t> granted_by;
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events) {
       if (e.k() != Kind::grant || e.peer == kNone) continue;
-      auto to = by_key.find({r.rank, e.task, e.arg0});
-      std::uint64_t rel_iter = (e.flags & kPrevIteration) ? e.arg0 - 1 : e.arg0;
-      auto from = by_key.find({r.rank, e.peer, rel_iter});
-      if (to != by_key.end() && from != by_key.end() && from->second != to->second)
-        preds[to->second].push_back(from->second);
+      const std::uint64_t rel_iter = (e.flags & kPrevIteration) ? e.arg0 - 1 : e.arg0;
+      const std::size_t from = find(r.rank, e.peer, rel_iter), to = find(r.rank, e.task, e.arg0);
+      if (from == kAbsent || to == kAbsent || from == to) continue;
+      phases[{r.rank, e.location, from}].push_back(to);
+      granted_by[{r.rank, e.location, to}] = from;
     }
+  std::vector<std::vector<std::size_t>> preds(s.instances.size());
+  for (const auto& [key, members] : phases) {
+    const auto [rank, location, releaser] = key;
+    std::vector<std::size_t> before{releaser};
+    auto g = granted_by.find({rank, location, releaser});
+    if (g != granted_by.end()) {
+      auto p = phases.find({rank, location, g->second});
+      if (p != phases.end()) before = p->second;  // the releaser's whole phase
+    }
+    for (std::size_t m : members)
+      for (std::size_t b : before)
+        if (b != m) preds[m].push_back(b);
+  }
   std::vector<std::size_t> order(s.instances.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return s.instances[a].begin < s.instances[b].begin;
   });
   std::vector<std::int64_t> dist(s.instances.size(), 0);
-  std::vector<std::size_t> via(s.instances.size(), SIZE_MAX);
-  std::size_t best = SIZE_MAX;
+  std::vector<std::size_t> via(s.instances.size(), kAbsent);
+  std::size_t best = kAbsent;
   for (std::size_t i : order) {
     std::int64_t base = 0;
     for (std::size_t p : preds[i])
@@ -285,11 +326,11 @@ Summary summarize(const Trace& t) {
         via[i] = p;
       }
     dist[i] = base + (s.instances[i].end - s.instances[i].begin);
-    if (best == SIZE_MAX || dist[i] > dist[best]) best = i;
+    if (best == kAbsent || dist[i] > dist[best]) best = i;
   }
-  if (best != SIZE_MAX) {
+  if (best != kAbsent) {
     s.critical_ns = dist[best];
-    for (std::size_t i = best; i != SIZE_MAX; i = via[i]) s.critical_path.push_back(&s.instances[i]);
+    for (std::size_t i = best; i != kAbsent; i = via[i]) s.critical_path.push_back(&s.instances[i]);
     std::reverse(s.critical_path.begin(), s.critical_path.end());
   }
   return s;
@@ -338,6 +379,10 @@ std::string render_text(const Summary& s, const Trace& t) {
                        p.messages, p.min_bytes);
   if (s.unmatched_messages)
     out += fmt::format("  {} sends or receives without their other end\n", s.unmatched_messages);
+  if (s.inverted_messages)
+    out += fmt::format("  warning: {} messages arrive before they were sent on the aligned clock; "
+                       "the ranks' clock offsets are wrong\n",
+                       s.inverted_messages);
   out += fmt::format("\ncritical path: {} ms of compute in {} instances ({} of the {} ms window)\n",
                      ms(s.critical_ns), s.critical_path.size(),
                      pct(s.span_ns ? double(s.critical_ns) / double(s.span_ns) : 0.0),
@@ -378,6 +423,7 @@ nlohmann::json render_json(const Summary& s, const Trace& t) {
     j["peers"].push_back({{"from", p.from}, {"to", p.to}, {"bytes", p.bytes},
                           {"messages", p.messages}, {"min_bytes", p.min_bytes}});
   j["unmatched_messages"] = s.unmatched_messages;
+  j["inverted_messages"] = s.inverted_messages;
   j["critical_path"]["compute_ns"] = s.critical_ns;
   j["critical_path"]["instances"] = json::array();
   for (const InstanceRec* in : s.critical_path)

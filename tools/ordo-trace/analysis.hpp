@@ -20,6 +20,7 @@ struct InstanceRec {
   std::int64_t begin = 0, end = 0;  // aligned ns
   std::int64_t requested = -1;      // request time of its locks, -1: no recorded grant
   std::int64_t ready = -1;          // its last grant
+  std::int64_t suspended = -1;      // fiber tasks: time suspended in acquire, -1: never
 };
 
 struct WorkerRow {
@@ -59,6 +60,7 @@ struct Summary {
   std::vector<LocationRow> locations;  // by name
   std::vector<PeerRow> peers;
   std::uint64_t unmatched_messages = 0;  // sends without receive or receives without send
+  std::uint64_t inverted_messages = 0;   // received before sent: the clock offsets are off
   // Critical path: the heaviest chain of instances along release -> grant edges.
   std::int64_t critical_ns = 0;
   std::vector<const InstanceRec*> critical_path;  // first to last
