@@ -251,10 +251,10 @@ int run(int argc, char** argv) {
       if (!s.best || res->gstencils > s.best->gstencils) s.best = res;
     }
 
-  // The triad, with as many threads as the systems had workers, over 3 arrays far beyond the
-  // last-level cache (3 x 256 MiB; --quick 3 x 64 MiB).
-  const std::size_t triad_elements = (quick ? 8u : 32u) << 20;
-  const auto triad = ordo::app::stream_triad(triad_elements, workers, quick ? 4 : 8);
+  // The triad, with as many threads as the systems had workers, over 3 arrays of 4 x the
+  // last-level cache each (stream.hpp).
+  const auto triad =
+      ordo::app::stream_triad(ordo::app::triad_default_elements(), workers, quick ? 5 : 10);
   const double bound_gst = triad.bytes_per_second / kBytesPerPoint / 1e9;
 
   bool failed = false;

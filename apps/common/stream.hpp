@@ -12,18 +12,52 @@
 // is counted the same way (one read and one write per grid point, 16 bytes).
 //
 // Size: the arrays must be far larger than the last-level cache, otherwise this measures the
-// cache; callers pass the element count (the benchmark uses 3 x 256 MiB by default).
+// cache: stream_triad_bytes_per_second() takes four times the last-level cache per array (at
+// least 8 Mi elements); stream_triad() lets the caller choose.
 #pragma once
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <cstddef>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 namespace ordo::app {
+
+// Bytes of the largest data cache the OS reports for cpu0 (0 when it reports none).
+inline std::size_t last_level_cache_bytes() {
+  std::size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(f >> s) || s.empty()) continue;
+    std::size_t mult = 1;
+    if (s.back() == 'K') mult = std::size_t{1} << 10;
+    if (s.back() == 'M') mult = std::size_t{1} << 20;
+    if (mult != 1) s.pop_back();
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) continue;
+    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
+  }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  if (best == 0) {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) best = static_cast<std::size_t>(l3);
+  }
+#endif
+  return best;
+}
+
+// Elements per array that keep the triad out of the cache: 4 x the last-level cache, and at
+// least 8 Mi (64 MiB) when the OS reports no cache size.
+inline std::size_t triad_default_elements() {
+  return std::max<std::size_t>(std::size_t{8} << 20, 4 * last_level_cache_bytes() / sizeof(double));
+}
 
 struct TriadResult {
   double bytes_per_second = 0;  // best repetition, STREAM byte count
@@ -84,6 +118,12 @@ inline TriadResult stream_triad(std::size_t elements, unsigned threads, int repe
   out.threads = threads;
   out.repetitions = repetitions;
   return out;
+}
+
+// Triad bandwidth in bytes per second with `threads` threads, best of 5, arrays of
+// triad_default_elements() (the form the stencil apps call for their bandwidth_fraction).
+inline double stream_triad_bytes_per_second(unsigned threads) {
+  return stream_triad(triad_default_elements(), threads, 5).bytes_per_second;
 }
 
 }  // namespace ordo::app
