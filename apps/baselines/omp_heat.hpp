@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
 #include <utility>
 
 #include "baseline_common.hpp"
@@ -38,7 +39,15 @@ int omp_heat_main(int argc, char** argv) {
   std::array<std::size_t, D> ext{};
   for (int d = 0; d < D; ++d) ext[static_cast<std::size_t>(d)] = o.size[static_cast<std::size_t>(d)];
   const Grid<D> g(ext);
-  std::unique_ptr<double[]> ubuf(new double[g.total]), vbuf(new double[g.total]);
+  std::unique_ptr<double[]> ubuf, vbuf;
+  try {
+    ubuf.reset(new double[g.total]);
+    vbuf.reset(new double[g.total]);
+  } catch (const std::bad_alloc&) {
+    throw Error("--size " + app::join_shape(o.size) + " needs two grids of " +
+                std::to_string(g.total * sizeof(double) >> 20) +
+                " MiB each, which this machine could not allocate; use a smaller --size");
+  }
   double* u = ubuf.get();
   double* v = vbuf.get();
   const std::size_t planes = ext[0] + 2, plane = g.stride[0];
