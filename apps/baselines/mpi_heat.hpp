@@ -210,10 +210,12 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
       if (!decomposed[d]) continue;
       const int tag_down = static_cast<int>(2 * d), tag_up = tag_down + 1;
       MPI_Request r[4];
-      MPI_Irecv(a, 1, face[d][2], nb[d][0], tag_up, MPI_COMM_WORLD, &r[0]);
-      MPI_Irecv(a, 1, face[d][3], nb[d][1], tag_down, MPI_COMM_WORLD, &r[1]);
-      MPI_Isend(a, 1, face[d][0], nb[d][0], tag_down, MPI_COMM_WORLD, &r[2]);
-      MPI_Isend(a, 1, face[d][1], nb[d][1], tag_up, MPI_COMM_WORLD, &r[3]);
+      check_mpi(MPI_Irecv(a, 1, face[d][2], nb[d][0], tag_up, MPI_COMM_WORLD, &r[0]), "MPI_Irecv");
+      check_mpi(MPI_Irecv(a, 1, face[d][3], nb[d][1], tag_down, MPI_COMM_WORLD, &r[1]),
+                "MPI_Irecv");
+      check_mpi(MPI_Isend(a, 1, face[d][0], nb[d][0], tag_down, MPI_COMM_WORLD, &r[2]),
+                "MPI_Isend");
+      check_mpi(MPI_Isend(a, 1, face[d][1], nb[d][1], tag_up, MPI_COMM_WORLD, &r[3]), "MPI_Isend");
       req.insert(req.end(), r, r + 4);
     }
     if (!inner.empty()) update_box<D>(g, a, b, inner);

@@ -37,7 +37,7 @@ int omp_heat_main(int argc, char** argv) {
   omp_set_dynamic(0);
 
   std::array<std::size_t, D> ext{};
-  for (int d = 0; d < D; ++d) ext[static_cast<std::size_t>(d)] = o.size[static_cast<std::size_t>(d)];
+  std::copy_n(o.size.begin(), D, ext.begin());
   const Grid<D> g(ext);
   std::unique_ptr<double[]> ubuf, vbuf;
   try {
@@ -67,7 +67,8 @@ int omp_heat_main(int argc, char** argv) {
     for (std::uint64_t it = 0; it < iters; ++it) {
       if constexpr (D == 2) {
 #pragma omp for schedule(static)
-        for (std::size_t i = 1; i <= ext[0]; ++i) update_run<D>(g, a, b, i * g.stride[0], 1, ext[1]);
+        for (std::size_t i = 1; i <= ext[0]; ++i)
+          update_run<D>(g, a, b, i * g.stride[0], 1, ext[1]);
       } else {
 #pragma omp for collapse(2) schedule(static)
         for (std::size_t i = 1; i <= ext[0]; ++i)

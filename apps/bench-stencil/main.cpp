@@ -184,7 +184,8 @@ int run(int argc, char** argv) {
     throw ordo::Error("--app " + app + ": expected heat2d or heat3d");
   const std::size_t dims = app == "heat2d" ? 2 : 3;
   if (size.empty())
-    size = dims == 2 ? (quick ? "3072x3072" : "8192x8192") : (quick ? "192x192x192" : "512x512x512");
+    size = dims == 2 ? (quick ? "3072x3072" : "8192x8192")
+                     : (quick ? "192x192x192" : "512x512x512");
   ordo::app::parse_shape(size, dims, "--size");  // validates; the apps parse it again
   if (iters == 0) iters = quick ? 10 : (dims == 2 ? 20 : 10);
   if (reps == 0) reps = quick ? 1 : 3;
