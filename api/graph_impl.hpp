@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "engine.hpp"
 #include "graph.hpp"
@@ -12,17 +13,35 @@ namespace ordo::detail {
 class GraphImpl {
  public:
   rt::Graph graph;
+  // The transport of a distributed run, shared with the Runtime: declared before the engine so
+  // that it outlives it (the engine detaches its channel when destroyed), even when the graph
+  // outlives the Runtime.
+  std::shared_ptr<rt::Net> net;
   std::unique_ptr<rt::Engine> engine;  // created by the first run; the graph is frozen then
+  // Names this graph in trace files for the life of the process (addresses can be reused).
+  const std::uint64_t serial = next_serial();
+  // The users' bodies. A task's runtime body refers to its entry by index through a pointer to
+  // this object (stable: a Graph holds it by unique_ptr), which fits std::function's inline
+  // storage, so declaring a task does not allocate a second closure.
+  std::vector<Graph::Body> bodies;
 
   bool frozen() const { return engine != nullptr; }
   // Compiles the lock plans and builds the engine on first use. Throws Error.
-  rt::Engine& prepare();
+  // `net`: the Runtime's transport when it is one rank of several, with the graph's channel.
+  rt::Engine& prepare(std::shared_ptr<rt::Net> net = nullptr, std::uint32_t channel = 0);
   // Compiles without keeping the result. Throws Error.
   void check() const;
+
+ private:
+  static std::uint64_t next_serial();
 };
 
 struct ContextImpl {
   const rt::Instance& instance;
+};
+
+struct FiberContextImpl {
+  const rt::Instance& instance;  // its worker is updated by the engine at every resume
 };
 
 }  // namespace ordo::detail

@@ -1,22 +1,114 @@
 #include <chrono>
+#include <cstdlib>
+#include <stdexcept>
 
+#include "comm_net.hpp"
+#include "fiber.hpp"
 #include "graph_impl.hpp"
 #include "pool.hpp"
+#include "trace.hpp"
 
 namespace ordo {
 
+namespace {
+
+// The fiber stack pool: checked when the Runtime is built, so a bad size fails early. No stack
+// is mapped until a fiber task runs.
+std::unique_ptr<sched::StackPool> make_stacks(std::size_t size) {
+  try {
+    return std::make_unique<sched::StackPool>(size);
+  } catch (const std::invalid_argument& e) {
+    throw Error(std::string(e.what()) + " (RuntimeOptions::fiber_stack_size or ORDO_FIBER_STACK)");
+  }
+}
+
+// Events per trace buffer: ORDO_TRACE_BUFFER (tests use small values to force flushes).
+std::size_t trace_buffer_events() {
+  const char* text = std::getenv("ORDO_TRACE_BUFFER");
+  if (!text || !*text) return rt::trace::RecorderConfig{}.buffer_events;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(text, &end, 10);
+  if (*end != '\0' || n < 2 || n > (1ull << 26))
+    throw Error(std::string("ORDO_TRACE_BUFFER='") + text +
+                "' is not a number of events in [2, 67108864]; unset it for the default");
+  return static_cast<std::size_t>(n);
+}
+
+// The transport when this process is one rank of several (ordorun, mpirun, srun), else null.
+std::shared_ptr<rt::CommNet> connect_ranks() {
+  try {
+    auto bootstrap = comm::Bootstrap::from_environment();
+    if (bootstrap->size() <= 1) return nullptr;
+    return std::make_shared<rt::CommNet>(std::move(bootstrap));
+  } catch (const comm::CommError& e) {
+    throw Error(std::string("cannot connect to the other ranks: ") + e.what() +
+                ". Start every rank the same way (ordorun -n N prog, mpirun, srun --mpi=pmix)");
+  }
+}
+
+}  // namespace
+
 struct Runtime::Impl {
-  explicit Impl(const RuntimeOptions& o) : pool(sched::PoolConfig{o.workers}) {}
+  explicit Impl(const RuntimeOptions& o)
+      : net(connect_ranks()),
+        stacks(make_stacks(o.fiber_stack_size)),
+        pool(sched::PoolConfig{o.workers}) {
+    std::string path = o.trace_path;
+    if (path.empty())
+      if (const char* env = std::getenv("ORDO_TRACE")) path = env;
+    if (path.empty()) return;
+    rt::trace::RecorderConfig config;
+    config.path = path;
+    config.workers = pool.size();
+    config.buffer_events = trace_buffer_events();
+    std::string error;
+    recorder = rt::trace::Recorder::open(config, error);
+    if (!recorder)
+      throw Error(error + "; give a writable path with --trace FILE or ORDO_TRACE, or unset "
+                          "ORDO_TRACE to run without tracing");
+    pool.set_observer(recorder.get());
+  }
+  // Runs `body` on `engine` with tracing around it when it is on: the file is complete
+  // (flushed, end record) when the run returns, also when a body threw.
+  template <class F>
+  std::uint64_t traced(Graph& graph, rt::Engine& engine, std::uint64_t iterations, F&& body) {
+    engine.set_trace(recorder.get());
+    if (!recorder) return body();
+    recorder->begin_run(graph.impl().graph, graph.impl().serial, iterations);
+    std::uint64_t done = 0;
+    try {
+      done = body();
+    } catch (...) {
+      recorder->end_run(engine.iterations_done());
+      throw;
+    }
+    recorder->end_run(done);
+    return done;
+  }
+
+  // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
+  // unparks recorded when the pool stops) still find them.
+  std::shared_ptr<rt::CommNet> net;  // null in a single-process job
+  std::uint32_t next_channel = 0;    // graphs get channels in SPMD order (first runs)
+  std::unique_ptr<sched::StackPool> stacks;
+  std::unique_ptr<rt::trace::Recorder> recorder;
   sched::Pool pool;
 };
 
 namespace {
 
-rt::Engine& prepare_run(Graph& graph) {
+rt::Engine& prepare_run(Graph& graph, const std::shared_ptr<rt::CommNet>& net,
+                        std::uint32_t& next_channel) {
   if (sched::Pool::current_worker() >= 0)
     throw Error("Runtime::run called from inside a task body; a body cannot run a graph (it "
                 "would wait for workers that include itself). Run graphs from outside any task");
-  rt::Engine& engine = graph.impl().prepare();
+  detail::GraphImpl& g = graph.impl();
+  if (!g.engine && net) {
+    g.prepare(net, next_channel++);
+  } else if (g.engine && g.net != std::static_pointer_cast<rt::Net>(net)) {
+    throw Error("this graph ran on another Runtime spread over other ranks; run it on that one");
+  }
+  rt::Engine& engine = g.prepare();
   if (engine.broken())
     throw Error("this graph's previous run stopped on an exception thrown by a task body, so its "
                 "locations hold a partial iteration; build the graph anew to run again");
@@ -29,18 +121,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>(options)) {}
+// The scheduler reports a bad ORDO_PUS as std::invalid_argument; the public face is Error.
+Runtime::Runtime(RuntimeOptions options) try : impl_(std::make_unique<Impl>(options)) {
+} catch (const std::invalid_argument& e) {
+  throw Error(e.what());
+}
 Runtime::~Runtime() = default;
 
 unsigned Runtime::workers() const { return impl_->pool.size(); }
+unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
+unsigned Runtime::rank() const { return impl_->net ? impl_->net->rank() : 0; }
+unsigned Runtime::ranks() const { return impl_->net ? impl_->net->size() : 1; }
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)
     throw Error("zero iterations requested; ask Runtime::run for at least one iteration");
-  rt::Engine& engine = prepare_run(graph);
+  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = engine.run(impl_->pool, iterations, {}, 0);
+  stats.iterations = impl_->traced(graph, engine, iterations,
+                                   [&] { return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get()); });
   stats.seconds = seconds_since(t0);
   return stats;
 }
@@ -51,12 +151,14 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
     throw Error("Until::max_iterations is 0; allow at least one iteration");
   if (until.check_every == 0)
     throw Error("Until::check_every is 0; check at least every iteration (1)");
-  rt::Engine& engine = prepare_run(graph);
+  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = engine.run(impl_->pool, until.max_iterations,
-                                [&](std::uint64_t) { return until.done(graph); },
-                                until.check_every);
+  stats.iterations = impl_->traced(graph, engine, until.max_iterations, [&] {
+    return engine.run(impl_->pool, until.max_iterations,
+                      [&](std::uint64_t) { return until.done(graph); }, until.check_every,
+                      impl_->stacks.get());
+  });
   stats.seconds = seconds_since(t0);
   return stats;
 }

@@ -1,18 +1,45 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <cassert>
 
 namespace ordo::rt {
 
-Engine::Engine(Graph& graph, Plan plan)
+Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
     : graph_(graph),
       plan_(std::move(plan)),
       locks_(new LockState[plan_.locks.size()]),
-      tasks_(new TaskState[plan_.tasks.size()]) {
+      tasks_(new TaskState[plan_.tasks.size()]),
+      net_(net),
+      channel_(channel) {
+  local_tasks_ = plan_.tasks.size();
   for (std::size_t t = 0; t < plan_.tasks.size(); ++t) {
     auto n = static_cast<std::uint32_t>(plan_.tasks[t].locks.size());
     tasks_[t].requests = n;
     tasks_[t].missing.store(n, std::memory_order_relaxed);
+    const TaskDesc& desc = graph_.tasks()[t];
+    if (!desc.fiber) continue;
+    has_fibers_ = true;
+    auto ft = std::make_unique<FiberTask>();
+    ft->engine = this;
+    ft->grants.reset(new std::atomic<std::uint64_t>[n]);
+    for (std::uint32_t h = 0; h < n; ++h) ft->grants[h].store(0, std::memory_order_relaxed);
+    const auto& locks = plan_.tasks[t].locks;  // sorted by location (plan.cpp builds it so)
+    assert(std::is_sorted(locks.begin(), locks.end()));  // fiber_grant binary-searches it
+    for (const AccessDesc& a : desc.accesses) {
+      auto it = std::lower_bound(locks.begin(), locks.end(), a.location);
+      ft->handle_of.push_back(it != locks.end() && *it == a.location
+                                  ? static_cast<std::int32_t>(it - locks.begin())
+                                  : -1);
+    }
+    ft->holds.assign(desc.accesses.size(), Hold::requested);
+    tasks_[t].fiber = std::move(ft);
+  }
+  if (net_) {
+    distribute();
+    check_same_graph();
+    if (!error_) start_initial_grants();
+    return;
   }
   // Grant the initial phase of every lock. limit_ is 0, so every instance that becomes ready
   // is held until the first run raises the limit.
@@ -22,22 +49,41 @@ Engine::Engine(Graph& graph, Plan plan)
     locks_[l].phase = lp.initial_phase;
     locks_[l].remaining.store(lp.initial_end - lp.initial_begin, std::memory_order_relaxed);
   }
+  // Fiber tasks start without waiting for grants (header).
   for (std::uint32_t t = 0; t < plan_.tasks.size(); ++t)
-    if (tasks_[t].requests == 0) ready(t);
+    if (tasks_[t].requests == 0 || tasks_[t].fiber) ready(t);
   for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
     const LockPlan& lp = plan_.locks[l];
     if (!lp.locked) continue;
-    for (std::uint32_t m = lp.initial_begin; m < lp.initial_end; ++m) grant(lp.members[m]);
+    for (std::uint32_t m = lp.initial_begin; m < lp.initial_end; ++m)
+      grant(lp.members[m], static_cast<std::uint32_t>(l));
   }
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  if (net_) net_->detach(channel_);
+}
 
-void Engine::grant(std::uint32_t task) {
+void Engine::grant(std::uint32_t task, std::uint32_t location) {
+  if (tasks_[task].fiber) {
+    fiber_grant(task, location);
+    return;
+  }
   // acq_rel: pairs with the other grants of this instance, so that whoever fires it sees the
   // phase updates made by every granting thread.
   if (tasks_[task].missing.fetch_sub(1, std::memory_order_acq_rel) == 1) ready(task);
 }
+
+namespace {
+// Successor hand-off: while a worker releases the locations of a dataflow instance whose body
+// has returned (`tl_engine` set only then), the first instance this makes ready is kept in
+// `tl_next` and run next on this worker, without a trip through the deques (no push, pop or
+// wake-up). The others are pushed, for thieves. Not during a body: a fiber that releases early
+// still occupies its worker, and the successor must be free to run elsewhere at once.
+thread_local Engine* tl_engine = nullptr;
+thread_local unsigned tl_worker = 0;
+thread_local std::int64_t tl_next = -1;
+}  // namespace
 
 void Engine::ready(std::uint32_t task) {
   TaskState& ts = tasks_[task];
@@ -45,14 +91,23 @@ void Engine::ready(std::uint32_t task) {
   ts.missing.store(ts.requests, std::memory_order_relaxed);
   // acquire: pairs with the release store in raise_limit.
   if (ts.iteration < limit_.load(std::memory_order_acquire)) {
-    pool_->push(task);
+    if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
+    const int node = node_of(task);
+    if (tl_engine == this && tl_next < 0 &&
+        (node < 0 || !pool_->numa_mode() || static_cast<unsigned>(node) == pool_->node_of(tl_worker))) {
+      tl_next = task;
+      return;
+    }
+    pool_->push(task, node);
     return;
   }
   std::lock_guard lock(hold_mu_);
-  if (ts.iteration < limit_.load(std::memory_order_relaxed))
-    pool_->push(task);
-  else
+  if (ts.iteration < limit_.load(std::memory_order_relaxed)) {
+    if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
+    pool_->push(task, node_of(task));
+  } else {
     held_.push_back(task);
+  }
 }
 
 void Engine::raise_limit(std::uint64_t limit) {
@@ -65,10 +120,34 @@ void Engine::raise_limit(std::uint64_t limit) {
     go.assign(keep, held_.end());
     held_.erase(keep, held_.end());
   }
-  for (std::uint32_t t : go) pool_->push(t);
+  if (net_) inflight_.fetch_add(static_cast<std::int64_t>(go.size()), std::memory_order_relaxed);
+  for (std::uint32_t t : go) pool_->push(t, node_of(t));
 }
 
-void Engine::release(std::uint32_t location) {
+void Engine::place(sched::Pool& pool) {
+  if (placed_for_ == &pool) return;
+  placed_for_ = &pool;
+  home_ = graph_.homes(pool.nodes());
+  task_node_.assign(plan_.tasks.size(), -1);
+  if (!pool.numa_mode()) return;
+  const auto& locs = graph_.locations();
+  for (std::uint32_t l = 0; l < locs.size(); ++l)
+    pool.bind_memory(graph_.data(l), locs[l].elem_size * locs[l].count, home_[l]);
+  const auto& tasks = graph_.tasks();
+  for (std::uint32_t t = 0; t < tasks.size(); ++t) {
+    const auto& acc = tasks[t].accesses;
+    auto w = std::find_if(acc.begin(), acc.end(), [](const AccessDesc& a) { return a.mode == Mode::write; });
+    if (w == acc.end()) w = acc.begin();
+    if (w != acc.end()) task_node_[t] = static_cast<int>(home_[w->location]);
+  }
+}
+
+void Engine::release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
+                     unsigned worker) {
+  if (net_ && dist_.home[location] != rank_) {
+    proxy_release(location);
+    return;
+  }
   LockState& ls = locks_[location];
   // acq_rel: the last holder must see every other holder's work before it advances.
   if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -76,47 +155,145 @@ void Engine::release(std::uint32_t location) {
   std::uint32_t next = ls.phase + 1;
   if (next == lp.phases.size()) next = 0;
   ls.phase = next;
-  const Phase& ph = lp.phases[next];
-  ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
-  for (std::uint32_t m = ph.begin; m < ph.end; ++m) grant(lp.members[m]);
+  grant_phase(location, next, releaser, iteration, worker);
+}
+
+void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
+                         std::uint64_t iteration, unsigned worker) {
+  LockState& ls = locks_[location];
+  const LockPlan& lp = plan_.locks[location];
+  // Traced before the grant: once granted, the member may fire and move its iteration on.
+  // A release that came from another rank has no local releaser and is not traced here.
+  auto traced_grant = [&](std::uint32_t member) {
+    if (trace_ && releaser != kNoTask) [[unlikely]]
+      trace_->grant(worker, member, location, tasks_[member].iteration, releaser, iteration);
+    grant(member, location);
+  };
+  if (!net_) {
+    const Phase& ph = lp.phases[phase];
+    ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
+    for (std::uint32_t m = ph.begin; m < ph.end; ++m) traced_grant(lp.members[m]);
+    return;
+  }
+  const PhaseRanks& pr = dist_.phases[location][phase];
+  // Stored before any grant or GRANT message goes out: a holder may release at once.
+  ls.remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
+                     std::memory_order_relaxed);
+  send_grant(location, phase, false);
+  for (std::uint32_t t : pr.local) traced_grant(t);
 }
 
 void Engine::execute(sched::Item item, unsigned worker) {
+  tl_worker = worker;
+  for (;;) {
+    execute_one(item, worker);
+    // A handed-off successor means this instance was not the run's last, so the engine is
+    // still alive; otherwise nothing below touches it.
+    if (tl_next < 0) break;
+    item = static_cast<sched::Item>(tl_next);
+    tl_next = -1;
+  }
+}
+
+void Engine::execute_one(sched::Item item, unsigned worker) {
   const auto task = static_cast<std::uint32_t>(item);
   TaskState& ts = tasks_[task];
+  if (ts.fiber) {
+    run_fiber(task, (item & kResume) != 0, worker);
+    return;
+  }
   const std::uint64_t k = ts.iteration;
   if (!aborted_.load(std::memory_order_relaxed)) {
+    if (trace_) [[unlikely]] trace_->task_begin(worker, task, k);
     try {
-      graph_.tasks()[task].body(Instance{&graph_, task, k, worker});
+      graph_.tasks()[task].body(Instance{&graph_, task, k, worker, nullptr});
     } catch (...) {
-      std::lock_guard lock(error_mu_);
-      if (!error_) error_ = std::current_exception();
-      aborted_.store(true, std::memory_order_relaxed);
+      record_error(std::current_exception());
     }
+    if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
   }
   ts.iteration = k + 1;
   const auto& locks = plan_.tasks[task].locks;
+  tl_engine = this;
   if (locks.empty())
     ready(task);
   else
-    for (std::uint32_t l : locks) release(l);
+    for (std::uint32_t l : locks) release(l, task, k, worker);
+  tl_engine = nullptr;
+  instance_done();
+}
 
+void Engine::instance_done() {
+  if (net_) {
+    // Distributed: the caller may also wait for inflight_ to drain (peer failure), so both
+    // counts change under done_mu_, and nothing touches the engine after the unlock.
+    std::lock_guard lock(done_mu_);
+    // acq_rel: the final increment makes every body's writes visible to the caller.
+    const bool last = completed_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+                      target_.load(std::memory_order_relaxed);
+    const bool drained = inflight_.fetch_sub(1, std::memory_order_relaxed) == 1;
+    if (last) done_ = true;
+    if (last || (drained && failed_)) done_cv_.notify_all();
+    return;
+  }
+  // target_ is read before the increment: once every increment is in, the caller may free the
+  // engine, so only the last incrementer may touch it afterwards (and only under done_mu_).
+  const std::uint64_t target = target_.load(std::memory_order_relaxed);
   // acq_rel: the final increment makes every body's writes visible to the caller.
-  if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target_.load(std::memory_order_relaxed)) {
+  if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
     std::lock_guard lock(done_mu_);
     done_ = true;
     done_cv_.notify_all();  // under the lock: the caller may free us once it can take it
   }
 }
 
+void Engine::record_error(std::exception_ptr error) {
+  bool first = false;
+  {
+    std::lock_guard lock(error_mu_);
+    if (!error_) {
+      error_ = error;
+      first = true;
+    }
+  }
+  aborted_.store(true, std::memory_order_relaxed);
+  if (first && net_) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    abort_everywhere("rank " + std::to_string(rank_) + " failed: " + what);
+  }
+}
+
+void Engine::wait_step_done() {
+  std::unique_lock lock(done_mu_);
+  done_cv_.wait(lock, [this] { return done_ || failed_; });
+}
+
 std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
                           const std::function<bool(std::uint64_t)>& until,
-                          std::uint64_t check_every) {
-  const std::uint64_t ntasks = plan_.tasks.size();
+                          std::uint64_t check_every, sched::StackPool* stacks) {
+  if (error_) {  // e.g. the ranks did not build the same graph
+    broken_ = true;
+    std::rethrow_exception(error_);
+  }
+  const std::uint64_t ntasks = local_tasks_;
   const std::uint64_t start = done_iterations_;
   const std::uint64_t end = start + iterations;
   if (check_every == 0) check_every = 1;
   pool_ = &pool;
+  place(pool);
+  if (has_fibers_) {
+    if (stacks == nullptr) {
+      if (!own_stacks_) own_stacks_ = std::make_unique<sched::StackPool>();
+      stacks = own_stacks_.get();
+    }
+    stacks_ = stacks;  // no fiber is active between runs, so each run may bring its own
+  }
   pool.attach(*this);
   while (done_iterations_ < end) {
     std::uint64_t stop = until ? std::min(done_iterations_ + check_every, end) : end;
@@ -126,13 +303,24 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
       done_ = completed_.load(std::memory_order_acquire) == ntasks * stop;
     }
     raise_limit(stop);
-    {
-      std::unique_lock lock(done_mu_);
-      done_cv_.wait(lock, [this] { return done_; });
+    wait_step_done();
+    if (net_) {
+      if (failed_) break;  // a peer is gone: nothing more will arrive
+      quiesce();
+      if (failed_) break;
     }
     done_iterations_ = stop;
     if (aborted_.load(std::memory_order_relaxed)) break;
-    if (until && until(done_iterations_)) break;
+    if (until) {
+      bool stop_here = until(done_iterations_);
+      if (net_) stop_here = vote(stop_here);
+      if (stop_here) break;
+    }
+  }
+  if (failed_) {
+    // Peer failure: instances still queued drain quickly (bodies are skipped once aborted).
+    std::unique_lock lock(done_mu_);
+    done_cv_.wait(lock, [this] { return inflight_.load(std::memory_order_relaxed) == 0; });
   }
   pool.detach();
   pool_ = nullptr;
@@ -141,6 +329,121 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     std::rethrow_exception(error_);
   }
   return done_iterations_ - start;
+}
+
+}  // namespace ordo::rt
+
+// ---- fiber tasks (protocol in engine.hpp) ----------------------------------------------------
+
+namespace ordo::rt {
+
+void Engine::run_fiber(std::uint32_t task, bool resume, unsigned worker) {
+  TaskState& ts = tasks_[task];
+  FiberTask& ft = *ts.fiber;
+  if (!resume) {
+    ft.instance = Instance{&graph_, task, ts.iteration, worker, this};
+    std::fill(ft.holds.begin(), ft.holds.end(), Hold::requested);
+    if (trace_) [[unlikely]] trace_->task_begin(worker, task, ts.iteration);
+    ft.fiber.start(*stacks_, &Engine::fiber_main, &ft, graph_.tasks()[task].name.c_str());
+  }
+  for (;;) {
+    ft.instance.worker = worker;
+    if (ft.fiber.resume()) break;
+    if (park(ft)) return;  // the grant will push the resume item
+  }
+  // The body has returned and every handle is released (fiber_main).
+  if (trace_) [[unlikely]] trace_->task_end(worker, task, ft.instance.iteration);
+  ts.iteration = ft.instance.iteration + 1;
+  ready(task);
+  instance_done();
+}
+
+bool Engine::park(FiberTask& ft) {
+  std::atomic<std::uint64_t>& g = ft.grants[ft.waiting];
+  const std::uint64_t k = ft.instance.iteration;
+  // acquire: pairs with the fetch_add in fiber_grant (the granter's view of the data).
+  std::uint64_t w = g.load(std::memory_order_acquire);
+  for (;;) {
+    if ((w >> 1) > k) return false;  // granted since the fiber looked: resume it here
+    // acq_rel: pairs with the fetch_add in fiber_grant, which then sees the parked bit.
+    if (g.compare_exchange_weak(w, w | 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return true;
+  }
+}
+
+void Engine::fiber_grant(std::uint32_t task, std::uint32_t location) {
+  FiberTask& ft = *tasks_[task].fiber;
+  const auto& locks = plan_.tasks[task].locks;
+  const auto h = static_cast<std::size_t>(
+      std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
+  // acq_rel: pairs with the CAS in park() and the acquire loads in park() and wait_grant(), so
+  // the fiber sees what the previous holders wrote.
+  const std::uint64_t old = ft.grants[h].fetch_add(2, std::memory_order_acq_rel);
+  if ((old & 1) == 0) return;
+  // The fiber is parked on this handle and only this grant resumes it; no other grant can
+  // reach this handle before the fiber runs again. Relaxed: the push below publishes it.
+  ft.grants[h].fetch_and(~std::uint64_t{1}, std::memory_order_relaxed);
+  pool_->push(task | kResume);
+}
+
+void Engine::wait_grant(FiberTask& ft, std::uint32_t access) {
+  const std::int32_t h = ft.handle_of[access];
+  if (h < 0) return;  // a read-only location has no lock
+  // acquire: pairs with the fetch_add in fiber_grant.
+  if ((ft.grants[h].load(std::memory_order_acquire) >> 1) > ft.instance.iteration) return;
+  ft.waiting = static_cast<std::uint32_t>(h);
+  const std::uint32_t location = plan_.tasks[ft.instance.task].locks[static_cast<std::size_t>(h)];
+  if (trace_) [[unlikely]]
+    trace_->fiber_suspend(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
+  sched::Fiber::suspend();  // park() or fiber_grant() resumes us once the grant is in
+  if (trace_) [[unlikely]]  // possibly on another worker: run_fiber updated instance.worker
+    trace_->fiber_resume(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
+}
+
+void Engine::fiber_main(void* arg) noexcept {
+  FiberTask& ft = *static_cast<FiberTask*>(arg);
+  Engine& e = *ft.engine;
+  if (!e.aborted_.load(std::memory_order_relaxed)) {
+    try {
+      e.graph_.tasks()[ft.instance.task].body(ft.instance);
+    } catch (...) {
+      e.record_error(std::current_exception());
+    }
+  }
+  // Handles the body left requested or held: acquire (a release needs the grant), release.
+  for (std::uint32_t a = 0; a < ft.holds.size(); ++a) {
+    if (ft.holds[a] == Hold::released) continue;
+    if (ft.holds[a] == Hold::requested) e.wait_grant(ft, a);
+    ft.holds[a] = Hold::released;
+    const std::int32_t h = ft.handle_of[a];
+    if (h >= 0)
+      e.release(e.plan_.tasks[ft.instance.task].locks[static_cast<std::size_t>(h)],
+                ft.instance.task, ft.instance.iteration, ft.instance.worker);
+  }
+}
+
+Engine::Hold Engine::hold(const Instance& inst, std::uint32_t access) const {
+  return tasks_[inst.task].fiber->holds[access];
+}
+
+bool Engine::on_own_fiber(const Instance& inst) const {
+  const FiberTask* ft = tasks_[inst.task].fiber.get();
+  return ft != nullptr && sched::Fiber::current() == &ft->fiber;
+}
+
+void Engine::fiber_acquire(const Instance& inst, std::uint32_t access) {
+  FiberTask& ft = *tasks_[inst.task].fiber;
+  wait_grant(ft, access);
+  ft.holds[access] = Hold::held;
+}
+
+void Engine::fiber_release(const Instance& inst, std::uint32_t access) {
+  FiberTask& ft = *tasks_[inst.task].fiber;
+  ft.holds[access] = Hold::released;
+  const std::int32_t h = ft.handle_of[access];
+  if (h >= 0)
+    release(plan_.tasks[inst.task].locks[static_cast<std::size_t>(h)], inst.task, inst.iteration,
+            ft.instance.worker);
 }
 
 }  // namespace ordo::rt

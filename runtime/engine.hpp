@@ -18,9 +18,54 @@
 // the limit; convergence checks raise it in steps, so that a predicate is evaluated on the
 // contents after exactly iteration k, with nothing of k+1 started: the stop is deterministic.
 //
+// Placement: at the start of a run on a pool it has not run on, every location gets its home
+// NUMA node (Graph::homes), its buffer is bound there, and each task its node: the home of the
+// first location it writes (else of the first it reads). ready() pushes instances with that
+// node as the pool's placement hint. On a flat pool there is nothing to do.
+//
+// Fiber tasks (local view, ORWL's orwl_handle2 driven by the body; docs/fibers.md). Their
+// requests are declared like a dataflow task's and sit in the same cyclic plans (declaring is
+// ORWL's proactive request). What differs is when the body runs and when handles release:
+//   - instance k starts, on a fiber, as soon as instance k-1 has finished and k is below the
+//     iteration gate, without waiting for grants (ready() is called at the end of k-1);
+//   - fiber_acquire(h) returns once h's grant for k has arrived, else suspends the fiber; the
+//     worker goes on with other items;
+//   - fiber_release(h) releases h's hold of iteration k at once (the request for k+1 is
+//     implied by the cyclic plan, as in orwl_release2); handles not released by the body are
+//     acquired and released after it returns.
+// Per handle, one word counts the grants received: the grant for iteration i is the (i+1)-th
+// one, since the task is one member of every phase cycle of that lock. So "granted for k" is
+// count > k, and a grant for k+1 that arrives while instance k still runs (after it released
+// the handle early) is simply count > k+1 already when k+1 asks. A grant for k+2 cannot come
+// before instance k+1 has released the handle. The word's low bit says "the fiber is parked
+// on this handle":
+//   fiber:   count > k ? go on : record the handle, suspend to the worker;
+//   worker:  CAS the bit in, unless count > k by now (then resume the fiber at once);
+//   granter: fetch_add(2); if the bit was set, clear it and push a resume item.
+// Exactly one of worker and granter sees the other, so the fiber is resumed exactly once.
+// A resume item is the task index with kResume set; a start item is the plain index.
+//
 // Shutdown of a run: every instance below the limit has completed (counted after its
 // releases), so no worker touches the graph's data; the last one wakes the caller while holding
 // done_mu_, so the caller cannot free the engine under a worker's feet.
+//
+// Across ranks (net_ set; DESIGN.md §3). Every rank builds the same graph and compiles the same
+// plan. Each location has a home rank, which runs its phase machine; each task runs on one rank
+// (owner computes: the home of the first location it writes) and only there. At the home, a
+// phase's `remaining` counts the local members plus one per remote rank with members in it.
+// Entering a phase grants the local members and sends one GRANT (location, phase, the bytes)
+// to each such remote rank: one copy per destination process, however many of its tasks read.
+// There the location's proxy copies the bytes into its replica, sets its own `remaining` to its
+// local members and grants them; when the last one releases it sends one RELEASE back (with
+// the bytes after a write phase), which the home counts as one release. The cyclic plan makes
+// the re-request implicit, so the FIFO order is the same on every rank by construction. A proxy
+// holds at most one phase of a location at a time (the home waits for its release before it
+// moves on), hence no ordering between messages is needed, and a sent buffer is never written
+// before its receiver has answered (zero copy is safe).
+// A run ends with a quiescence barrier (control rounds exchanging message counts until no
+// protocol message is in flight), so each rank's home locations are final when run returns.
+// A body exception or a failed peer on any rank reaches every rank as ABORT; all drain the
+// current step without running bodies and rethrow.
 #pragma once
 
 #include <atomic>
@@ -32,23 +77,32 @@
 #include <mutex>
 #include <vector>
 
+#include "fiber.hpp"
 #include "graph.hpp"
+#include "net.hpp"
 #include "plan.hpp"
 #include "pool.hpp"
+#include "trace.hpp"
 
 namespace ordo::rt {
+
+class Engine;
 
 // What a body sees of the instance it runs.
 struct Instance {
   const Graph* graph;
   std::uint32_t task;
   std::uint64_t iteration;
-  unsigned worker;
+  unsigned worker;         // a fiber task's instance may move between workers when it suspends
+  Engine* engine;          // set for fiber tasks: their acquire and release go through it
 };
 
 class Engine final : public sched::Executor {
  public:
-  Engine(Graph& graph, Plan plan);
+  // `net` (optional, outlives the engine) spreads the graph over ranks on `channel`, which
+  // every rank must give the same graph; nullptr: one process. A graph that the ranks did not
+  // all build alike is reported by the first run (the engine is then broken()).
+  Engine(Graph& graph, Plan plan, Net* net = nullptr, std::uint32_t channel = 0);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -58,35 +112,125 @@ class Engine final : public sched::Executor {
   // number of iterations completed so far, while no instance runs; returning true stops the
   // run there. Returns the number of iterations run. An exception thrown by a body stops the
   // run and is rethrown here; the engine is unusable afterwards (see broken()).
+  // Fiber tasks take their stacks from `stacks`; nullptr: a pool of the default stack size
+  // that the engine owns.
   std::uint64_t run(sched::Pool& pool, std::uint64_t iterations,
-                    const std::function<bool(std::uint64_t)>& until, std::uint64_t check_every);
+                    const std::function<bool(std::uint64_t)>& until, std::uint64_t check_every,
+                    sched::StackPool* stacks = nullptr);
 
   std::uint64_t iterations_done() const { return done_iterations_; }
+  unsigned rank() const { return rank_; }
+  unsigned ranks() const { return nranks_; }
+  // Home rank of a location: its contents are final there after a run.
+  unsigned home(std::uint32_t location) const { return net_ ? dist_.home[location] : 0; }
+  // Rank that runs a task.
+  unsigned task_rank(std::uint32_t task) const { return net_ ? dist_.task_rank[task] : 0; }
+  // Home node of `location` on the pool of the latest run (0 before any run or when flat).
+  unsigned home_node(std::uint32_t location) const { return home_.empty() ? 0 : home_[location]; }
   bool broken() const { return broken_; }
 
   void execute(sched::Item item, unsigned worker) override;
+
+  // For fiber task bodies, on the instance's own fiber. `access` indexes the task's
+  // TaskDesc::accesses. The api layer checks misuse (see hold()) before calling these.
+  enum class Hold : std::uint8_t { requested, held, released };
+  Hold hold(const Instance& inst, std::uint32_t access) const;
+  // Whether the caller runs on `inst`'s fiber (and not on another thread or after the body).
+  bool on_own_fiber(const Instance& inst) const;
+  // Returns once the access is granted for inst.iteration (suspending the fiber meanwhile).
+  // Precondition: hold() == requested.
+  void fiber_acquire(const Instance& inst, std::uint32_t access);
+  // Releases the access's hold of this iteration. Precondition: hold() == held.
+  void fiber_release(const Instance& inst, std::uint32_t access);
+
+  static constexpr sched::Item kResume = sched::Item{1} << 63;
+
+  // Records this engine's events into `recorder` from the next run on (null: tracing off).
+  // Call between runs only.
+  void set_trace(trace::Recorder* recorder) { trace_ = recorder; }
 
  private:
   struct alignas(64) LockState {
     std::atomic<std::uint32_t> remaining{0};
     std::uint32_t phase = 0;
   };
+  struct FiberTask;
   struct alignas(64) TaskState {
     std::atomic<std::uint32_t> missing{0};
     std::uint32_t requests = 0;
     std::uint64_t iteration = 0;  // of the next instance to fire (or firing)
+    std::unique_ptr<FiberTask> fiber;  // fiber tasks only
+  };
+  struct FiberTask {
+    Engine* engine = nullptr;
+    Instance instance{};          // the running instance; worker updated at each resume
+    sched::Fiber fiber;
+    std::uint32_t waiting = 0;    // handle the fiber suspended on (read by its worker)
+    std::unique_ptr<std::atomic<std::uint64_t>[]> grants;  // per handle: count << 1 | parked
+    std::vector<std::int32_t> handle_of;  // per access: handle index, -1 when not locked
+    std::vector<Hold> holds;              // per access, of the running instance
   };
 
-  void release(std::uint32_t location);
-  void grant(std::uint32_t task);
+  // `releaser` is the task whose instance `iteration` releases, on `worker` (for tracing).
+  void release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
+               unsigned worker);
+  void grant(std::uint32_t task, std::uint32_t location);
   void ready(std::uint32_t task);
+  void execute_one(sched::Item item, unsigned worker);
   void raise_limit(std::uint64_t limit);
+  static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
+  void grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
+                   std::uint64_t iteration, unsigned worker);
+  void record_error(std::exception_ptr error);
+  void wait_step_done();
+
+  // --- distributed.cpp ---
+  struct PhaseRanks {
+    std::vector<std::uint32_t> local;   // member tasks that run on this rank
+    std::vector<std::uint32_t> remote;  // other ranks with members
+  };
+  struct Distribution {
+    std::vector<std::uint32_t> home;       // per location
+    std::vector<std::uint32_t> task_rank;  // per task
+    std::vector<std::vector<PhaseRanks>> phases;  // per location, per phase (involved only)
+    std::vector<PhaseRanks> initial;              // per location: the initial grant
+  };
+  void distribute();
+  void check_same_graph();
+  void start_initial_grants();
+  void send_grant(std::uint32_t location, std::uint32_t phase, bool initial);
+  void proxy_release(std::uint32_t location);
+  void on_message(unsigned from, std::span<const std::byte> header,
+                  std::span<const std::byte> payload);
+  void on_failure(const std::string& what);
+  void abort_everywhere(const std::string& what);
+  void note_error(const std::string& what);  // an error from elsewhere: no rebroadcast
+  // All-to-all control round: sends `mine` to every peer, returns what each peer sent (index =
+  // rank; own entry empty). Throws if a peer failed.
+  std::vector<std::vector<std::byte>> exchange(const std::vector<std::byte>& mine);
+  void quiesce();
+  bool vote(bool mine);
+  void place(sched::Pool& pool);
+  int node_of(std::uint32_t task) const { return task_node_.empty() ? -1 : task_node_[task]; }
+  void instance_done();
+  void run_fiber(std::uint32_t task, bool resume, unsigned worker);
+  bool park(FiberTask& ft);
+  void fiber_grant(std::uint32_t task, std::uint32_t location);
+  void wait_grant(FiberTask& ft, std::uint32_t access);
+  static void fiber_main(void* arg) noexcept;
 
   Graph& graph_;
   Plan plan_;
   std::unique_ptr<LockState[]> locks_;
   std::unique_ptr<TaskState[]> tasks_;
   sched::Pool* pool_ = nullptr;
+  const sched::Pool* placed_for_ = nullptr;  // pool the placement below was made for
+  std::vector<unsigned> home_;               // per location: NUMA node
+  std::vector<int> task_node_;               // per task; empty or -1: no hint
+  sched::StackPool* stacks_ = nullptr;
+  std::unique_ptr<sched::StackPool> own_stacks_;  // when run() was given none
+  bool has_fibers_ = false;
+  trace::Recorder* trace_ = nullptr;
 
   std::atomic<std::uint64_t> limit_{0};
   std::mutex hold_mu_;
@@ -106,6 +250,23 @@ class Engine final : public sched::Executor {
 
   std::uint64_t done_iterations_ = 0;
   bool broken_ = false;
+
+  Net* net_ = nullptr;
+  std::uint32_t channel_ = 0;
+  unsigned rank_ = 0, nranks_ = 1;
+  std::uint64_t local_tasks_ = 0;  // tasks that run on this rank
+  Distribution dist_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> sent_;  // protocol messages sent, per peer
+  std::unique_ptr<std::atomic<std::uint64_t>[]> recv_;  // ... received and handled, per peer
+  std::mutex ctl_mu_;
+  std::condition_variable ctl_cv_;
+  std::uint64_t ctl_seq_ = 0;  // control rounds started by this rank (caller's thread)
+  // Control payloads received, per peer, keyed by round; guarded by ctl_mu_.
+  std::vector<std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>> ctl_in_;
+  std::atomic<bool> failed_{false};  // a peer failed (set under ctl_mu_ and done_mu_)
+  // Instances queued or executing (distributed mode only): a run that stops on a failed peer
+  // waits for zero before returning, so no worker touches the engine afterwards.
+  std::atomic<std::int64_t> inflight_{0};
 };
 
 }  // namespace ordo::rt

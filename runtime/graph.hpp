@@ -28,6 +28,8 @@ struct LocationDesc {
   std::size_t elem_size = 0;
   std::size_t count = 0;
   const std::type_info* type = nullptr;
+  std::int32_t home = -1;  // rank holding the master copy; -1: the default placement
+  int place = -1;  // home NUMA node the user asked for (Graph::place), -1: the default policy
 };
 
 struct AccessDesc {
@@ -41,9 +43,14 @@ struct TaskDesc {
   std::string name;
   std::vector<AccessDesc> accesses;
   Body body;
+  // A fiber task's body runs on a fiber and acquires and releases its accesses itself
+  // (Engine::fiber_acquire / fiber_release); a dataflow task's body runs once everything is
+  // granted.
+  bool fiber = false;
 };
 
-// 64-byte aligned, zero-initialised storage of one location.
+// Zero-initialised storage of one location: 64-byte aligned, page aligned (and padded to whole
+// pages) from one page up, so that a buffer can be bound to a NUMA node without moving another.
 class Buffer {
  public:
   Buffer() = default;
@@ -66,8 +73,18 @@ class Graph {
                              const std::type_info& type);
   std::uint32_t add_task(TaskDesc task);
 
+  // Asks for `location`'s memory and writers to live on NUMA node `node` (wrapped modulo the
+  // node count of the pool that runs the graph).
+  void place(std::uint32_t location, unsigned node);
+  // The home node of every location on a pool of `nodes` NUMA nodes (docs/scheduler.md): the
+  // node given to place(), else contiguous chunks in declaration order -- location i of n goes
+  // to node i * nodes / n -- so that neighbouring blocks share a node.
+  std::vector<unsigned> homes(unsigned nodes) const;
+
   // Index of the location called `name`, or -1.
   std::int64_t find_location(const std::string& name) const;
+
+  void set_home(std::uint32_t location, std::int32_t rank) { locations_[location].home = rank; }
 
   const std::vector<LocationDesc>& locations() const { return locations_; }
   const std::vector<TaskDesc>& tasks() const { return tasks_; }

@@ -149,12 +149,25 @@ CompileResult compile(const Graph& graph) {
   std::vector<std::vector<Request>> fifos;
   result.error = initial_fifos(graph, fifos);
   if (!result.error.empty()) return result;
-  result.error = find_cycle(graph, delay_digraph(graph, fifos));
-  if (!result.error.empty()) return result;
+  // Program order everywhere: every delay edge goes from an earlier to a later declared task,
+  // so there is no cycle to look for (header); the check, a graph as large as the task list,
+  // is only built when some location has explicit positions.
+  const auto& tasks = graph.tasks();
+  const bool any_explicit = std::any_of(tasks.begin(), tasks.end(), [](const TaskDesc& t) {
+    return std::any_of(t.accesses.begin(), t.accesses.end(),
+                       [](const AccessDesc& a) { return a.has_position; });
+  });
+  if (any_explicit) {
+    result.error = find_cycle(graph, delay_digraph(graph, fifos));
+    if (!result.error.empty()) return result;
+  }
 
   Plan& plan = result.plan;
   plan.locks.resize(fifos.size());
   plan.tasks.resize(graph.tasks().size());
+  // One allocation per task instead of a growing vector (stencils have 3 to 9 accesses).
+  for (std::size_t t = 0; t < plan.tasks.size(); ++t)
+    plan.tasks[t].locks.reserve(graph.tasks()[t].accesses.size());
   for (std::uint32_t l = 0; l < fifos.size(); ++l) {
     const auto& fifo = fifos[l];
     LockPlan& lp = plan.locks[l];

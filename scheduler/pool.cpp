@@ -1,63 +1,399 @@
+// Worker pool: work stealing over Chase-Lev deques, NUMA placement, and parking.
+//
+// Where work lives
+//   - each worker owns a deque (deque.hpp): pushes from a worker go to the bottom of its own
+//     deque, and it pops from there (newest first, warm caches);
+//   - each pool node (a NUMA node with workers on it) has an injection queue, the inbox: pushes
+//     from outside the pool, and pushes hinted for another node, go there.
+// How a worker looks for work (find): its own deque; then its sources in order, nearest
+// first: its node's inbox, then the other workers' deques sorted by nearness in the hwloc tree
+// (same core, same cache, same NUMA node, same package, the rest), with each farther node's
+// inbox just before that node's first worker. Ties are broken by rotation from the thief's
+// index so thieves do not all hit worker 0. Every 32nd find looks at the inbox before the own
+// deque so that injected work cannot starve behind a worker that keeps feeding itself.
+//
+// Parking protocol (an event count; states of one worker):
+//   SEARCHING --nothing found after a few rounds--> PREPARED --found work--> SEARCHING
+//   PREPARED --nothing found again--> PARKED --epoch changed or stop--> SEARCHING
+//
+//   Worker (prepare_wait, re-check, commit_wait):
+//     W1  key = state_.fetch_add(1)          (waiters + 1; returns the epoch; seq_cst)
+//     W2  fence(seq_cst)                      (pairs with N1)
+//     W3  look at every deque and inbox once more; if any has work: waiters - 1, run it
+//     W4  lock park_mu_; while epoch(state_) == key and not stop: wait on park_cv_;
+//         waiters - 1; unlock
+//   Notifier (after every push, notify):
+//     P   publish the item: deque bottom store (release) or inbox count store under its mutex
+//     N1  fence(seq_cst)                      (pairs with W2)
+//     N2  if waiters(state_) == 0: return
+//     N3  lock park_mu_; state_ += 1 << 32 (epoch + 1); unlock; notify_one
+//
+// No lost wake-up. Suppose a worker parks at W4 while an item pushed at P is still queued.
+// The fences W2 and N1 are ordered in the single total order of seq_cst operations:
+//   - N1 before W2: then W3's loads (after W2) see the store at P (before N1) -- for a deque
+//     the bottom index, for an inbox its count -- so W3 finds the item (or sees that another
+//     worker took it), and the worker does not park for it. Contradiction.
+//   - W2 before N1: then N2's load (after N1) sees W1's increment (before W2), so the notifier
+//     runs N3. N3 changes the epoch under park_mu_; the worker's W4 checks the epoch under the
+//     same mutex: if W4's check comes after N3 it sees a new epoch and does not sleep; if
+//     before, the worker is already waiting on park_cv_ when N3 takes the lock, and N3's
+//     notify_one wakes a waiter. Any woken worker searches everything again. Contradiction.
+// notify_one suffices: each push wakes (at most) one worker for its one item, any worker can
+// reach any item, and workers between W1 and W4 need no wake-up because they see the epoch
+// change. (With steal_far off a worker sees only its own node's work: notify_all then.) The epoch is 32 bits;
+// a worker would have to stay between W1 and W4 for 2^32 notifications to be fooled.
+//
+// Shutdown: the destructor sets stop_ and bumps the epoch under park_mu_, then notify_all; a
+// worker checks stop_ at the top of its loop and in W4's predicate, so each one exits. Items
+// still queued then are dropped: detach() requires that none are.
+//
+// Placement: push(item, node) from a worker on `node` goes to its own deque (already on the
+// right node); to another node, to that node's inbox, where that node's workers look before
+// stealing. In flat mode (one pool node) hints are ignored. steal_far = false keeps every
+// thief on its own node, so an item runs on a worker of the node it was hinted to.
 #include "pool.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 
 namespace ordo::sched {
 
 namespace {
+
 thread_local int tls_worker = -1;
+thread_local const Pool* tls_pool = nullptr;
+
+constexpr std::uint64_t kWaiterMask = 0xffffffffu;
+constexpr std::uint64_t kEpochOne = std::uint64_t{1} << 32;
+constexpr int kSpinRounds = 16;      // searches (with a yield between) before parking
+constexpr std::uint32_t kInboxEvery = 32;
+
+bool env_verbose() {
+  const char* v = std::getenv("ORDO_VERBOSE");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
 
-Pool::Pool(PoolConfig config) {
-  unsigned n = config.workers;
-  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
-  threads_.reserve(n);
-  for (unsigned i = 0; i < n; ++i) threads_.emplace_back([this, i] { worker_main(i); });
+// ORDO_PUS: OS indices of processing units, as "0,2,4-7"; empty when unset.
+std::vector<unsigned> env_pus() {
+  const char* v = std::getenv("ORDO_PUS");
+  std::vector<unsigned> out;
+  if (v == nullptr || *v == '\0') return out;
+  const std::string s(v);
+  auto bad = [&] {
+    return std::invalid_argument("ORDO_PUS='" + s +
+                                 "' is not a list of processing units; write OS indices and "
+                                 "ranges separated by commas, e.g. ORDO_PUS=0,2,4-7");
+  };
+  std::size_t i = 0;
+  auto number = [&] {
+    if (i >= s.size() || s[i] < '0' || s[i] > '9') throw bad();
+    unsigned long x = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      x = x * 10 + static_cast<unsigned long>(s[i++] - '0');
+      if (x > 1u << 20) throw bad();
+    }
+    return static_cast<unsigned>(x);
+  };
+  for (;;) {
+    unsigned a = number(), b = a;
+    if (i < s.size() && s[i] == '-') {
+      ++i;
+      b = number();
+      if (b < a) throw bad();
+    }
+    for (unsigned x = a; x <= b; ++x) out.push_back(x);
+    if (i == s.size()) return out;
+    if (s[i++] != ',') throw bad();
+  }
+}
+
+}  // namespace
+
+Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology)) {
+  const auto& pus = topo_->pus();
+
+  // Which processing unit each worker gets (indices into pus).
+  std::vector<std::size_t> map;
+  bool oversubscribed = false;
+  std::vector<unsigned> picked = config.pus;
+  if (picked.empty()) picked = env_pus();
+  if (!picked.empty()) {
+    std::vector<std::size_t> units;
+    for (unsigned os : picked) {
+      auto it = std::find_if(pus.begin(), pus.end(),
+                             [&](const ProcessingUnit& u) { return u.os_index == os; });
+      if (it == pus.end())
+        throw std::invalid_argument("processing unit " + std::to_string(os) +
+                                    " is not in the topology (" + topo_->describe() +
+                                    "); list OS indices that lstopo shows as PU P#");
+      units.push_back(static_cast<std::size_t>(it - pus.begin()));
+    }
+    // Worker i runs on the i-th listed unit, cycling when there are more workers.
+    const std::size_t n = config.workers ? config.workers : units.size();
+    oversubscribed = n > units.size();
+    for (std::size_t i = 0; i < n; ++i) map.push_back(units[i % units.size()]);
+  } else {
+    // The first unit of every core, in logical order.
+    std::vector<std::size_t> cores;
+    for (std::size_t i = 0; i < pus.size(); ++i)
+      if (i == 0 || pus[i].core != pus[i - 1].core) cores.push_back(i);
+    const std::size_t n = config.workers ? config.workers : cores.size();
+    // Spread: worker i takes unit floor(i * units / n) of the cores, or of all units when there
+    // are more workers than cores; beyond the units, wrap around and do not bind.
+    const std::vector<std::size_t>* units = &cores;
+    std::vector<std::size_t> all(pus.size());
+    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+    if (n > cores.size()) units = &all;
+    oversubscribed = n > units->size();
+    for (std::size_t i = 0; i < n; ++i)
+      map.push_back(oversubscribed ? (*units)[i % units->size()]
+                                   : (*units)[i * units->size() / n]);
+  }
+
+  steal_far_ = config.steal_far;
+  bind_ = config.bind && topo_->is_this_system() && topo_->from_hwloc() && !oversubscribed;
+  if (!config.bind) bind_note_ = "off (not asked)";
+  else if (!topo_->from_hwloc()) bind_note_ = "off (no hwloc)";
+  else if (!topo_->is_this_system()) bind_note_ = "off (topology is not this system)";
+  else if (oversubscribed) bind_note_ = "off (more workers than processing units)";
+  else bind_note_ = "on";
+
+  // Pool nodes: the topology's nodes that have a worker, in topology order.
+  for (std::size_t pu : map)
+    if (std::find(node_hw_.begin(), node_hw_.end(), pus[pu].node) == node_hw_.end())
+      node_hw_.push_back(pus[pu].node);
+  std::sort(node_hw_.begin(), node_hw_.end());
+  for (std::size_t i = 0; i < node_hw_.size(); ++i) inboxes_.push_back(std::make_unique<Inbox>());
+
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    auto w = std::make_unique<Worker>(config.deque_capacity);
+    w->index = static_cast<unsigned>(i);
+    w->pu = map[i];
+    w->node = static_cast<unsigned>(
+        std::find(node_hw_.begin(), node_hw_.end(), pus[map[i]].node) - node_hw_.begin());
+    workers_.push_back(std::move(w));
+  }
+
+  // Steal order: nearest first, then rotation from the thief.
+  const std::size_t n = workers_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    Worker& w = *workers_[i];
+    std::vector<std::size_t> victims;
+    for (std::size_t k = 1; k < n; ++k) victims.push_back((i + k) % n);
+    std::stable_sort(victims.begin(), victims.end(), [&](std::size_t a, std::size_t b) {
+      const Worker& va = *workers_[a];
+      const Worker& vb = *workers_[b];
+      if ((va.node == w.node) != (vb.node == w.node)) return va.node == w.node;
+      return topo_->affinity(w.pu, va.pu) > topo_->affinity(w.pu, vb.pu);
+    });
+    std::vector<bool> node_listed(nodes(), false);
+    w.sources.push_back({true, w.node});
+    node_listed[w.node] = true;
+    for (std::size_t v : victims) {
+      const unsigned vn = workers_[v]->node;
+      if (vn != w.node && !config.steal_far) continue;
+      if (!node_listed[vn]) {
+        w.sources.push_back({true, vn});
+        node_listed[vn] = true;
+      }
+      w.sources.push_back({false, static_cast<unsigned>(v)});
+    }
+  }
+
+  if (config.verbose || env_verbose()) std::fprintf(stderr, "%s", describe().c_str());
+
+  for (auto& w : workers_) {
+    Worker* wp = w.get();
+    w->thread = std::thread([this, wp] { worker_main(*wp); });
+  }
 }
 
 Pool::~Pool() {
   {
-    std::lock_guard lock(mu_);
-    stop_ = true;
+    std::lock_guard lock(park_mu_);
+    stop_.store(true, std::memory_order_relaxed);  // read under park_mu_ or, relaxed, as a hint
+    state_.fetch_add(kEpochOne, std::memory_order_seq_cst);
   }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
+  park_cv_.notify_all();
+  for (auto& w : workers_) w->thread.join();
 }
 
-void Pool::attach(Executor& exec) {
-  std::lock_guard lock(mu_);
-  exec_ = &exec;
+std::string Pool::describe() const {
+  std::string s = "ordo: scheduler mode=";
+  s += numa_mode() ? "numa (placement by node, hierarchical stealing)"
+                   : "flat (plain work stealing)";
+  s += ", workers=" + std::to_string(size()) + ", nodes=" + std::to_string(nodes()) +
+       ", binding " + bind_note_ + "\nordo: topology " + topo_->describe() + "\nordo: workers";
+  for (const auto& w : workers_)
+    s += " " + std::to_string(w->index) + ":pu" + std::to_string(topo_->pus()[w->pu].os_index) +
+         "/node" + std::to_string(w->node);
+  return s + "\n";
 }
 
-void Pool::detach() {
-  std::lock_guard lock(mu_);
-  exec_ = nullptr;
+std::vector<unsigned> Pool::steal_order(unsigned worker) const {
+  std::vector<unsigned> v;
+  for (const Source& s : workers_[worker]->sources)
+    if (!s.inbox) v.push_back(s.index);
+  return v;
 }
 
-void Pool::push(Item item) {
-  {
-    std::lock_guard lock(mu_);
-    queue_.push_back(item);
-  }
-  cv_.notify_one();
+Binding Pool::bind_memory(void* data, std::size_t bytes, unsigned node) const {
+  return topo_->bind_memory(data, bytes, node_hw_[node % nodes()]);
 }
+
+int Pool::memory_node(const void* data, std::size_t bytes) const {
+  int hw = topo_->memory_node(data, bytes);
+  for (std::size_t i = 0; i < node_hw_.size(); ++i)
+    if (static_cast<int>(node_hw_[i]) == hw) return static_cast<int>(i);
+  return -1;
+}
+
+void Pool::attach(Executor& exec) { exec_.store(&exec, std::memory_order_relaxed); }
+// Both relaxed: the executor reaches workers through the items, whose queues synchronise.
+void Pool::detach() { exec_.store(nullptr, std::memory_order_relaxed); }
 
 int Pool::current_worker() { return tls_worker; }
 
-void Pool::worker_main(unsigned index) {
-  tls_worker = static_cast<int>(index);
-  std::unique_lock lock(mu_);
-  for (;;) {
-    if (queue_.empty() && !stop_) {
-      if (observer_) observer_->on_park(index);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (observer_) observer_->on_unpark(index);
+void Pool::push(Item item, int node) {
+  Worker* self = tls_pool == this ? workers_[static_cast<unsigned>(tls_worker)].get() : nullptr;
+  unsigned target;
+  if (node < 0 || !numa_mode()) {
+    if (self) {
+      self->own.push(item);
+      notify();
+      return;
     }
-    if (stop_) return;
-    Item item = queue_.front();
-    queue_.pop_front();
-    Executor* exec = exec_;
-    lock.unlock();
-    exec->execute(item, index);
-    lock.lock();
+    target = nodes() == 1 ? 0 : next_inbox_.fetch_add(1, std::memory_order_relaxed) % nodes();
+  } else {
+    target = static_cast<unsigned>(node) % nodes();
+    if (self && self->node == target) {
+      self->own.push(item);
+      notify();
+      return;
+    }
+  }
+  Inbox& in = *inboxes_[target];
+  {
+    std::lock_guard lock(in.mu);
+    in.items.push_back(item);
+    in.count.store(in.items.size(), std::memory_order_relaxed);  // ordered by N1 in notify()
+  }
+  notify();
+}
+
+bool Pool::take_inbox(unsigned node, Item& item) {
+  Inbox& in = *inboxes_[node];
+  if (in.count.load(std::memory_order_relaxed) == 0) return false;  // ordered by W2 when parking
+  std::lock_guard lock(in.mu);
+  if (in.items.empty()) return false;
+  item = in.items.front();
+  in.items.pop_front();
+  in.count.store(in.items.size(), std::memory_order_relaxed);
+  return true;
+}
+
+bool Pool::steal_from(Worker& thief, unsigned victim, Item& item) {
+  Deque<Item>::Stealer s = workers_[victim]->deque.stealer();
+  for (;;) {
+    auto r = s.steal();
+    if (r.status == Deque<Item>::Steal::empty) return false;
+    if (r.status == Deque<Item>::Steal::success) {
+      item = r.value;
+      // acquire: pairs with the release store in set_observer().
+      if (Observer* o = observer_.load(std::memory_order_acquire)) o->on_steal(thief.index, victim);
+      return true;
+    }
+    // lost_race: someone else took the oldest item; the deque may hold more, so look again.
+  }
+}
+
+bool Pool::find(Worker& w, Item& item) {
+  if (++w.ticks % kInboxEvery == 0 && take_inbox(w.node, item)) return true;
+  if (auto v = w.own.pop()) {
+    item = *v;
+    return true;
+  }
+  for (const Source& s : w.sources)
+    if (s.inbox ? take_inbox(s.index, item) : steal_from(w, s.index, item)) return true;
+  return false;
+}
+
+void Pool::run(Worker& w, Item item) {
+  Executor* exec = exec_.load(std::memory_order_relaxed);
+  exec->execute(item, w.index);
+}
+
+void Pool::notify() {
+  // seq_cst: N1, pairs with W2 (the fence in prepare_wait); see the protocol above.
+  full_fence();
+  if ((state_.load(std::memory_order_relaxed) & kWaiterMask) == 0) return;  // N2
+  {
+    std::lock_guard lock(park_mu_);
+    // seq_cst for uniformity with the other read-modify-writes of state_; the epoch check in
+    // commit_wait reads it under park_mu_, which is what orders the two.
+    state_.fetch_add(kEpochOne, std::memory_order_seq_cst);  // N3
+  }
+  // With steal_far off a worker cannot see other nodes' work, so any one might not do.
+  if (steal_far_)
+    park_cv_.notify_one();
+  else
+    park_cv_.notify_all();
+}
+
+std::uint64_t Pool::prepare_wait() {
+  // seq_cst: W1, pairs with the load at N2 (through the fences W2 / N1).
+  std::uint64_t s = state_.fetch_add(1, std::memory_order_seq_cst);
+  // seq_cst: W2, pairs with N1 in notify().
+  full_fence();
+  return s >> 32;
+}
+
+void Pool::cancel_wait() {
+  // seq_cst: undoes W1; pairs with the load at N2 (a notifier may skip waking us now).
+  state_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Pool::commit_wait(std::uint64_t epoch) {
+  std::unique_lock lock(park_mu_);
+  // relaxed: the epoch is bumped under park_mu_ (N3, destructor), which orders it with this.
+  while ((state_.load(std::memory_order_relaxed) >> 32) == epoch &&
+         !stop_.load(std::memory_order_relaxed))
+    park_cv_.wait(lock);
+  // seq_cst: undoes W1; pairs with the load at N2.
+  state_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void Pool::worker_main(Worker& w) {
+  tls_worker = static_cast<int>(w.index);
+  tls_pool = this;
+  if (bind_) topo_->bind_thread(w.pu);  // best effort: an unbound worker still works
+  Item item = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool found = find(w, item);
+    for (int r = 0; !found && r < kSpinRounds; ++r) {
+      std::this_thread::yield();
+      found = find(w, item);
+    }
+    if (!found) {
+      const std::uint64_t key = prepare_wait();  // W1, W2
+      if (stop_.load(std::memory_order_relaxed)) {
+        cancel_wait();
+        break;
+      }
+      found = find(w, item);  // W3
+      if (found) {
+        cancel_wait();
+      } else {
+        Observer* o = observer_.load(std::memory_order_acquire);  // pairs with set_observer()
+        if (o) o->on_park(w.index);
+        commit_wait(key);  // W4
+        if (o) o->on_unpark(w.index);
+        continue;
+      }
+    }
+    run(w, item);
   }
 }
 

@@ -1,23 +1,34 @@
-// A pool of worker threads that execute opaque work items.
+// A pool of worker threads that execute opaque work items, with work stealing, NUMA-aware
+// placement and idle parking. The protocol and its correctness argument open pool.cpp; the
+// policy is described for users in docs/scheduler.md.
 //
 // The scheduler layer knows nothing of locks, tasks or graphs: an item is a 64-bit word that
 // the attached Executor interprets (the runtime uses a task index). This keeps the direction of
 // dependence one way (runtime -> scheduler) and keeps queue slots one machine word wide.
 //
-// Protocol:
-//   attach(exec)  -- one executor at a time; items pushed before attach are not allowed.
-//   push(item)    -- any thread; the item is executed exactly once by some worker.
-//   detach()      -- caller guarantees that no item is queued or running (the runtime knows
-//                    this from its own completion count); workers then park.
-// Workers that find nothing to do park on a condition variable and use no CPU.
+// Usage:
+//   attach(exec)     -- one executor at a time; items pushed before attach are not allowed.
+//   push(item[, n])  -- any thread; the item is executed exactly once by some worker. From a
+//                       worker it goes to that worker's deque (or, with a node hint naming
+//                       another NUMA node, to that node's queue); from outside the pool, to an
+//                       injection queue (the hinted node's, if any).
+//   detach()         -- caller guarantees that no item is queued or running (the runtime knows
+//                       this from its own completion count); workers then park.
+// Workers that find nothing to do, even by stealing, park and use no CPU.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "deque.hpp"
+#include "topology.hpp"
 
 namespace ordo::sched {
 
@@ -45,38 +56,119 @@ class Observer {
 };
 
 struct PoolConfig {
-  unsigned workers = 0;  // 0: one per hardware thread
+  // Number of workers; 0: one per core. Spread over the cores (docs/scheduler.md).
+  unsigned workers = 0;
+  // OS indices of the processing units for the workers: worker i runs on pus[i % size]; with
+  // workers == 0, one worker per listed unit. Empty: ORDO_PUS from the environment (same
+  // syntax as taskset: "0,2,4-7"), else the spread over the cores. An index the topology lacks
+  // is refused (std::invalid_argument).
+  std::vector<unsigned> pus{};
+  // Where the machine description comes from: empty for this machine, "synthetic:<hwloc
+  // synthetic description>" or "xml:<lstopo XML file>" (tests; nothing is bound then).
+  std::string topology{};
+  bool bind = true;        // bind each worker to its processing unit (only on this system)
+  bool steal_far = true;   // thieves may take work queued on other NUMA nodes
+  bool verbose = false;    // print the mode and the worker map on stderr at start-up;
+                           // ORDO_VERBOSE=1 in the environment does the same
+  std::size_t deque_capacity = 256;  // initial capacity of each worker's deque (it grows)
 };
 
 class Pool {
  public:
+  // Throws std::invalid_argument for a bad topology description or processing-unit list.
   explicit Pool(PoolConfig config);
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  unsigned size() const { return static_cast<unsigned>(threads_.size()); }
+  unsigned size() const { return static_cast<unsigned>(workers_.size()); }
 
   void attach(Executor& exec);
   void detach();
-  void push(Item item);
+  void push(Item item) { push(item, -1); }
+  // `node`: placement hint, the NUMA node (in [0, nodes()), wrapped modulo nodes()) whose
+  // workers should run the item; -1 for none. Ignored in flat mode.
+  void push(Item item, int node);
 
-  // Installs (or, with nullptr, removes) the observer. Call only while no executor is attached.
-  void set_observer(Observer* observer) { observer_ = observer; }
+  // Installs the observer. Call only while no executor is attached. Workers may call it at any
+  // time (parking is not tied to runs), so it must outlive the pool: construct it first.
+  // release: pairs with the acquire loads on the workers, which may be parking right now.
+  void set_observer(Observer* observer) { observer_.store(observer, std::memory_order_release); }
 
   // Index of the calling worker in its pool, or -1 on a thread that is not a worker.
   static int current_worker();
 
- private:
-  void worker_main(unsigned index);
+  // Placement. The pool numbers the NUMA nodes its workers sit on 0..nodes()-1 (nodes without
+  // a worker are left out). numa_mode() is false (flat work stealing, hints ignored) when that
+  // is one node, or without hwloc.
+  unsigned nodes() const { return static_cast<unsigned>(node_hw_.size()); }
+  bool numa_mode() const { return nodes() > 1; }
+  unsigned node_of(unsigned worker) const { return workers_[worker]->node; }
+  // OS index of the processing unit worker `worker` runs on (is bound to, when binding).
+  unsigned pu_of(unsigned worker) const { return topo_->pus()[workers_[worker]->pu].os_index; }
+  bool binds_threads() const { return bind_; }
+  // The workers `worker` steals from, nearest first.
+  std::vector<unsigned> steal_order(unsigned worker) const;
+  // Binds the whole pages of an area to pool node `node` (see Topology::bind_memory).
+  Binding bind_memory(void* data, std::size_t bytes, unsigned node) const;
+  // Pool node holding the area's first whole page, or -1 when it cannot be told.
+  int memory_node(const void* data, std::size_t bytes) const;
+  const Topology& topology() const { return *topo_; }
+  // The start-up report (mode, topology, worker map), as printed when verbose.
+  std::string describe() const;
 
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;   // guarded by mu_
-  Executor* exec_ = nullptr; // guarded by mu_
-  bool stop_ = false;        // guarded by mu_
-  Observer* observer_ = nullptr;
+ private:
+  // Where a worker looks for work after its own deque: a node's injection queue or another
+  // worker's deque.
+  struct Source {
+    bool inbox;
+    unsigned index;  // node or worker
+  };
+  struct alignas(64) Worker {
+    explicit Worker(std::size_t capacity) : deque(capacity), own(deque.owner()) {}
+    Deque<Item> deque;
+    Deque<Item>::Owner own;
+    unsigned index = 0;
+    std::size_t pu = 0;  // index into topo_->pus()
+    unsigned node = 0;   // pool node
+    std::vector<Source> sources;  // nearest first
+    std::uint32_t ticks = 0;      // owner only: finds so far, to look at the inbox now and then
+    std::thread thread;
+  };
+  struct alignas(64) Inbox {
+    std::atomic<std::size_t> count{0};  // items, readable without the lock
+    std::mutex mu;
+    std::deque<Item> items;  // guarded by mu
+  };
+
+  void worker_main(Worker& w);
+  bool find(Worker& w, Item& item);
+  bool take_inbox(unsigned node, Item& item);
+  bool steal_from(Worker& thief, unsigned victim, Item& item);
+  void run(Worker& w, Item item);
+  void notify();
+  std::uint64_t prepare_wait();
+  void cancel_wait();
+  void commit_wait(std::uint64_t epoch);
+
+  std::unique_ptr<Topology> topo_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<Inbox>> inboxes_;  // one per pool node
+  std::vector<unsigned> node_hw_;                // pool node -> topology node
+  bool bind_ = false;
+  bool steal_far_ = true;
+  std::string bind_note_;  // why binding is off, for describe()
+  std::atomic<std::uint32_t> next_inbox_{0};  // round robin for outside pushes without a hint
+
+  // Parking (pool.cpp): low 32 bits the number of workers between prepare_wait and the end of
+  // commit/cancel_wait, high 32 bits an epoch bumped by every notification.
+  alignas(64) std::atomic<std::uint64_t> state_{0};
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::atomic<bool> stop_{false};  // written under park_mu_
+
+  std::atomic<Executor*> exec_{nullptr};
+  std::atomic<Observer*> observer_{nullptr};
 };
 
 }  // namespace ordo::sched

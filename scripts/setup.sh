@@ -12,8 +12,15 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   # tests
   catch2
+  # tests/trace: the HTML timeline rendered headless, its screenshot read back
+  chromium python3-pil
   # baselines and peer runtimes for the benchmarks
   libtbb-dev libstarpu-dev libopenmpi-dev openmpi-bin
+  # comm: PMIx bootstrap (also needed for Slurm's PMIx plugin to load); multiprocess tests
+  # (network namespaces, mpirun)
+  libpmix-dev iproute2
+  # comm: the one-node Slurm test (slurm-wlm's daemons and client, munge)
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

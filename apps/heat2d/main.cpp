@@ -212,12 +212,15 @@ int run(int argc, char** argv) {
   std::uint64_t iters = 100;
   unsigned workers = std::max(1u, std::thread::hardware_concurrency());
   bool verify = false;
+  std::string trace_path;
   cli.add_option("--size", size_text, "grid size NxM (rows x columns)")->capture_default_str();
   cli.add_option("--blocks", blocks_text, "block grid BxC; must divide --size")
       ->capture_default_str();
   cli.add_option("--iters", iters, "time steps")->capture_default_str();
   cli.add_option("--workers", workers, "worker threads")->capture_default_str();
   cli.add_flag("--verify", verify, "compare bit for bit with a sequential loop");
+  cli.add_option("--trace", trace_path, "record a trace to FILE (read it with ordo-trace)")
+      ->type_name("FILE");
   if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
 
   auto size = ordo::app::parse_shape(size_text, 2, "--size");
@@ -233,7 +236,7 @@ int run(int argc, char** argv) {
 
   ordo::Graph g;
   auto blks = build(g, p);
-  ordo::Runtime rt({.workers = workers});
+  ordo::Runtime rt({.workers = workers, .trace_path = trace_path});
   ordo::RunStats stats = rt.run(g, iters);
 
   std::string verdict = "skipped";

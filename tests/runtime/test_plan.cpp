@@ -103,3 +103,28 @@ TEST_CASE("sequential order follows explicit positions", "[plan]") {
   REQUIRE(compile(g).error.empty());
   CHECK(sequential_order(g) == std::vector<std::uint32_t>{1, 0, 2});
 }
+
+TEST_CASE("a cycle through a program-order location and an explicit one is refused",
+          "[plan][errors]") {
+  // compile() skips the cycle check when no location has explicit positions; one explicit
+  // location must bring it back for the whole graph.
+  Graph g;
+  auto x = loc(g, "x");
+  auto y = loc(g, "y");
+  task(g, "A", {{x, Mode::write, true, 1}, {y, Mode::write, false, 0}});
+  task(g, "B", {{x, Mode::write, true, 0}, {y, Mode::write, false, 0}});
+  auto c = compile(g);
+  CHECK_THAT(c.error, Catch::Contains("cyclic lock order") &&
+                          Catch::Contains("task 'A' waits for task 'B' on location 'x'"));
+}
+
+TEST_CASE("program order compiles many tasks on one location without a cycle check error",
+          "[plan]") {
+  Graph g;
+  auto x = loc(g, "x");
+  for (int i = 0; i < 1000; ++i) task(g, "t" + std::to_string(i), {{x, Mode::write, false, 0}});
+  auto c = compile(g);
+  CHECK(c.error.empty());
+  REQUIRE(c.plan.locks[x].phases.size() == 1000);
+  CHECK(c.plan.locks[x].members[999] == 999);
+}

@@ -18,6 +18,11 @@
 //   ordo::Runtime rt({.workers = 2});
 //   rt.run(g, 100);                 // 100 iterations
 //
+// Tasks come in two styles over the same locks. A dataflow task (Graph::task) gets its body
+// called once every access is granted. A fiber task (Graph::fiber_task) is the local view of
+// ORWL programs: its body runs on a fiber and acquires and releases its accesses itself, so
+// it can hand a location on before it ends; see FiberContext and docs/fibers.md.
+//
 // Errors in how the API is used, and bad input, throw ordo::Error with a message saying what
 // is wrong and what to do. An exception thrown by a task body stops the run and is rethrown by
 // Runtime::run.
@@ -47,6 +52,7 @@ class Error : public std::runtime_error {
 namespace detail {
 class GraphImpl;
 struct ContextImpl;
+struct FiberContextImpl;
 }  // namespace detail
 
 // A typed handle to a location of one Graph. Cheap to copy; capture it by value in bodies.
@@ -125,6 +131,70 @@ class Context {
   const detail::ContextImpl& impl_;
 };
 
+// What the body of a fiber task sees: its iteration, and the handles of the accesses it
+// declared, which it acquires and releases itself. The ORWL mapping (papers/004 ch. 2):
+//   declaring the access in Graph::fiber_task  = orwl_handle2 request (proactive: the request
+//                                                for each iteration is in the FIFO at the
+//                                                position program order, or .at(), gives it)
+//   acquire_read / acquire_write               = orwl_acquire2: returns the contents once
+//                                                the grant for this iteration is in; until
+//                                                then the fiber is suspended and its worker
+//                                                runs other tasks
+//   release                                    = orwl_release2: hands the location on now
+//                                                and (implicitly) requests it for the next
+//                                                iteration
+// Accesses not released when the body returns are released then (after waiting for their
+// grant if the body never acquired them). A span must not be used after its release.
+//
+//   g.fiber_task("relax", {ordo::write(a), ordo::read(b)}, [=](ordo::FiberContext& ctx) {
+//     auto in = ctx.acquire_read(b);
+//     double s = 0;
+//     for (double v : in) s += v;
+//     ctx.release(b);                    // b is free for its next writer from here on
+//     auto out = ctx.acquire_write(a);
+//     out[0] = s;
+//   });
+//
+// Misuse throws Error (and so stops the run): acquiring a location the task did not declare,
+// acquire_write on a read() access, acquiring a location twice in one iteration, releasing
+// one that is not held, or using the context off its body's fiber (another thread, or after
+// the body returned). A fiber must never block its worker thread: no mutex held across an
+// acquire, no blocking system call or wait on another task; nor acquire inside a catch block,
+// nor rely on thread_local or errno across an acquire (the fiber may resume on another
+// thread); see docs/fibers.md.
+// Valid only during the body's call; not thread-safe.
+class FiberContext {
+ public:
+  // The iteration of this instance, counted from 0 over every run of the graph.
+  std::uint64_t iteration() const;
+  // The worker thread running the fiber now; it can change at every acquire.
+  unsigned worker() const;
+
+  // Waits (suspending the fiber) until this iteration's grant of `loc` is in and returns its
+  // contents. Works for read() and write() accesses.
+  template <class T>
+  std::span<const T> acquire_read(Location<T> loc) {
+    return {static_cast<const T*>(acquire_bytes(loc.id(), Mode::read, typeid(T))), loc.size()};
+  }
+  // As acquire_read, for an access declared with write().
+  template <class T>
+  std::span<T> acquire_write(Location<T> loc) {
+    return {static_cast<T*>(acquire_bytes(loc.id(), Mode::write, typeid(T))), loc.size()};
+  }
+  // Releases this iteration's hold of `loc`, which must be held.
+  template <class T>
+  void release(Location<T> loc) {
+    release_location(loc.id());
+  }
+
+  explicit FiberContext(const detail::FiberContextImpl& impl) : impl_(impl) {}
+
+ private:
+  void* acquire_bytes(std::uint32_t location, Mode mode, const std::type_info& type);
+  void release_location(std::uint32_t location);
+  const detail::FiberContextImpl& impl_;
+};
+
 // A task graph: locations, tasks and, once run, the state of every lock. Not thread-safe:
 // declare and run from one thread. Locations and tasks can be added until the first run.
 class Graph {
@@ -142,11 +212,48 @@ class Graph {
     return Location<T>(add_location(name, sizeof(T), count, typeid(T)), count);
   }
 
+  // Puts a location on NUMA node `node`: its memory is bound there and the tasks that write it
+  // run on that node's workers (work stealing may still move them when a node runs dry). By
+  // default locations are spread over the nodes in contiguous chunks of declaration order
+  // (docs/scheduler.md). `node` counts the nodes the Runtime's workers span
+  // (Runtime::numa_nodes()) and wraps around, so a program placed for a larger machine still
+  // runs on a smaller one. No effect on a one-node machine; never changes results.
+  // Call before the first run.
+  //   g.place(a, 1);  // a lives on the second node
+  template <class T>
+  void place(Location<T> loc, unsigned node) {
+    place_location(loc.id(), node);
+  }
+
+  // Across ranks (a program started by ordorun, mpirun or srun; docs/distributed.md): every
+  // rank declares the same graph; each location has a home rank that holds its master copy, and
+  // each task runs on the home rank of the first location it writes. By default locations go
+  // to ranks in contiguous chunks of declaration order. set_home_rank() overrides that (before
+  // the first run); home_rank() tells, after the first run, where a location's final contents
+  // are: Graph::data() of a location is the result only on its home rank.
+  template <class T>
+  void set_home_rank(Location<T> loc, unsigned rank) {
+    set_home_rank_of(loc.id(), rank);
+  }
+  template <class T>
+  unsigned home_rank(Location<T> loc) const {
+    return home_rank_of(loc.id());
+  }
+
   using Body = std::function<void(Context&)>;
 
   // Declares an iterative task. Each location may appear once in `accesses`.
   // Returns the task's index (declaration order).
   std::uint32_t task(const std::string& name, std::vector<Access> accesses, Body body);
+
+  using FiberBody = std::function<void(FiberContext&)>;
+
+  // Declares an iterative fiber task: the same accesses and FIFO order as task(), but the body
+  // runs on a fiber and acquires and releases its accesses itself (FiberContext). Instance k
+  // starts once instance k-1 has ended, without waiting for grants. Dataflow and fiber tasks
+  // mix freely in one graph. Returns the task's index (declaration order).
+  std::uint32_t fiber_task(const std::string& name, std::vector<Access> accesses,
+                           FiberBody body);
 
   // A location's contents between runs: to initialise inputs and read results.
   template <class T>
@@ -173,11 +280,22 @@ class Graph {
   std::uint32_t add_location(const std::string& name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
   void* data_bytes(std::uint32_t location, const std::type_info& type) const;
+  void set_home_rank_of(std::uint32_t location, unsigned rank);
+  unsigned home_rank_of(std::uint32_t location) const;
+  void place_location(std::uint32_t location, unsigned node);
   std::unique_ptr<detail::GraphImpl> impl_;
 };
 
 struct RuntimeOptions {
   unsigned workers = 0;  // 0: one per hardware thread
+  // Usable stack bytes of each fiber (fiber tasks), rounded up to pages; 0: the environment
+  // variable ORDO_FIBER_STACK (bytes, or with K/M/G), else 256 KiB. A fiber that overflows it
+  // ends the process with a report naming the task.
+  std::size_t fiber_stack_size = 0;
+  // Trace file (docs/tracing.md). Empty: the environment variable ORDO_TRACE, if set; both
+  // empty: tracing off, at no cost. The file is complete after every run; read it with the
+  // ordo-trace tool.
+  std::string trace_path{};  // "{}": callers may leave it out of designated initializers
 };
 
 struct RunStats {
@@ -203,6 +321,15 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   unsigned workers() const;
+  // NUMA nodes the workers span; 1 when the scheduler runs flat (one node, or no hwloc).
+  // ORDO_VERBOSE=1 in the environment prints the scheduler's mode and worker map at start-up.
+  unsigned numa_nodes() const;
+  // This process's rank and the number of ranks of the job: 0 and 1 unless the program was
+  // started by ordorun -n N, mpirun or srun (the Runtime connects to the other ranks when it is
+  // built; every rank must build one). Across ranks, run_until stops when the condition holds
+  // on every rank.
+  unsigned rank() const;
+  unsigned ranks() const;
 
   // Runs `iterations` iterations of every task (at least 1). Blocks until they are done.
   RunStats run(Graph& graph, std::uint64_t iterations);

@@ -1,0 +1,302 @@
+// ordo-bench-tasks: per-task overhead of ordo against peer task runtimes, measured side by
+// side in one run (docs/benchmarks.md explains the patterns and how to read the output).
+//
+// For each thread count, each system is started (untimed), runs every pattern `reps` times
+// after one untimed warm-up run, and is shut down before the next system starts, so that no
+// two systems' threads compete. A measurement is the median over the repetitions. Output, one
+// line per measurement and one summary line per pattern:
+//   bench=tasks system=S pattern=P threads=T tasks=N ns_per_task=X
+//   bench=tasks pattern=P ordo_vs_best_peer=R
+// R is ordo's ns/task divided by the best peer's, taken at the thread count where that ratio
+// is worst (R < 1: ordo is faster than every peer at every thread count). Lines starting with
+// '#' are comments for humans: skipped systems, reduced repetitions, the CPU time per task
+// under each measurement (what load on the machine does not inflate), and the ratios per
+// thread count, on wall and on CPU time.
+// Exit status: 0 ok, 1 a system computed a wrong result, 2 bad command line.
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app_cli.hpp"
+#include "bench.hpp"
+
+namespace {
+
+using bench::Pattern;
+
+struct SystemEntry {
+  const char* name;
+  std::unique_ptr<bench::System> (*make)(unsigned threads);
+  const char* missing;  // why there is no factory, or nullptr
+};
+
+const std::vector<SystemEntry>& all_systems() {
+  static const std::vector<SystemEntry> systems = {
+      {"ordo", bench::make_ordo, nullptr},
+#if ORDO_BENCH_HAVE_OMP
+      {"omp", bench::make_omp, nullptr},
+#else
+      {"omp", nullptr, "built without OpenMP: meson found no OpenMP support in the compiler"},
+#endif
+#if ORDO_BENCH_HAVE_TBB
+      {"tbb", bench::make_tbb, nullptr},
+#else
+      {"tbb", nullptr, "built without oneTBB: install libtbb-dev and reconfigure (meson setup "
+                       "--reconfigure build)"},
+#endif
+#if ORDO_BENCH_HAVE_STARPU
+      {"starpu", bench::make_starpu, nullptr},
+#else
+      {"starpu", nullptr, "built without StarPU: install libstarpu-dev (pkg-config starpu-1.3) "
+                          "and reconfigure (meson setup --reconfigure build)"},
+#endif
+  };
+  return systems;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// CPU time of the whole process (every thread), in seconds.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// The first field of /proc/loadavg, or "?" where there is none.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string first;
+  return in >> first ? first : "?";
+}
+
+const char* kFooter = R"(What is timed, for every system: creating the pattern's tasks (and data), executing them,
+and freeing what they used, from the first task's creation until everything is done. For
+ordo that is building the ordo::Graph (locations and tasks) plus Runtime::run plus destroying
+the Graph; the Runtime (worker threads) is created once per thread count and not timed, as
+are OpenMP's thread team, the TBB arena and starpu_init.
+
+Patterns (the same tasks and dependencies in every system; results are checked against a
+sequential run, and a wrong result fails the benchmark with exit status 1):
+  independent  10^6 tasks without dependencies (each increments its own counter)
+  chain        10^5 tasks that each write the same location, in order
+  stencil1d    64 tiles x 1000 iterations; task i reads tiles i-1, i, i+1, writes tile i
+
+Output: bench=tasks system=S pattern=P threads=T tasks=N ns_per_task=X per measurement
+(median of --reps runs), then bench=tasks pattern=P ordo_vs_best_peer=R per pattern, where R is
+ordo's ns/task over the best peer's at the worst thread count (R < 1: ordo is fastest).
+--busy instead measures how much of two workers' time ordo spends inside ~100 us task bodies.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ordo::app::guarded_main("ordo-bench-tasks", [&]() -> int {
+    CLI::App cli("ordo-bench-tasks: task overhead of ordo, OpenMP tasks, oneTBB flow graph and "
+                 "StarPU, measured in the same run",
+                 "ordo-bench-tasks");
+    cli.footer(kFooter);
+    bool quick = false, busy = false, verify = false;
+    std::optional<unsigned> reps_opt;
+    std::vector<unsigned> threads = {1, 2};
+    std::vector<std::string> pattern_names = {"independent", "chain", "stencil1d"};
+    std::vector<std::string> system_names = {"ordo", "omp", "tbb", "starpu"};
+    double busy_us = 100;
+    double budget = 20;
+    std::uint32_t busy_iterations = 0;
+    cli.add_flag("--quick", quick, "reduced sizes and 3 repetitions: the whole run takes < 30 s");
+    cli.add_option("--reps", reps_opt, "repetitions per measurement, median reported (default 5, "
+                                       "3 with --quick)")
+        ->check(CLI::Range(1u, 1000u));
+    cli.add_option("--budget", budget,
+                   "seconds of repetitions per measurement: fewer repetitions (at least one, "
+                   "the warm-up run if it alone took longer) when runs are slow")
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    cli.add_option("--threads", threads, "thread counts to measure")
+        ->delimiter(',')
+        ->check(CLI::Range(1u, 1024u))
+        ->capture_default_str();
+    cli.add_option("--patterns", pattern_names, "patterns to measure")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"independent", "chain", "stencil1d"}))
+        ->capture_default_str();
+    cli.add_option("--systems", system_names, "systems to measure (ordo is needed for ratios)")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"ordo", "omp", "tbb", "starpu"}))
+        ->capture_default_str();
+    cli.add_flag("--verify", verify,
+                 "check only: run every pattern once per system and thread count on small "
+                 "sizes, compare with the sequential result, print no timings (a test)");
+    cli.add_flag("--busy", busy,
+                 "measure instead the fraction of time 2 ordo workers spend in task bodies of "
+                 "--busy-us on a stencil graph");
+    cli.add_option("--busy-us", busy_us, "task duration in microseconds for --busy")
+        ->check(CLI::Range(1.0, 1e6))
+        ->capture_default_str();
+    cli.add_option("--busy-iterations", busy_iterations,
+                   "stencil iterations for --busy (default 300, 60 with --quick)");
+    if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+
+    if (busy) {
+      const std::uint32_t iters = busy_iterations ? busy_iterations : quick ? 60 : 300;
+      const unsigned workers = 2;
+      bench::BusyResult r = bench::measure_busy(workers, busy_us, 64, iters);
+      // Preemption (other processes on the cores) inflates the bodies' own steady-clock time
+      // and so the busy fraction; the nominal fraction (tasks x task duration over workers x
+      // wall) is deflated by it instead. On an unloaded machine the two agree.
+      const double nominal =
+          static_cast<double>(r.tasks) * busy_us * 1e-6 / (workers * r.seconds);
+      fmt::print("# busy: {} tasks of >= {} us on {} workers, 64 tiles x {} iterations, run took "
+                 "{:.3f} s; nominal fraction (tasks x {} us / workers x wall) {:.4f}\n",
+                 r.tasks, busy_us, workers, iters, r.seconds, busy_us, nominal);
+      fmt::print("# busy: share of the process's CPU time spent in task bodies {:.4f}, load "
+                 "average {}\n",
+                 r.cpu_fraction, load_average());
+      fmt::print("bench=tasks pattern=busy threads={} busy_fraction={:.4f}\n", workers,
+                 r.fraction);
+      return 0;
+    }
+
+    bench::Sizes sizes;
+    if (quick) {
+      sizes.independent = 100'000;
+      sizes.chain = 10'000;
+      sizes.iterations = 100;
+    }
+    if (verify) {
+      sizes.independent = 20'000;
+      sizes.chain = 5'000;
+      sizes.tiles = 16;
+      sizes.iterations = 50;
+    }
+    const unsigned reps = reps_opt ? *reps_opt : quick ? 3 : 5;
+    const bench::Expected expected = bench::expected_values(sizes);
+
+    std::vector<Pattern> patterns;
+    for (Pattern p : {Pattern::independent, Pattern::chain, Pattern::stencil1d})
+      if (std::find(pattern_names.begin(), pattern_names.end(), bench::pattern_name(p)) !=
+          pattern_names.end())
+        patterns.push_back(p);
+
+    fmt::print("# ordo-bench-tasks: {} hardware threads, load average {} at start, {} "
+               "repetitions (median), sizes: independent {}, chain {}, stencil1d {}x{}\n",
+               std::thread::hardware_concurrency(), load_average(), reps, sizes.independent,
+               sizes.chain, sizes.tiles, sizes.iterations);
+    // ns/task by (pattern, threads, system)
+    std::map<std::tuple<Pattern, unsigned, std::string>, double> ns, cpu_ns;
+    for (const SystemEntry& sys : all_systems()) {
+      if (std::find(system_names.begin(), system_names.end(), sys.name) == system_names.end())
+        continue;
+      if (!sys.make) fmt::print("# skip system={}: {}\n", sys.name, sys.missing);
+    }
+    for (unsigned t : threads) {
+      for (const SystemEntry& sys : all_systems()) {
+        if (!sys.make ||
+            std::find(system_names.begin(), system_names.end(), sys.name) == system_names.end())
+          continue;
+        std::unique_ptr<bench::System> s;
+        try {
+          s = sys.make(t);
+        } catch (const std::runtime_error& e) {
+          fmt::print("# skip system={} threads={}: {}\n", sys.name, t, e.what());
+          continue;
+        }
+        for (Pattern p : patterns) {
+          if (verify) {
+            s->run(p, sizes, expected);  // throws VerifyError on a wrong result
+            fmt::print("verified system={} pattern={} threads={} tasks={}\n", sys.name,
+                       bench::pattern_name(p), t, sizes.tasks(p));
+            continue;
+          }
+          // Warm-up (allocator pools, first-touch pages, caches), then the repetitions while
+          // the budget lasts. A system whose single run exceeds the budget (libgomp's
+          // dependence tracking grows with the number of pending tasks: stencil1d takes about
+          // a minute) is measured by that one run, said so in a comment.
+          double cpu0 = process_cpu_seconds();
+          const double warm = s->run(p, sizes, expected);
+          std::vector<double> secs, cpu;
+          double spent = 0;
+          if (warm > budget) {
+            secs.push_back(warm);
+            cpu.push_back(process_cpu_seconds() - cpu0);
+            spent = warm;
+          }
+          while (secs.size() < reps && (secs.empty() || spent < budget)) {
+            cpu0 = process_cpu_seconds();
+            secs.push_back(s->run(p, sizes, expected));
+            cpu.push_back(process_cpu_seconds() - cpu0);
+            spent += secs.back();
+          }
+          if (secs.size() < reps)
+            fmt::print("# system={} pattern={} threads={}: {} of {} repetitions (one run takes "
+                       "{:.1f} s, budget {} s)\n",
+                       sys.name, bench::pattern_name(p), t, secs.size(), reps, warm, budget);
+          const std::uint64_t n = sizes.tasks(p);
+          const double x = median(secs) * 1e9 / static_cast<double>(n);
+          ns[{p, t, sys.name}] = x;
+          fmt::print("bench=tasks system={} pattern={} threads={} tasks={} ns_per_task={:.1f}\n",
+                     sys.name, bench::pattern_name(p), t, n, x);
+          // CPU time of every thread of the process (spinning included; the untimed result
+          // check too, a few ns/task): on a loaded machine, the cost that waiting for a core
+          // does not inflate.
+          cpu_ns[{p, t, sys.name}] = median(cpu) * 1e9 / static_cast<double>(n);
+          fmt::print("#   cpu_ns_per_task={:.1f} load={}\n", cpu_ns[{p, t, sys.name}],
+                     load_average());
+          std::fflush(stdout);
+        }
+      }
+    }
+
+    if (verify) return 0;
+    // Worst ratio over the thread counts of ordo's figure to the best peer's, for one pattern
+    // and one table (wall or CPU ns/task); -1 when there is nothing to compare. Prints the
+    // ratio of each thread count as a comment.
+    auto worst_ratio = [&](Pattern p, const decltype(ns)& table, const char* what) {
+      double worst = -1;
+      for (unsigned t : threads) {
+        auto own = table.find({p, t, "ordo"});
+        if (own == table.end()) continue;
+        std::string best_name;
+        double best = 0;
+        for (const auto& [key, x] : table) {
+          const auto& [kp, kt, kname] = key;
+          if (kp != p || kt != t || kname == "ordo") continue;
+          if (best_name.empty() || x < best) best = x, best_name = kname;
+        }
+        if (best_name.empty()) continue;
+        const double ratio = own->second / best;
+        fmt::print("# pattern={} threads={} {}: ordo={:.1f} ns best_peer={} {:.1f} ns "
+                   "ratio={:.3f}\n",
+                   bench::pattern_name(p), t, what, own->second, best_name, best, ratio);
+        worst = std::max(worst, ratio);
+      }
+      return worst;
+    };
+    for (Pattern p : patterns) {
+      const double cpu_worst = worst_ratio(p, cpu_ns, "cpu");
+      if (cpu_worst >= 0)
+        fmt::print("# pattern={} cpu: ordo_vs_best_peer={:.3f}\n", bench::pattern_name(p),
+                   cpu_worst);
+      const double worst = worst_ratio(p, ns, "wall");
+      if (worst < 0)
+        fmt::print("# pattern={}: no ratio (ordo or every peer was not measured)\n",
+                   bench::pattern_name(p));
+      else
+        fmt::print("bench=tasks pattern={} ordo_vs_best_peer={:.3f}\n", bench::pattern_name(p),
+                   worst);
+    }
+    return 0;
+  });
+}

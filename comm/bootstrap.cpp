@@ -1,0 +1,264 @@
+// Single-process and store-client bootstraps, and the choice between them and PMIx.
+// The store protocol is described in store_protocol.hpp.
+#include "bootstrap.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "store_protocol.hpp"
+
+namespace ordo::comm {
+namespace {
+
+class SingleBootstrap final : public Bootstrap {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const char* kind() const override { return "single"; }
+  std::vector<Blob> allgather(std::span<const std::byte> mine) override {
+    return {Blob(mine.begin(), mine.end())};
+  }
+  void barrier() override {}
+};
+
+using Clock = std::chrono::steady_clock;
+
+int remaining_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() > 0 ? int(left.count()) : 0;
+}
+
+class StoreBootstrap final : public Bootstrap {
+ public:
+  StoreBootstrap(int rank, int size, const std::string& host_port, std::chrono::milliseconds timeout,
+                 const std::string& token)
+      : rank_(rank), size_(size), timeout_(timeout), where_(host_port) {
+    if (rank < 0 || size < 1 || rank >= size)
+      throw CommError("comm: rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                      " is not a valid rank; check ORDO_RANK and ORDO_SIZE");
+    fd_ = connect_with_retry();
+    const std::string r = std::to_string(rank_);
+    request(store::Op::hello, r, std::as_bytes(std::span(token.data(), token.size())), "saying hello");
+    start_lifeline();
+  }
+  ~StoreBootstrap() override {
+    if (lifeline_.joinable()) {
+      // Pairs with the acquire load in the lifeline thread: it sees the flag when recv returns.
+      stopping_.store(true, std::memory_order_release);
+      ::shutdown(lifeline_fd_, SHUT_RDWR);
+      lifeline_.join();
+    }
+    if (lifeline_fd_ >= 0) ::close(lifeline_fd_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* kind() const override { return "store"; }
+
+  std::vector<Blob> allgather(std::span<const std::byte> mine) override {
+    const std::string prefix = "ag/" + std::to_string(round_++) + "/";
+    request(store::Op::put, prefix + std::to_string(rank_), mine, "publishing");
+    std::vector<Blob> all(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) {
+        all[std::size_t(r)].assign(mine.begin(), mine.end());
+        continue;
+      }
+      all[std::size_t(r)] = request(store::Op::get, prefix + std::to_string(r), {},
+                                    "waiting for rank " + std::to_string(r));
+    }
+    return all;
+  }
+
+  void barrier() override { allgather({}); }
+
+ private:
+  // A second connection to ordorun that carries nothing: when it closes, ordorun is gone (killed,
+  // or stopping the job while this rank runs on a host it reaches only through ssh, which does
+  // not pass signals on). The rank then exits at once instead of living on as an orphan that
+  // waits for peers forever.
+  void start_lifeline() {
+    lifeline_fd_ = connect_with_retry();
+    lifeline_ = std::thread([this] {
+      char b;
+      for (;;) {
+        const ssize_t k = ::recv(lifeline_fd_, &b, 1, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k > 0) continue;
+        break;
+      }
+      if (stopping_.load(std::memory_order_acquire)) return;
+      const std::string msg = "comm: rank " + std::to_string(rank_) + " lost its launcher (ordorun's store at " +
+                              where_ + " closed); exiting\n";
+      [[maybe_unused]] ssize_t w = ::write(2, msg.data(), msg.size());
+      std::_Exit(1);
+    });
+  }
+
+  int connect_with_retry() {
+    const auto colon = where_.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == where_.size())
+      throw CommError("comm: ORDO_STORE='" + where_ + "' is not host:port");
+    const std::string host = where_.substr(0, colon), port = where_.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
+      throw CommError("comm: cannot resolve the store address '" + where_ + "': " +
+                      ::gai_strerror(rc));
+    const auto deadline = Clock::now() + timeout_;
+    std::string last = "no address";
+    // The store is listening before any rank starts, but a remote rank may reach it through a
+    // network that is still coming up: retry until the bootstrap timeout.
+    for (;;) {
+      for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+        int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+          int one = 1;
+          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          ::freeaddrinfo(res);
+          return fd;
+        }
+        last = std::strerror(errno);
+        ::close(fd);
+      }
+      if (remaining_ms(deadline) == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::freeaddrinfo(res);
+    throw CommError("comm: rank " + std::to_string(rank_) + " cannot reach ordorun's store at " +
+                    where_ + " (" + last + ") within " + std::to_string(timeout_.count()) + " ms");
+  }
+
+  Blob request(store::Op op, const std::string& key, std::span<const std::byte> value,
+               const std::string& doing) {
+    const auto msg = store::encode_request(op, key, value.data(), value.size());
+    // Only startup is timed (hello and the first collective, where a rank that never started
+    // shows). Later collectives may legitimately wait on a slow peer; a dead one ends the job
+    // through ordorun, and a dead ordorun through the lifeline.
+    const auto deadline = round_ <= 1 ? Clock::now() + timeout_ : Clock::time_point::max();
+    send_all(msg.data(), msg.size(), deadline, doing);
+    std::byte head[5];
+    recv_all(head, 5, deadline, doing);
+    Blob out(store::get_u32(head + 1));
+    recv_all(out.data(), out.size(), deadline, doing);
+    if (std::uint8_t(head[0]) != std::uint8_t(store::Status::ok))
+      throw CommError("comm: ordorun's store refused a request from rank " +
+                      std::to_string(rank_) + " while " + doing);
+    return out;
+  }
+
+  void wait_fd(short events, Clock::time_point deadline, const std::string& doing) {
+    for (;;) {
+      pollfd p{fd_, events, 0};
+      const int ms = deadline == Clock::time_point::max() ? -1 : remaining_ms(deadline);
+      const int rc = ::poll(&p, 1, ms);
+      if (rc > 0) return;
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0)
+        throw CommError("comm: rank " + std::to_string(rank_) + " timed out after " +
+                        std::to_string(timeout_.count()) + " ms " + doing +
+                        " (bootstrap timeout: ORDO_TIMEOUT / ordorun --timeout-startup); "
+                        "did every rank start?");
+      throw CommError(std::string("comm: poll on the store connection failed: ") +
+                      std::strerror(errno));
+    }
+  }
+
+  void send_all(const std::byte* p, std::size_t n, Clock::time_point deadline,
+                const std::string& doing) {
+    while (n > 0) {
+      wait_fd(POLLOUT, deadline, doing);
+      const ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL);
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (k <= 0) lost(doing);
+      p += k;
+      n -= std::size_t(k);
+    }
+  }
+
+  void recv_all(std::byte* p, std::size_t n, Clock::time_point deadline, const std::string& doing) {
+    while (n > 0) {
+      wait_fd(POLLIN, deadline, doing);
+      const ssize_t k = ::recv(fd_, p, n, 0);
+      if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (k <= 0) lost(doing);
+      p += k;
+      n -= std::size_t(k);
+    }
+  }
+
+  [[noreturn]] void lost(const std::string& doing) {
+    throw CommError("comm: rank " + std::to_string(rank_) + " lost its connection to ordorun's "
+                    "store at " + where_ + " while " + doing + " (did ordorun stop the job?)");
+  }
+
+  int rank_, size_;
+  std::chrono::milliseconds timeout_;
+  std::string where_;
+  int fd_ = -1;
+  std::uint64_t round_ = 0;
+  int lifeline_fd_ = -1;
+  std::thread lifeline_;
+  std::atomic<bool> stopping_{false};
+};
+
+int env_int(const char* name, const char* value) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(value, &end, 10);
+  if (errno != 0 || end == value || *end != '\0' || v < 0 || v > 1 << 24)
+    throw CommError(std::string("comm: ") + name + "='" + value + "' is not a rank count/index");
+  return int(v);
+}
+
+}  // namespace
+
+std::chrono::milliseconds bootstrap_timeout_from_env() {
+  if (const char* t = std::getenv("ORDO_TIMEOUT"); t != nullptr && *t != '\0') {
+    char* end = nullptr;
+    const double s = std::strtod(t, &end);
+    if (end == t || *end != '\0' || !(s > 0))
+      throw CommError(std::string("comm: ORDO_TIMEOUT='") + t + "' is not a positive number of seconds");
+    return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+  }
+  return std::chrono::seconds(30);
+}
+
+std::unique_ptr<Bootstrap> Bootstrap::single() { return std::make_unique<SingleBootstrap>(); }
+
+std::unique_ptr<Bootstrap> Bootstrap::store(int rank, int size, const std::string& host_port,
+                                            std::chrono::milliseconds timeout, const std::string& token) {
+  return std::make_unique<StoreBootstrap>(rank, size, host_port, timeout, token);
+}
+
+std::unique_ptr<Bootstrap> Bootstrap::from_environment() {
+  const char* store_addr = std::getenv("ORDO_STORE");
+  if (store_addr != nullptr && *store_addr != '\0') {
+    const char* rank = std::getenv("ORDO_RANK");
+    const char* size = std::getenv("ORDO_SIZE");
+    if (rank == nullptr || size == nullptr)
+      throw CommError("comm: ORDO_STORE is set but ORDO_RANK or ORDO_SIZE is not; start the "
+                      "program with ordorun");
+    const char* token = std::getenv("ORDO_STORE_TOKEN");
+    return store(env_int("ORDO_RANK", rank), env_int("ORDO_SIZE", size), store_addr,
+                 bootstrap_timeout_from_env(), token != nullptr ? token : "");
+  }
+  if (std::getenv("PMIX_RANK") != nullptr && std::getenv("PMIX_NAMESPACE") != nullptr) return pmix();
+  return single();
+}
+
+}  // namespace ordo::comm

@@ -1,0 +1,105 @@
+// PMIx bootstrap: used when the job was started by a PMIx server (Open MPI's mpirun, Slurm's
+// srun --mpi=pmix). Rank and size come from PMIx; allgather is put + commit + fence with data
+// collection + one get per rank. This file is the only one that includes pmix.h.
+#include <pmix.h>
+
+#include <cstring>
+#include <string>
+
+#include "bootstrap.hpp"
+
+namespace ordo::comm {
+namespace {
+
+std::string pmix_error(const char* what, pmix_status_t rc) {
+  return std::string("comm: PMIx ") + what + " failed: " + PMIx_Error_string(rc);
+}
+
+class PmixBootstrap final : public Bootstrap {
+ public:
+  explicit PmixBootstrap(std::chrono::milliseconds timeout) : timeout_(timeout) {
+    if (pmix_status_t rc = PMIx_Init(&me_, nullptr, 0); rc != PMIX_SUCCESS)
+      throw CommError(pmix_error("initialisation (is a PMIx server running this job?)", rc));
+    pmix_proc_t wild;
+    PMIX_LOAD_PROCID(&wild, me_.nspace, PMIX_RANK_WILDCARD);
+    pmix_value_t* v = nullptr;
+    if (pmix_status_t rc = PMIx_Get(&wild, PMIX_JOB_SIZE, nullptr, 0, &v); rc != PMIX_SUCCESS) {
+      PMIx_Finalize(nullptr, 0);
+      throw CommError(pmix_error("get of the job size", rc));
+    }
+    size_ = int(v->data.uint32);
+    PMIX_VALUE_RELEASE(v);
+  }
+  ~PmixBootstrap() override { PMIx_Finalize(nullptr, 0); }
+
+  int rank() const override { return int(me_.rank); }
+  int size() const override { return size_; }
+  const char* kind() const override { return "pmix"; }
+
+  std::vector<Blob> allgather(std::span<const std::byte> mine) override {
+    const std::string key = "ordo.ag." + std::to_string(round_++);
+    // A leading byte keeps the byte object non-empty (barrier is an allgather of nothing).
+    Blob tagged(1 + mine.size());
+    tagged[0] = std::byte{1};
+    std::memcpy(tagged.data() + 1, mine.data(), mine.size());
+    pmix_value_t v;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_BYTE_OBJECT;
+    // safety: PMIx_Put copies the value; the cast only drops const for its C signature.
+    v.data.bo.bytes = reinterpret_cast<char*>(tagged.data());
+    v.data.bo.size = tagged.size();
+    if (pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v); rc != PMIX_SUCCESS)
+      throw CommError(pmix_error("put", rc));
+    if (pmix_status_t rc = PMIx_Commit(); rc != PMIX_SUCCESS)
+      throw CommError(pmix_error("commit", rc));
+    fence(true);
+    std::vector<Blob> all(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      pmix_proc_t p;
+      PMIX_LOAD_PROCID(&p, me_.nspace, pmix_rank_t(r));
+      pmix_value_t* got = nullptr;
+      if (pmix_status_t rc = PMIx_Get(&p, key.c_str(), nullptr, 0, &got); rc != PMIX_SUCCESS)
+        throw CommError(pmix_error(("get of rank " + std::to_string(r) + "'s blob").c_str(), rc));
+      if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size < 1) {
+        PMIX_VALUE_RELEASE(got);
+        throw CommError("comm: PMIx returned a malformed blob for rank " + std::to_string(r));
+      }
+      const auto* b = reinterpret_cast<const std::byte*>(got->data.bo.bytes);
+      all[std::size_t(r)].assign(b + 1, b + got->data.bo.size);
+      PMIX_VALUE_RELEASE(got);
+    }
+    return all;
+  }
+
+  void barrier() override { fence(false); }
+
+ private:
+  void fence(bool collect) {
+    pmix_info_t info[2];
+    PMIX_INFO_CONSTRUCT(&info[0]);
+    PMIX_INFO_CONSTRUCT(&info[1]);
+    bool flag = collect;
+    int seconds = int((timeout_.count() + 999) / 1000);
+    PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
+    PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
+    pmix_proc_t wild;
+    PMIX_LOAD_PROCID(&wild, me_.nspace, PMIX_RANK_WILDCARD);
+    const pmix_status_t rc = PMIx_Fence(&wild, 1, info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    if (rc != PMIX_SUCCESS) throw CommError(pmix_error("fence", rc));
+  }
+
+  pmix_proc_t me_{};
+  int size_ = 1;
+  std::chrono::milliseconds timeout_;
+  std::uint64_t round_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Bootstrap> Bootstrap::pmix() {
+  return std::make_unique<PmixBootstrap>(bootstrap_timeout_from_env());
+}
+
+}  // namespace ordo::comm

@@ -1,0 +1,95 @@
+// Wire protocol of ordorun's rendezvous store, shared by the client (bootstrap_store.cpp) and
+// the server (tools/ordorun). Header-only and free of UCX so that the launcher can use it.
+//
+// One TCP connection per rank, requests answered in order:
+//   request  = op:u8  key_len:u32  value_len:u32  key  value      (integers big-endian)
+//   response = status:u8  value_len:u32  value
+// ops:
+//   hello  key = decimal rank, value = the job's token (ORDO_STORE_TOKEN, random per job).
+//          Tells ordorun the rank is up (ends its startup clock for it). Answered at once. The
+//          store listens on every address with --hosts: a connection whose first request is
+//          not a hello with the right token and a rank of the job is dropped, so a stray or
+//          hostile client cannot read or write the job's keys.
+//   put    stores value under key (a later put overwrites). Answered at once.
+//   get    answered when key has a value: the value. The server parks the request until then;
+//          the client bounds the wait with its own timeout, so a missing peer is an error,
+//          never a hang.
+// Collectives are built on these by the client: allgather number s puts "ag/s/<rank>", then
+// gets "ag/s/<r>" for every r; barrier is an allgather of nothing. Keys are never deleted; a
+// job's store lives as long as the job.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ordo::comm::store {
+
+enum class Op : std::uint8_t { hello = 1, put = 2, get = 3 };
+enum class Status : std::uint8_t { ok = 0, bad_request = 1 };
+
+// Keys and values beyond this are a protocol error (the store is for small blobs).
+inline constexpr std::uint32_t max_field = 1u << 20;
+
+struct Request {
+  Op op;
+  std::string key;
+  std::vector<std::byte> value;
+};
+
+inline void put_u32(std::vector<std::byte>& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(std::byte((v >> shift) & 0xff));
+}
+
+inline std::uint32_t get_u32(const std::byte* p) {
+  return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) |
+         std::uint32_t(p[3]);
+}
+
+inline std::vector<std::byte> encode_request(Op op, const std::string& key,
+                                             const std::byte* value, std::size_t value_len) {
+  std::vector<std::byte> out;
+  out.reserve(9 + key.size() + value_len);
+  out.push_back(std::byte(op));
+  put_u32(out, std::uint32_t(key.size()));
+  put_u32(out, std::uint32_t(value_len));
+  for (char c : key) out.push_back(std::byte(c));
+  out.insert(out.end(), value, value + value_len);
+  return out;
+}
+
+inline std::vector<std::byte> encode_response(Status status, const std::vector<std::byte>& value) {
+  std::vector<std::byte> out;
+  out.reserve(5 + value.size());
+  out.push_back(std::byte(status));
+  put_u32(out, std::uint32_t(value.size()));
+  out.insert(out.end(), value.begin(), value.end());
+  return out;
+}
+
+// Parses one request from the front of `in`. Returns nothing while incomplete; sets `consumed`
+// to the bytes used. Sets `bad` (and returns nothing) on a malformed request: the server then
+// drops the connection.
+inline std::optional<Request> parse_request(const std::vector<std::byte>& in, std::size_t& consumed,
+                                            bool& bad) {
+  bad = false;
+  consumed = 0;
+  if (in.size() < 9) return std::nullopt;
+  const auto op = std::uint8_t(in[0]);
+  const std::uint32_t key_len = get_u32(in.data() + 1);
+  const std::uint32_t value_len = get_u32(in.data() + 5);
+  if (op < 1 || op > 3 || key_len > max_field || value_len > max_field) {
+    bad = true;
+    return std::nullopt;
+  }
+  const std::size_t total = 9 + std::size_t(key_len) + value_len;
+  if (in.size() < total) return std::nullopt;
+  Request r{Op(op), std::string(reinterpret_cast<const char*>(in.data() + 9), key_len),
+            std::vector<std::byte>(in.begin() + 9 + key_len, in.begin() + std::ptrdiff_t(total))};
+  consumed = total;
+  return r;
+}
+
+}  // namespace ordo::comm::store

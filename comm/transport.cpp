@@ -1,0 +1,544 @@
+// UCX transport. The only file that includes UCX headers.
+//
+// Protocol. One UCX context (feature AM + WAKEUP), one worker, one endpoint per rank (itself
+// included, over UCX's "self" transport). Every message is one UCX active message with the
+// single UCX AM id 0; the UCX header is our wire header followed by the caller's header:
+//   wire header = tag:u16  reserved:u16  source rank:u32      (host byte order: UCX does not
+//                                                            cross endianness either)
+// and the UCX data is the payload. UCX picks eager or rendezvous per message (forced to
+// rendezvous from options.rndv_threshold on); rendezvous sends read the payload straight from
+// the caller's buffer (zero copy) and the receiver pulls it into the buffer its handler gives
+// to Incoming::receive_into (ucp_am_recv_data_nbx). One AM id and our own dispatch by tag mean
+// a rank is ready for every tag as soon as its worker exists: the address exchange in
+// connect() then doubles as the "everyone is listening" barrier.
+//
+// Threading. The worker runs in UCS_THREAD_MODE_SINGLE: one thread owns the Transport (call it
+// the transport thread) and makes every call; handlers, completions and failure callbacks run
+// on it, inside progress(), wait_for_event(), send() or close(). wake() and post() are the
+// exceptions: any thread may call them (ucp_worker_signal is documented as safe from any thread;
+// posted work sits in a mutex-protected queue that progress() drains on the transport thread).
+// No lost wake-up: post() pushes, then signals; wait_for_event() checks the queue before
+// ucp_worker_arm(), and a signal that lands before the arm makes the arm return UCS_ERR_BUSY,
+// one after it makes the event fd readable. Handlers and
+// completions must not call progress(), wait_for_event() or close() (UCX forbids progress from
+// a callback); they may call send(). An exception a callback throws must not unwind through
+// UCX's C frames: it is caught at the callback's edge and rethrown by progress().
+//
+// Progress and idle. wait_for_event() progresses until nothing happens, then ucp_worker_arm();
+// UCS_ERR_BUSY means events arrived meanwhile (progress again), UCS_OK means the worker's event
+// fd will be signalled by the next event: poll() on it sleeps without CPU. The hot path
+// (progress, send) makes no system call of its own.
+//
+// Failure. Endpoints use UCP_ERR_HANDLING_MODE_PEER: when a peer dies or becomes unreachable
+// UCX completes that endpoint's requests with an error and calls the error handler, which
+// marks the peer failed (later sends to it complete at once with the failure status) and
+// reports a PeerFailure once per peer, scoped by the UCX status (see scope_of). UCX statuses
+// are translated here and never leave this file. Where no transport to a peer supports peer
+// failure handling (UCX 1.13's shared memory), connect() falls back to an endpoint without it
+// (detects_peer_failure() says so): the launcher is then the only failure detector. Detection latency is UCX's (a reset TCP
+// connection is immediate; a silent peer needs UCX keepalive); ordorun bounds the whole job in
+// any case by killing every rank when one dies.
+//
+// Shutdown order (close()): 1. wait until this rank's sends completed (bounded); 2. set
+// closing_, so errors caused by peers tearing down are not reported as failures; 3. bootstrap
+// barrier: every rank has finished sending; 4. force-close every endpoint (no flush handshake
+// that a dead peer could stall) and progress until the close requests finish (bounded);
+// 5. destroy the worker, 6. clean up the context. The destructor without close() does 4-6
+// without the barrier: it is the error path, and it must not wait on anyone.
+#include "transport.hpp"
+
+#include <poll.h>
+#include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
+
+#include <cerrno>
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ordo::comm {
+namespace {
+
+constexpr unsigned am_id = 0;
+
+struct WireHeader {
+  std::uint16_t tag;
+  std::uint16_t reserved;
+  std::uint32_t source;
+};
+static_assert(sizeof(WireHeader) == 8);
+
+using Clock = std::chrono::steady_clock;
+
+Status status_of(ucs_status_t s) {
+  switch (s) {
+    case UCS_OK:
+      return Status::ok;
+    case UCS_ERR_CANCELED:
+      return Status::canceled;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_REJECTED:
+      return Status::process_failed;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_IO_ERROR:
+    case UCS_ERR_TIMED_OUT:
+      return Status::endpoint_failed;
+    default:
+      return Status::error;
+  }
+}
+
+// A reset connection or a keepalive timeout means the process at the other end is gone; an
+// unreachable address or an I/O error concerns the path to it.
+FailureScope scope_of(ucs_status_t s) {
+  return status_of(s) == Status::process_failed ? FailureScope::process : FailureScope::endpoint;
+}
+
+// Set while probing whether an endpoint can have peer failure handling: UCX logs an error for
+// the transports that cannot (shared memory in UCX 1.13), and the fallback makes it moot.
+thread_local bool probing_err_mode = false;
+
+ucs_log_func_rc_t quiet_probe(const char*, unsigned, const char*, ucs_log_level_t,
+                              const ucs_log_component_config_t*, const char*, va_list) {
+  return probing_err_mode ? UCS_LOG_FUNC_RC_STOP : UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+[[noreturn]] void fail(const std::string& what, ucs_status_t s) {
+  throw CommError("comm: UCX " + what + " failed: " + ucs_status_string(s));
+}
+
+}  // namespace
+
+const char* to_string(Status s) {
+  switch (s) {
+    case Status::ok:
+      return "ok";
+    case Status::endpoint_failed:
+      return "endpoint failed";
+    case Status::process_failed:
+      return "peer process failed";
+    case Status::canceled:
+      return "canceled";
+    case Status::error:
+      return "error";
+  }
+  return "?";
+}
+
+struct Transport::Impl {
+  struct Peer {
+    Impl* impl = nullptr;
+    int rank = -1;
+    ucp_ep_h ep = nullptr;
+    bool failed = false;
+    bool detects_failure = true;  // endpoint has UCX peer failure handling
+    Status failure = Status::ok;
+  };
+  // One per send in flight: owns the wire header (UCX 1.13 reads it until completion) and the
+  // caller's completion. Recycled through free_sends, so that a warm transport sends without
+  // allocating (the header buffer keeps its capacity).
+  struct SendOp {
+    Impl* impl;
+    std::vector<std::byte> header;
+    Completion done;
+  };
+  std::vector<SendOp*> free_sends;  // transport thread only
+
+  SendOp* acquire_send() {
+    if (free_sends.empty()) return new SendOp{this, {}, {}};
+    SendOp* op = free_sends.back();
+    free_sends.pop_back();
+    return op;
+  }
+  void release_send(SendOp* op) {
+    op->done = nullptr;
+    free_sends.push_back(op);
+  }
+  struct RecvOp {
+    Impl* impl;
+    Completion done;
+  };
+
+  Bootstrap& boot;
+  TransportOptions options;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  int efd = -1;
+  std::vector<Peer> peers;
+  std::unordered_map<Tag, Handler> handlers;
+  std::function<void(const PeerFailure&)> failure_handler;
+  std::optional<PeerFailure> first_failure;
+  std::size_t outstanding = 0;
+  std::size_t max_header = 0;
+  bool connected = false;
+  bool closing = false;
+  bool closed = false;
+
+  // The first exception thrown by a handler or completion. Callbacks run inside UCX's C code,
+  // which an exception must not cross: it is caught there and rethrown by progress().
+  std::exception_ptr pending_error;
+  std::mutex posted_mu;
+  std::vector<std::function<void()>> posted;  // guarded by posted_mu
+  std::vector<std::function<void()>> running;  // transport thread only
+  std::atomic<bool> has_posted{false};
+
+  // Runs the work posted so far. True when there was any.
+  bool run_posted() {
+    // Pairs with the release store in post(): the work pushed before it is visible under the lock.
+    if (!has_posted.load(std::memory_order_acquire)) return false;
+    {
+      std::lock_guard lock(posted_mu);
+      running.swap(posted);
+      has_posted.store(false, std::memory_order_relaxed);
+    }
+    for (auto& w : running) guarded(w);
+    running.clear();
+    return true;
+  }
+
+  Impl(Bootstrap& b, TransportOptions o) : boot(b), options(o) {}
+  ~Impl() {
+    for (SendOp* op : free_sends) delete op;
+  }
+
+  template <class F>
+  void guarded(F&& f) noexcept {
+    try {
+      f();
+    } catch (...) {
+      if (!pending_error) pending_error = std::current_exception();
+    }
+  }
+
+  void rethrow_pending() {
+    if (pending_error) std::rethrow_exception(std::exchange(pending_error, nullptr));
+  }
+
+  static void on_send_done(void* request, ucs_status_t status, void* user_data) {
+    auto* op = static_cast<SendOp*>(user_data);
+    Impl* impl = op->impl;
+    --impl->outstanding;
+    Completion done = std::move(op->done);
+    impl->release_send(op);
+    ucp_request_free(request);
+    if (done) impl->guarded([&] { done(impl->closing && status != UCS_OK ? Status::canceled : status_of(status)); });
+  }
+
+  static void on_recv_done(void* request, ucs_status_t status, std::size_t, void* user_data) {
+    auto* op = static_cast<RecvOp*>(user_data);
+    Impl* impl = op->impl;
+    Completion done = std::move(op->done);
+    delete op;
+    ucp_request_free(request);
+    if (done) impl->guarded([&] { done(status_of(status)); });
+  }
+
+  static void on_ep_error(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* peer = static_cast<Peer*>(arg);
+    Impl* impl = peer->impl;
+    if (peer->failed) return;
+    peer->failed = true;
+    peer->failure = status_of(status) == Status::ok ? Status::error : status_of(status);
+    if (impl->closing) return;  // peers tearing down after the close barrier: expected
+    PeerFailure f{peer->rank, scope_of(status), ucs_status_string(status)};
+    if (!impl->first_failure) impl->first_failure = f;
+    if (impl->failure_handler) impl->guarded([&] { impl->failure_handler(f); });
+  }
+
+  static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data,
+                            std::size_t length, const ucp_am_recv_param_t* param) {
+    auto* impl = static_cast<Impl*>(arg);
+    if (header_length < sizeof(WireHeader)) return UCS_OK;  // not ours: drop
+    WireHeader wire;
+    std::memcpy(&wire, header, sizeof wire);
+    Incoming in;
+    in.peer_ = int(wire.source);
+    in.tag_ = wire.tag;
+    in.header_ = std::span<const std::byte>(
+        static_cast<const std::byte*>(header) + sizeof(WireHeader), header_length - sizeof(WireHeader));
+    in.payload_size_ = length;
+    in.owner_ = impl;
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)
+      in.rndv_desc_ = data;
+    else
+      in.eager_ = static_cast<const std::byte*>(data);
+    if (auto it = impl->handlers.find(wire.tag); it != impl->handlers.end())
+      impl->guarded([&] { it->second(in); });
+    // A rendezvous payload nobody received is dropped by returning UCS_OK (UCX then completes
+    // the sender's request normally); eager data is not kept past the callback either.
+    return UCS_OK;
+  }
+
+  void receive(Incoming& in, std::span<std::byte> dst, Completion done) {
+    if (in.taken_) throw CommError("comm: Incoming::receive_into called twice for one message");
+    if (dst.size() < in.payload_size_)
+      throw CommError("comm: receive buffer of " + std::to_string(dst.size()) +
+                      " bytes is smaller than the payload of " + std::to_string(in.payload_size_));
+    in.taken_ = true;
+    if (!in.is_rendezvous()) {
+      if (in.payload_size_ > 0) std::memcpy(dst.data(), in.eager_, in.payload_size_);
+      if (done) done(Status::ok);
+      return;
+    }
+    auto* op = new RecvOp{this, std::move(done)};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = &Impl::on_recv_done;
+    p.user_data = op;
+    ucs_status_ptr_t r = ucp_am_recv_data_nbx(worker, in.rndv_desc_, dst.data(), in.payload_size_, &p);
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+      Completion d = std::move(op->done);
+      delete op;
+      if (d) d(r == nullptr ? Status::ok : status_of(UCS_PTR_STATUS(r)));
+    }
+  }
+
+  void teardown(bool wait) {
+    if (closed) return;
+    closed = true;
+    closing = true;
+    std::vector<void*> pending;
+    for (Peer& p : peers) {
+      if (p.ep == nullptr) continue;
+      ucp_request_param_t prm{};
+      prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t r = ucp_ep_close_nbx(p.ep, &prm);
+      if (r != nullptr && !UCS_PTR_IS_ERR(r)) pending.push_back(r);
+      p.ep = nullptr;
+    }
+    const auto deadline = Clock::now() + (wait ? options.close_timeout : std::chrono::milliseconds(1000));
+    for (void* r : pending) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline)
+        ucp_worker_progress(worker);
+      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+      // else: leaked on purpose; the worker is destroyed below and frees its requests.
+    }
+    if (worker != nullptr) ucp_worker_destroy(worker);
+    worker = nullptr;
+    if (context != nullptr) ucp_cleanup(context);
+    context = nullptr;
+  }
+};
+
+void Incoming::receive_into(std::span<std::byte> dst, Completion done) {
+  static_cast<Transport::Impl*>(owner_)->receive(*this, dst, std::move(done));
+}
+
+Transport::Transport(Bootstrap& bootstrap, TransportOptions options)
+    : impl_(std::make_unique<Impl>(bootstrap, options)) {
+  Impl& m = *impl_;
+  ucp_config_t* config = nullptr;
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) fail("config read", s);
+  if (options.rndv_threshold > 0) {
+    const std::string v = std::to_string(options.rndv_threshold);
+    ucp_config_modify(config, "RNDV_THRESH", v.c_str());
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.estimated_num_eps = std::size_t(bootstrap.size());
+  const ucs_status_t s = ucp_init(&params, config, &m.context);
+  ucp_config_release(config);
+  if (s != UCS_OK) fail("context initialisation (check UCX_TLS)", s);
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wp.events = UCP_WAKEUP_RX | UCP_WAKEUP_TX;
+  if (ucs_status_t ws = ucp_worker_create(m.context, &wp, &m.worker); ws != UCS_OK) {
+    ucp_cleanup(m.context);
+    fail("worker creation", ws);
+  }
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  if (ucs_status_t as = ucp_worker_query(m.worker, &attr); as == UCS_OK)
+    m.max_header = attr.max_am_header > sizeof(WireHeader) ? attr.max_am_header - sizeof(WireHeader) : 0;
+  if (ucs_status_t es = ucp_worker_get_efd(m.worker, &m.efd); es != UCS_OK) {
+    m.teardown(false);
+    fail("event fd", es);
+  }
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                  UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  hp.id = am_id;
+  hp.cb = &Impl::on_am;
+  hp.arg = &m;
+  hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+  if (ucs_status_t hs = ucp_worker_set_am_recv_handler(m.worker, &hp); hs != UCS_OK) {
+    m.teardown(false);
+    fail("active message handler registration", hs);
+  }
+}
+
+Transport::~Transport() { impl_->teardown(false); }
+
+int Transport::rank() const { return impl_->boot.rank(); }
+int Transport::size() const { return impl_->boot.size(); }
+std::size_t Transport::max_header_size() const { return impl_->max_header; }
+std::size_t Transport::outstanding_sends() const { return impl_->outstanding; }
+std::optional<PeerFailure> Transport::first_failure() const { return impl_->first_failure; }
+bool Transport::detects_peer_failure(int peer) const {
+  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].detects_failure;
+}
+
+int Transport::event_fd() const { return impl_->efd; }
+
+void Transport::on_message(Tag tag, Handler handler) { impl_->handlers[tag] = std::move(handler); }
+
+void Transport::on_peer_failure(std::function<void(const PeerFailure&)> handler) {
+  impl_->failure_handler = std::move(handler);
+}
+
+void Transport::connect() {
+  Impl& m = *impl_;
+  if (m.connected) throw CommError("comm: Transport::connect called twice");
+  ucp_address_t* addr = nullptr;
+  std::size_t addr_len = 0;
+  if (ucs_status_t s = ucp_worker_get_address(m.worker, &addr, &addr_len); s != UCS_OK)
+    fail("worker address query", s);
+  std::vector<Blob> all;
+  try {
+    all = m.boot.allgather(std::span<const std::byte>(reinterpret_cast<const std::byte*>(addr), addr_len));
+  } catch (...) {
+    ucp_worker_release_address(m.worker, addr);
+    throw;
+  }
+  ucp_worker_release_address(m.worker, addr);
+  // Peer records must not move once UCX holds pointers to them (error handler argument).
+  m.peers.resize(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    Impl::Peer& p = m.peers[r];
+    p.impl = &m;
+    p.rank = int(r);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    // safety: the blob is the byte image of the peer's ucp_address_t, as UCX documents.
+    ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data());
+    ep.err_mode = m.options.detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_handler.cb = &Impl::on_ep_error;
+    ep.err_handler.arg = &p;
+    p.detects_failure = m.options.detect_peer_failure;
+    // Peer failure handling where the transports support it; where they do not (UCX 1.13's
+    // shared memory), an endpoint without it: ordorun still ends the job when a rank dies.
+    ucs_log_push_handler(&quiet_probe);
+    probing_err_mode = m.options.detect_peer_failure;
+    ucs_status_t s = ucp_ep_create(m.worker, &ep, &p.ep);
+    probing_err_mode = false;
+    ucs_log_pop_handler();
+    if (s == UCS_ERR_UNREACHABLE && m.options.detect_peer_failure) {
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      s = ucp_ep_create(m.worker, &ep, &p.ep);
+      p.detects_failure = false;
+    }
+    if (s != UCS_OK) {
+      p.ep = nullptr;
+      fail("endpoint creation to rank " + std::to_string(r), s);
+    }
+  }
+  m.connected = true;
+}
+
+void Transport::send(int peer, Tag tag, std::span<const std::byte> header,
+                     std::span<const std::byte> payload, Completion done) {
+  Impl& m = *impl_;
+  if (!m.connected || m.closed) throw CommError("comm: send before connect() or after close()");
+  if (peer < 0 || std::size_t(peer) >= m.peers.size())
+    throw CommError("comm: send to rank " + std::to_string(peer) + ", but the job has ranks 0.." +
+                    std::to_string(m.peers.size() - 1));
+  if (header.size() > m.max_header)
+    throw CommError("comm: message header of " + std::to_string(header.size()) +
+                    " bytes exceeds the transport's limit of " + std::to_string(m.max_header));
+  Impl::Peer& p = m.peers[std::size_t(peer)];
+  if (p.failed) {
+    if (done) done(p.failure);
+    return;
+  }
+  Impl::SendOp* op = m.acquire_send();
+  op->header.resize(sizeof(WireHeader) + header.size());
+  op->done = std::move(done);
+  const WireHeader wire{tag, 0, std::uint32_t(m.boot.rank())};
+  std::memcpy(op->header.data(), &wire, sizeof wire);
+  if (!header.empty()) std::memcpy(op->header.data() + sizeof wire, header.data(), header.size());
+  ucp_request_param_t prm{};
+  prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  prm.cb.send = &Impl::on_send_done;
+  prm.user_data = op;
+  prm.flags = (m.options.rndv_threshold > 0 && payload.size() >= m.options.rndv_threshold)
+                  ? UCP_AM_SEND_FLAG_RNDV
+                  : 0;
+  ucs_status_ptr_t r = ucp_am_send_nbx(p.ep, am_id, op->header.data(), op->header.size(),
+                                       payload.data(), payload.size(), &prm);
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) {
+    Completion d = std::move(op->done);
+    m.release_send(op);
+    if (d) d(r == nullptr ? Status::ok : status_of(UCS_PTR_STATUS(r)));
+    return;
+  }
+  ++m.outstanding;
+}
+
+bool Transport::progress() {
+  Impl& m = *impl_;
+  if (m.closed) return false;
+  bool any = m.run_posted();
+  while (ucp_worker_progress(m.worker) != 0) any = true;
+  m.rethrow_pending();
+  return any;
+}
+
+bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
+  Impl& m = *impl_;
+  if (m.closed) return false;
+  if (progress()) return true;
+  if (m.has_posted.load(std::memory_order_acquire)) return progress();  // pairs with post()
+  const ucs_status_t s = ucp_worker_arm(m.worker);
+  if (s == UCS_ERR_BUSY) {  // events arrived between the progress and the arm
+    progress();
+    return true;
+  }
+  if (s != UCS_OK) fail("worker arm", s);
+  pollfd pfd{m.efd, POLLIN, 0};
+  const int rc = ::poll(&pfd, 1, int(timeout.count()));
+  if (rc < 0 && errno != EINTR) throw CommError(std::string("comm: poll failed: ") + std::strerror(errno));
+  return progress() || rc > 0;
+}
+
+void Transport::wake() {
+  if (impl_->worker != nullptr) ucp_worker_signal(impl_->worker);
+}
+
+void Transport::post(std::function<void()> work) {
+  Impl& m = *impl_;
+  {
+    std::lock_guard lock(m.posted_mu);
+    m.posted.push_back(std::move(work));
+    // Pairs with the acquire load in run_posted().
+    m.has_posted.store(true, std::memory_order_release);
+  }
+  wake();
+}
+
+void Transport::close() {
+  Impl& m = *impl_;
+  if (m.closed) return;
+  const auto deadline = Clock::now() + m.options.close_timeout;
+  while (m.outstanding > 0 && Clock::now() < deadline) wait_for_event(std::chrono::milliseconds(10));
+  if (m.outstanding > 0) {
+    const std::size_t n = m.outstanding;
+    m.teardown(false);
+    throw CommError("comm: rank " + std::to_string(rank()) + ": " + std::to_string(n) +
+                    " send(s) did not complete within the close timeout");
+  }
+  m.closing = true;
+  if (m.connected) m.boot.barrier();
+  m.teardown(true);
+}
+
+}  // namespace ordo::comm

@@ -1,0 +1,165 @@
+// Transport: moves bytes between the ranks of a job. Knows nothing of locks or tasks.
+//
+// A message is (tag, header bytes, payload bytes) sent to a peer rank. Small messages travel
+// eagerly; large payloads use rendezvous so they go zero-copy from the sender's buffer into a
+// buffer the receiving handler provides. See transport.cpp for the protocol, threading rules
+// and shutdown order, and docs/comm.md for the design.
+//
+// Example (every rank sends "hi" to rank 0):
+//   auto boot = ordo::comm::Bootstrap::from_environment();
+//   ordo::comm::Transport t(*boot);
+//   t.on_message(1, [&](ordo::comm::Incoming& m) { /* m.peer(), m.header() */ });
+//   t.connect();
+//   t.send(0, 1, as_bytes("hi"), {}, [](ordo::comm::Status) {});
+//   while (!done) t.wait_for_event(std::chrono::milliseconds(100));
+//   t.close();
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "bootstrap.hpp"
+
+namespace ordo::comm {
+
+// How an operation ended. Peer failures are grouped by blast radius, as the caller's reaction
+// differs: `endpoint_failed` means this connection is unusable (the peer may live on),
+// `process_failed` means the peer process is gone or unreachable for good.
+enum class Status { ok, endpoint_failed, process_failed, canceled, error };
+
+const char* to_string(Status s);
+
+enum class FailureScope { endpoint, process };
+
+struct PeerFailure {
+  int peer;
+  FailureScope scope;
+  std::string cause;  // UCX's words, e.g. "Connection reset by remote peer"
+};
+
+using Tag = std::uint16_t;
+using Completion = std::function<void(Status)>;
+
+// A message being delivered to a handler. Valid only during the handler call.
+class Incoming {
+ public:
+  int peer() const { return peer_; }
+  Tag tag() const { return tag_; }
+  std::span<const std::byte> header() const { return header_; }
+  std::size_t payload_size() const { return payload_size_; }
+  // True when the payload waits on the sender (rendezvous): only receive_into() gets it.
+  bool is_rendezvous() const { return eager_ == nullptr && payload_size_ > 0; }
+  // The payload, already here (eager): read it during the handler, no copy made.
+  std::optional<std::span<const std::byte>> eager_payload() const {
+    if (is_rendezvous()) return std::nullopt;
+    return std::span<const std::byte>(eager_, payload_size_);
+  }
+  // Places the payload into `dst` (at least payload_size() bytes; must stay valid until `done`
+  // runs). `done` runs on the transport's thread, possibly before receive_into returns. Call it
+  // during the handler or never: a payload not received is dropped (and the sender's send
+  // completes normally).
+  void receive_into(std::span<std::byte> dst, Completion done);
+
+ private:
+  friend class Transport;
+  int peer_ = -1;
+  Tag tag_ = 0;
+  std::span<const std::byte> header_;
+  std::size_t payload_size_ = 0;
+  const std::byte* eager_ = nullptr;
+  void* rndv_desc_ = nullptr;  // the UCX data descriptor for rendezvous
+  void* owner_ = nullptr;      // Transport::Impl
+  bool taken_ = false;
+};
+
+using Handler = std::function<void(Incoming&)>;
+
+struct TransportOptions {
+  // Payloads of at least this many bytes always use rendezvous; 0 leaves the choice to UCX
+  // (UCX_RNDV_THRESH, "auto" by default). Tests lower it to exercise both paths.
+  std::size_t rndv_threshold = 0;
+  // Ask UCX for peer failure handling (UCP_ERR_HANDLING_MODE_PEER) on every endpoint where a
+  // transport supports it. UCX then avoids transports without it: with the default UCX_TLS,
+  // ranks on one host talk TCP instead of shared memory. false: shared memory wherever UCX
+  // likes, and failures are left to the launcher.
+  bool detect_peer_failure = true;
+  // Bound on close()'s wait for outstanding sends.
+  std::chrono::milliseconds close_timeout{10000};
+};
+
+class Transport {
+ public:
+  // Creates the UCX context and worker. Collective only in connect().
+  explicit Transport(Bootstrap& bootstrap, TransportOptions options = {});
+  // Without close(): a local teardown (endpoints force-closed, nothing waited for).
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const;
+  int size() const;
+
+  // Registers the handler for `tag` (replacing any). Register every tag before connect():
+  // connect() is what tells peers that this rank is ready to receive.
+  void on_message(Tag tag, Handler handler);
+  // Called once per failed peer, on the transport's thread, from progress.
+  void on_peer_failure(std::function<void(const PeerFailure&)> handler);
+
+  // Collective: exchanges worker addresses through the bootstrap and opens an endpoint to every
+  // rank (itself included). Throws CommError on failure.
+  void connect();
+
+  // Sends header + payload to `peer`. `header` is copied; `payload` is not: it must stay valid
+  // and unchanged until `done` runs (large payloads are read from it directly). `done` runs on
+  // the transport's thread, possibly before send returns (then with ok for eager data, or with
+  // a failure status when the peer already failed). Throws CommError for a rank out of range
+  // or a header over max_header_size().
+  void send(int peer, Tag tag, std::span<const std::byte> header,
+            std::span<const std::byte> payload, Completion done);
+
+  std::size_t max_header_size() const;
+
+  // Makes progress without blocking; runs handlers and completions. True when anything
+  // happened. An exception thrown by a handler, completion or failure callback is rethrown
+  // here (after UCX's frames are left), the first one if several.
+  bool progress();
+  // Progresses; when nothing is pending, arms the worker and sleeps on its event file
+  // descriptor up to `timeout` (no CPU while idle). True when anything happened.
+  bool wait_for_event(std::chrono::milliseconds timeout);
+  // Wakes a wait_for_event() in progress (or the next one). May be called from any thread.
+  void wake();
+  // Runs `work` on the transport thread, inside its next progress(), and wakes it. May be called
+  // from any thread: this is how other threads send (post a closure that calls send()). Works
+  // run in the order posted by one thread; one lock per post.
+  void post(std::function<void()> work);
+  // The file descriptor wait_for_event() sleeps on, for callers with their own poll loop: arm
+  // with progress() returning false twice, then poll for POLLIN.
+  int event_fd() const;
+
+  // Whether UCX itself reports the failure of `peer` on this endpoint (UCP_ERR_HANDLING_MODE_PEER).
+  // False where the transport cannot (UCX 1.13 shared memory): there only the launcher, which
+  // stops every rank when one dies, bounds the job. Valid after connect().
+  bool detects_peer_failure(int peer) const;
+
+  // Number of sends whose completion has not run yet.
+  std::size_t outstanding_sends() const;
+  std::optional<PeerFailure> first_failure() const;
+
+  // Collective clean shutdown: waits for this rank's sends to complete, then a bootstrap
+  // barrier, then closes endpoints and the worker. Messages that no protocol above has waited
+  // for may be dropped. Throws CommError when sends do not complete within close_timeout.
+  void close();
+
+ private:
+  friend class Incoming;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ordo::comm

@@ -1,0 +1,172 @@
+#include "comm_net.hpp"
+
+#include <cstring>
+#include <future>
+
+namespace ordo::rt {
+
+CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {
+  transport_ = std::make_unique<comm::Transport>(*bootstrap_);
+  transport_->on_message(kTag, [this](comm::Incoming& m) { on_incoming(m); });
+  transport_->on_peer_failure([this](const comm::PeerFailure& f) {
+    on_peer_failure("rank " + std::to_string(f.peer) + " failed (" + f.cause +
+                    "); the job cannot go on without it");
+  });
+  transport_->connect();
+  thread_ = std::thread([this] { progress_loop(); });
+}
+
+CommNet::~CommNet() {
+  // Sends this thread posted (the last control round's, say) must go out before the progress
+  // thread stops: a post runs after every earlier post of the same thread, so once this one
+  // has run, they all have. Bounded, in case the transport is wedged by a failure.
+  auto flushed = std::make_shared<std::promise<void>>();
+  auto done = flushed->get_future();
+  transport_->post([flushed] { flushed->set_value(); });
+  done.wait_for(std::chrono::seconds(10));
+  stop_.store(true, std::memory_order_relaxed);
+  transport_->wake();
+  thread_.join();
+  bool failed;
+  {
+    std::lock_guard lock(mu_);
+    failed = !failure_.empty();
+  }
+  if (failed) return;  // the transport's destructor tears down locally
+  try {
+    transport_->close();
+  } catch (const std::exception&) {
+    // A rank that is already gone: nothing more to tell anyone.
+  }
+}
+
+void CommNet::progress_loop() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    try {
+      transport_->wait_for_event(std::chrono::milliseconds(200));
+    } catch (const std::exception& e) {
+      on_peer_failure(std::string("transport error on rank ") + std::to_string(rank()) + ": " +
+                      e.what());
+    }
+  }
+}
+
+void CommNet::attach(std::uint32_t channel, Receiver on_message, Failure on_failure) {
+  std::string failed;
+  {
+    std::lock_guard lock(mu_);
+    Channel& ch = channels_[channel];
+    ch.receiver = std::move(on_message);
+    ch.failure = std::move(on_failure);
+    ch.attached = true;
+    failed = failure_;
+  }
+  // Messages that came early are delivered on the progress thread, in arrival order.
+  transport_->post([this, channel, failed] {
+    std::deque<Pending> early;
+    {
+      std::lock_guard lock(mu_);
+      auto it = channels_.find(channel);
+      if (it == channels_.end() || !it->second.attached) return;
+      early.swap(it->second.pending);
+    }
+    for (Pending& p : early) deliver(channel, p.from, p.header, p.payload);
+    if (!failed.empty()) {
+      Failure f;
+      {
+        std::lock_guard lock(mu_);
+        auto it = channels_.find(channel);
+        if (it == channels_.end() || !it->second.attached) return;
+        f = it->second.failure;
+        delivering_ = channel;
+      }
+      f(failed);
+      std::lock_guard lock(mu_);
+      delivering_ = -1;
+      cv_.notify_all();
+    }
+  });
+}
+
+void CommNet::detach(std::uint32_t channel) {
+  std::unique_lock lock(mu_);
+  channels_.erase(channel);
+  cv_.wait(lock, [&] { return delivering_ != static_cast<std::int64_t>(channel); });
+}
+
+void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
+                   std::span<const std::byte> payload) {
+  std::vector<std::byte> wire(sizeof channel + header.size());
+  std::memcpy(wire.data(), &channel, sizeof channel);
+  if (!header.empty()) std::memcpy(wire.data() + sizeof channel, header.data(), header.size());
+  // safety: the payload stays valid until the peer answers (rt::Net's contract).
+  transport_->post([this, peer, wire = std::move(wire), payload] {
+    transport_->send(static_cast<int>(peer), kTag, wire, payload, [](comm::Status) {});
+  });
+}
+
+void CommNet::on_incoming(comm::Incoming& m) {
+  std::span<const std::byte> h = m.header();
+  if (h.size() < sizeof(std::uint32_t)) {
+    on_peer_failure("rank " + std::to_string(m.peer()) + " sent a runtime message without a "
+                    "channel; are all ranks the same ordo version?");
+    return;
+  }
+  std::uint32_t channel;
+  std::memcpy(&channel, h.data(), sizeof channel);
+  const unsigned from = static_cast<unsigned>(m.peer());
+  std::vector<std::byte> header(h.begin() + sizeof channel, h.end());
+  if (auto eager = m.eager_payload()) {
+    deliver(channel, from, header, *eager);
+    return;
+  }
+  // Rendezvous: pull the bytes into a buffer, deliver when they are in.
+  auto buffer = std::make_shared<std::vector<std::byte>>(m.payload_size());
+  m.receive_into(*buffer, [this, channel, from, header = std::move(header), buffer](comm::Status s) {
+    if (s != comm::Status::ok) return;  // the peer failure callback reports it
+    deliver(channel, from, header, *buffer);
+  });
+}
+
+void CommNet::deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
+                      std::span<const std::byte> payload) {
+  Receiver receiver;
+  {
+    std::lock_guard lock(mu_);
+    Channel& ch = channels_[channel];
+    if (!ch.attached || !ch.pending.empty()) {
+      ch.pending.push_back({from, {header.begin(), header.end()}, {payload.begin(), payload.end()}});
+      return;
+    }
+    receiver = ch.receiver;
+    delivering_ = channel;
+  }
+  receiver(from, header, payload);
+  std::lock_guard lock(mu_);
+  delivering_ = -1;
+  cv_.notify_all();
+}
+
+void CommNet::on_peer_failure(const std::string& what) {
+  std::vector<std::pair<std::uint32_t, Failure>> targets;
+  {
+    std::lock_guard lock(mu_);
+    if (!failure_.empty()) return;
+    failure_ = what;
+    for (auto& [id, ch] : channels_)
+      if (ch.attached) targets.emplace_back(id, ch.failure);
+  }
+  for (auto& [id, f] : targets) {
+    {
+      std::lock_guard lock(mu_);
+      if (!channels_.count(id)) continue;
+      delivering_ = id;
+    }
+    f(what);
+    std::lock_guard lock(mu_);
+    delivering_ = -1;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace ordo::rt

@@ -1,0 +1,76 @@
+// rt::Net over the UCX transport (comm/): what a Runtime uses when it is one rank of several.
+//
+// Threads: one progress thread owns the transport (UCX workers are single-threaded here). It
+// sleeps on the transport's event descriptor when idle, runs the receive handlers, and calls
+// the engines' receivers. Other threads send by posting a closure to it (Transport::post), so a
+// worker's send costs one lock and a wake-up, never a UCX call.
+//
+// Wire: comm tag kTag; the comm header is [channel (4 bytes)][runtime header]; the payload goes
+// as it is (zero copy; rendezvous for large ones, received into a buffer then delivered).
+//
+// Shutdown (destructor): stop and join the progress thread, then the transport's collective
+// close (every rank destroys its Runtime; after a peer failure the close is local only).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "bootstrap.hpp"
+#include "net.hpp"
+#include "transport.hpp"
+
+namespace ordo::rt {
+
+class CommNet final : public Net {
+ public:
+  // Connects every rank (collective). Throws comm::CommError when that fails.
+  explicit CommNet(std::unique_ptr<comm::Bootstrap> bootstrap);
+  ~CommNet() override;
+
+  unsigned rank() const override { return static_cast<unsigned>(transport_->rank()); }
+  unsigned size() const override { return static_cast<unsigned>(transport_->size()); }
+  const char* bootstrap_kind() const { return bootstrap_->kind(); }
+
+  void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
+  void detach(std::uint32_t channel) override;
+  void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
+            std::span<const std::byte> payload) override;
+
+ private:
+  static constexpr comm::Tag kTag = 7;
+  struct Pending {
+    unsigned from;
+    std::vector<std::byte> header, payload;
+  };
+  struct Channel {
+    Receiver receiver;
+    Failure failure;
+    bool attached = false;
+    std::deque<Pending> pending;  // arrived before attach
+  };
+
+  void on_incoming(comm::Incoming& m);
+  void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
+               std::span<const std::byte> payload);
+  void on_peer_failure(const std::string& what);
+  void progress_loop();
+
+  std::unique_ptr<comm::Bootstrap> bootstrap_;
+  std::unique_ptr<comm::Transport> transport_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::uint32_t, Channel> channels_;  // guarded by mu_
+  std::string failure_;                        // first peer failure, guarded by mu_
+  std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
+};
+
+}  // namespace ordo::rt

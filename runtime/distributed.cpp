@@ -1,0 +1,447 @@
+// The engine across ranks: placement, the GRANT/RELEASE protocol, control rounds (graph check,
+// quiescence, votes) and failure propagation. The protocol and why it is correct are at the top
+// of engine.hpp; this file is its implementation.
+//
+// Wire format: every message starts with a Header. GRANT and RELEASE carry the location's bytes
+// as the payload (RELEASE only after a write phase). CONTROL carries a round number and the
+// round's bytes in the header (headers are copied by the transport, so the sender need not keep
+// them). ABORT carries a message naming the failing rank.
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "engine.hpp"
+
+namespace ordo::rt {
+
+namespace {
+
+enum class Kind : std::uint8_t { grant = 1, release = 2, control = 3, abort = 4 };
+
+struct Header {
+  Kind kind;
+  std::uint8_t initial;  // GRANT: the initial (partial) grant of the phase
+  std::uint16_t reserved;
+  std::uint32_t location;
+  std::uint32_t phase;
+};
+static_assert(sizeof(Header) == 12);
+
+std::span<const std::byte> as_bytes(const Header& h) {
+  return {reinterpret_cast<const std::byte*>(&h), sizeof h};
+}
+
+// FNV-1a, enough to tell two declarations apart.
+struct Hasher {
+  std::uint64_t h = 1469598103934665603ULL;
+  void add(const void* p, std::size_t n) {
+    auto b = static_cast<const unsigned char*>(p);
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
+  }
+  template <class T>
+  void add(const T& v) {
+    add(&v, sizeof v);
+  }
+  void add(const std::string& s) {
+    add(s.size());
+    add(s.data(), s.size());
+  }
+};
+
+// resize + memcpy rather than vector::insert: GCC 12 warns falsely (-Wstringop-overflow) on
+// inserting byte ranges.
+void append(std::vector<std::byte>& out, const void* data, std::size_t n) {
+  const std::size_t at = out.size();
+  out.resize(at + n);
+  if (n) std::memcpy(out.data() + at, data, n);
+}
+void put_u64(std::vector<std::byte>& out, std::uint64_t v) { append(out, &v, sizeof v); }
+std::uint64_t get_u64(std::span<const std::byte> in, std::size_t at) {
+  std::uint64_t v = 0;
+  if (at + sizeof v <= in.size()) std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
+
+}  // namespace
+
+void Engine::distribute() {
+  rank_ = net_->rank();
+  nranks_ = net_->size();
+  const auto& locs = graph_.locations();
+  const auto& tasks = graph_.tasks();
+  const std::size_t nl = locs.size(), nt = tasks.size();
+
+  // Default placement: contiguous chunks of locations in declaration order (a decomposition
+  // that declares each block's locations together gets one slab of blocks per rank).
+  dist_.home.resize(nl);
+  for (std::size_t l = 0; l < nl; ++l)
+    dist_.home[l] = locs[l].home >= 0 ? static_cast<std::uint32_t>(locs[l].home)
+                                      : static_cast<std::uint32_t>(l * nranks_ / nl);
+  // Owner computes: a task runs where the first location it writes lives.
+  dist_.task_rank.resize(nt);
+  local_tasks_ = 0;
+  for (std::size_t t = 0; t < nt; ++t) {
+    const auto& acc = tasks[t].accesses;
+    auto w = std::find_if(acc.begin(), acc.end(),
+                          [](const AccessDesc& a) { return a.mode == Mode::write; });
+    std::uint32_t r;
+    if (w != acc.end())
+      r = dist_.home[w->location];
+    else if (!acc.empty())
+      r = dist_.home[acc.front().location];
+    else
+      r = static_cast<std::uint32_t>(t * nranks_ / nt);
+    dist_.task_rank[t] = r;
+    if (r == rank_) ++local_tasks_;
+  }
+
+  dist_.phases.assign(nl, {});
+  dist_.initial.assign(nl, {});
+  auto split = [&](const LockPlan& lp, std::uint32_t begin, std::uint32_t end, bool at_home) {
+    PhaseRanks pr;
+    for (std::uint32_t m = begin; m < end; ++m) {
+      std::uint32_t t = lp.members[m];
+      std::uint32_t r = dist_.task_rank[t];
+      if (r == rank_)
+        pr.local.push_back(t);
+      else if (at_home && std::find(pr.remote.begin(), pr.remote.end(), r) == pr.remote.end())
+        pr.remote.push_back(r);
+    }
+    return pr;
+  };
+  for (std::size_t l = 0; l < nl; ++l) {
+    const LockPlan& lp = plan_.locks[l];
+    if (!lp.locked) continue;
+    const bool at_home = dist_.home[l] == rank_;
+    const bool involved =
+        at_home || std::any_of(lp.members.begin(), lp.members.end(),
+                               [&](std::uint32_t t) { return dist_.task_rank[t] == rank_; });
+    if (!involved) continue;
+    for (const Phase& ph : lp.phases) dist_.phases[l].push_back(split(lp, ph.begin, ph.end, at_home));
+    dist_.initial[l] = split(lp, lp.initial_begin, lp.initial_end, at_home);
+  }
+
+  sent_.reset(new std::atomic<std::uint64_t>[nranks_]);
+  recv_.reset(new std::atomic<std::uint64_t>[nranks_]);
+  for (unsigned r = 0; r < nranks_; ++r) {
+    sent_[r].store(0, std::memory_order_relaxed);
+    recv_[r].store(0, std::memory_order_relaxed);
+  }
+  ctl_in_.assign(nranks_, {});
+  net_->attach(
+      channel_,
+      [this](unsigned from, std::span<const std::byte> h, std::span<const std::byte> p) {
+        on_message(from, h, p);
+      },
+      [this](const std::string& what) { on_failure(what); });
+}
+
+void Engine::check_same_graph() {
+  // One hash per location and per task, with its name for the message.
+  const auto& locs = graph_.locations();
+  const auto& tasks = graph_.tasks();
+  std::vector<std::byte> mine;
+  auto add_item = [&](std::uint64_t hash, const std::string& name) {
+    put_u64(mine, hash);
+    put_u64(mine, name.size());
+    append(mine, name.data(), name.size());
+  };
+  put_u64(mine, locs.size());
+  put_u64(mine, tasks.size());
+  for (const LocationDesc& l : locs) {
+    Hasher h;
+    h.add(l.name);
+    h.add(l.elem_size);
+    h.add(l.count);
+    h.add(l.home);
+    add_item(h.h, l.name);
+  }
+  for (const TaskDesc& t : tasks) {
+    Hasher h;
+    h.add(t.name);
+    for (const AccessDesc& a : t.accesses) {
+      h.add(a.location);
+      h.add(a.mode);
+      h.add(a.has_position);
+      h.add(a.position);
+    }
+    add_item(h.h, t.name);
+  }
+  auto theirs = exchange(mine);
+  if (failed_) return;  // error_ already says which peer failed
+
+  for (unsigned peer = 0; peer < nranks_; ++peer) {
+    if (peer == rank_) continue;
+    std::span<const std::byte> other(theirs[peer]);
+    if (other.size() == mine.size() && std::equal(other.begin(), other.end(), mine.begin()))
+      continue;
+    // Walk both descriptions to the first difference.
+    auto describe = [&](unsigned lo, unsigned hi, const std::string& what) {
+      note_error("ranks " + std::to_string(lo) + " and " + std::to_string(hi) +
+                 " built different graphs: " + what +
+                 ". Every rank must declare the same locations and tasks, in the same order and "
+                 "with the same accesses (SPMD)");
+    };
+    unsigned lo = std::min(rank_, peer), hi = std::max(rank_, peer);
+    std::uint64_t nl_other = get_u64(other, 0), nt_other = get_u64(other, 8);
+    if (nl_other != locs.size() || nt_other != tasks.size()) {
+      auto counts = [](std::uint64_t nl, std::uint64_t nt) {
+        return std::to_string(nl) + " locations and " + std::to_string(nt) + " tasks";
+      };
+      describe(lo, hi,
+               "rank " + std::to_string(rank_) + " has " + counts(locs.size(), tasks.size()) +
+                   ", rank " + std::to_string(peer) + " has " + counts(nl_other, nt_other));
+      return;
+    }
+    std::size_t at_mine = 16, at_other = 16;
+    for (std::size_t i = 0; i < locs.size() + tasks.size(); ++i) {
+      std::uint64_t hm = get_u64(mine, at_mine), ho = get_u64(other, at_other);
+      std::uint64_t lm = get_u64(mine, at_mine + 8), lo_len = get_u64(other, at_other + 8);
+      std::string name_other(reinterpret_cast<const char*>(other.data()) + at_other + 16,
+                             std::min<std::size_t>(lo_len, other.size() - at_other - 16));
+      if (hm != ho) {
+        bool is_loc = i < locs.size();
+        std::size_t idx = is_loc ? i : i - locs.size();
+        const std::string& name_mine = is_loc ? locs[idx].name : tasks[idx].name;
+        describe(lo, hi,
+                 std::string(is_loc ? "location" : "task") + " #" + std::to_string(idx) +
+                     " differs ('" + name_mine + "' on rank " + std::to_string(rank_) + ", '" +
+                     name_other + "' on rank " + std::to_string(peer) +
+                     "; name, size, placement or accesses)");
+        return;
+      }
+      at_mine += 16 + lm;
+      at_other += 16 + lo_len;
+    }
+  }
+}
+
+void Engine::start_initial_grants() {
+  for (std::uint32_t t = 0; t < plan_.tasks.size(); ++t)
+    if (dist_.task_rank[t] == rank_ && (tasks_[t].requests == 0 || tasks_[t].fiber)) ready(t);
+  // Only home locations: a proxy's state is set by the GRANT it receives (possibly already).
+  for (std::uint32_t l = 0; l < plan_.locks.size(); ++l) {
+    const LockPlan& lp = plan_.locks[l];
+    if (!lp.locked || dist_.home[l] != rank_) continue;
+    const PhaseRanks& pr = dist_.initial[l];
+    locks_[l].phase = lp.initial_phase;
+    locks_[l].remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
+                              std::memory_order_relaxed);
+    send_grant(l, lp.initial_phase, true);
+    for (std::uint32_t t : pr.local) grant(t, l);
+  }
+}
+
+void Engine::send_grant(std::uint32_t location, std::uint32_t phase, bool initial) {
+  const PhaseRanks& pr = initial ? dist_.initial[location] : dist_.phases[location][phase];
+  if (pr.remote.empty()) return;
+  const LocationDesc& d = graph_.locations()[location];
+  Header h{Kind::grant, static_cast<std::uint8_t>(initial), 0, location, phase};
+  std::span<const std::byte> payload(graph_.data(location), d.elem_size * d.count);
+  for (std::uint32_t r : pr.remote) {
+    sent_[r].fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
+    net_->send(r, channel_, as_bytes(h), payload);
+  }
+}
+
+void Engine::proxy_release(std::uint32_t location) {
+  LockState& ls = locks_[location];
+  // acq_rel: the last local holder must see the others' writes before shipping the bytes.
+  if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const LockPlan& lp = plan_.locks[location];
+  const LocationDesc& d = graph_.locations()[location];
+  Header h{Kind::release, 0, 0, location, ls.phase};
+  std::span<const std::byte> payload;
+  if (lp.phases[ls.phase].mode == Mode::write)
+    payload = {graph_.data(location), d.elem_size * d.count};
+  const std::uint32_t home = dist_.home[location];
+  sent_[home].fetch_add(1, std::memory_order_relaxed);
+  net_->send(home, channel_, as_bytes(h), payload);
+}
+
+void Engine::on_message(unsigned from, std::span<const std::byte> header,
+                        std::span<const std::byte> payload) {
+  Header h{};
+  if (header.size() < sizeof h || from >= nranks_) {
+    on_failure("rank " + std::to_string(from) + " sent a malformed message (" +
+               std::to_string(header.size()) + " header bytes)");
+    return;
+  }
+  std::memcpy(&h, header.data(), sizeof h);
+  const auto& locs = graph_.locations();
+  auto bad_location = [&] {
+    return h.location >= locs.size() || !plan_.locks[h.location].locked ||
+           dist_.phases[h.location].empty() || h.phase >= dist_.phases[h.location].size();
+  };
+  switch (h.kind) {
+    case Kind::grant: {
+      if (bad_location()) break;
+      const LocationDesc& d = locs[h.location];
+      if (payload.size() != d.elem_size * d.count) {
+        on_failure("rank " + std::to_string(from) + " sent " + std::to_string(payload.size()) +
+                   " bytes for location '" + d.name + "', which has " +
+                   std::to_string(d.elem_size * d.count));
+        return;
+      }
+      std::memcpy(graph_.data(h.location), payload.data(), payload.size());
+      LockState& ls = locks_[h.location];
+      ls.phase = h.phase;
+      const PhaseRanks& pr = h.initial ? dist_.initial[h.location] : dist_.phases[h.location][h.phase];
+      ls.remaining.store(static_cast<std::uint32_t>(pr.local.size()), std::memory_order_relaxed);
+      for (std::uint32_t t : pr.local) grant(t, h.location);
+      recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
+      return;
+    }
+    case Kind::release: {
+      if (bad_location() || dist_.home[h.location] != rank_) break;
+      const LocationDesc& d = locs[h.location];
+      if (plan_.locks[h.location].phases[h.phase].mode == Mode::write) {
+        if (payload.size() != d.elem_size * d.count) {
+          on_failure("rank " + std::to_string(from) + " released location '" + d.name +
+                     "' with " + std::to_string(payload.size()) + " bytes instead of " +
+                     std::to_string(d.elem_size * d.count));
+          return;
+        }
+        std::memcpy(graph_.data(h.location), payload.data(), payload.size());
+      }
+      release(h.location, kNoTask, 0, 0);
+      recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
+      return;
+    }
+    case Kind::control: {
+      std::uint64_t round = get_u64(header, sizeof h);
+      std::vector<std::byte> data;
+      if (header.size() > sizeof h + 8)
+        append(data, header.data() + sizeof h + 8, header.size() - sizeof h - 8);
+      std::lock_guard lock(ctl_mu_);
+      ctl_in_[from].emplace_back(round, std::move(data));
+      ctl_cv_.notify_all();
+      return;
+    }
+    case Kind::abort: {
+      note_error(std::string(reinterpret_cast<const char*>(header.data()) + sizeof h,
+                             header.size() - sizeof h));
+      return;
+    }
+  }
+  on_failure("rank " + std::to_string(from) + " sent a message for an unknown location or " +
+             "phase (location #" + std::to_string(h.location) + ", phase " +
+             std::to_string(h.phase) + "): the ranks' graphs or versions differ");
+}
+
+void Engine::note_error(const std::string& what) {
+  {
+    std::lock_guard lock(error_mu_);
+    if (!error_) error_ = std::make_exception_ptr(std::runtime_error(what));
+  }
+  aborted_.store(true, std::memory_order_relaxed);
+}
+
+void Engine::on_failure(const std::string& what) {
+  note_error(what);
+  {
+    std::lock_guard lock(ctl_mu_);
+    failed_.store(true, std::memory_order_relaxed);
+    ctl_cv_.notify_all();
+  }
+  std::lock_guard lock(done_mu_);
+  done_cv_.notify_all();
+}
+
+void Engine::abort_everywhere(const std::string& what) {
+  std::vector<std::byte> msg;
+  Header h{Kind::abort, 0, 0, 0, 0};
+  append(msg, &h, sizeof h);
+  append(msg, what.data(), what.size());
+  for (unsigned r = 0; r < nranks_; ++r)
+    if (r != rank_) net_->send(r, channel_, msg, {});
+}
+
+std::vector<std::vector<std::byte>> Engine::exchange(const std::vector<std::byte>& mine) {
+  const std::uint64_t round = ++ctl_seq_;
+  std::vector<std::byte> msg;
+  Header h{Kind::control, 0, 0, 0, 0};
+  append(msg, &h, sizeof h);
+  put_u64(msg, round);
+  append(msg, mine.data(), mine.size());
+  for (unsigned r = 0; r < nranks_; ++r)
+    if (r != rank_) net_->send(r, channel_, msg, {});
+
+  std::vector<std::vector<std::byte>> out(nranks_);
+  std::unique_lock lock(ctl_mu_);
+  auto has = [&](unsigned r) {
+    return std::any_of(ctl_in_[r].begin(), ctl_in_[r].end(),
+                       [&](const auto& e) { return e.first == round; });
+  };
+  ctl_cv_.wait(lock, [&] {
+    if (failed_.load(std::memory_order_relaxed)) return true;
+    for (unsigned r = 0; r < nranks_; ++r)
+      if (r != rank_ && !has(r)) return false;
+    return true;
+  });
+  if (failed_.load(std::memory_order_relaxed)) return out;
+  for (unsigned r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    auto it = std::find_if(ctl_in_[r].begin(), ctl_in_[r].end(),
+                           [&](const auto& e) { return e.first == round; });
+    out[r] = std::move(it->second);
+    ctl_in_[r].erase(it);
+  }
+  return out;
+}
+
+// Rounds until no protocol message is in flight. In round r each rank sends, with the flag
+// "my previous round was stable", how many protocol messages it has sent to every rank; it
+// waits to have received as many from each, and calls the round stable if it then had received
+// exactly that many and sent nothing since its snapshot. When every rank reports a stable round,
+// every message sent was received and none can follow: after local completion a rank sends only
+// in reaction to a message it receives.
+void Engine::quiesce() {
+  bool stable = false;
+  for (;;) {
+    std::vector<std::uint64_t> snapshot(nranks_);
+    std::vector<std::byte> mine;
+    put_u64(mine, stable ? 1 : 0);
+    for (unsigned r = 0; r < nranks_; ++r) {
+      snapshot[r] = sent_[r].load(std::memory_order_relaxed);
+      put_u64(mine, snapshot[r]);
+    }
+    auto theirs = exchange(mine);
+    if (failed_) return;
+    bool all_stable = stable;
+    for (unsigned r = 0; r < nranks_; ++r)
+      if (r != rank_ && get_u64(theirs[r], 0) == 0) all_stable = false;
+    if (all_stable) return;
+    // Wait for what each peer says it sent us, then judge this round.
+    for (unsigned r = 0; r < nranks_; ++r) {
+      if (r == rank_) continue;
+      const std::uint64_t want = get_u64(theirs[r], 8 + 8 * rank_);
+      // acquire: pairs with the release increments in on_message().
+      while (recv_[r].load(std::memory_order_acquire) < want) {
+        if (failed_) return;
+        std::this_thread::yield();
+      }
+    }
+    stable = true;
+    for (unsigned r = 0; r < nranks_; ++r) {
+      if (r == rank_) continue;
+      if (recv_[r].load(std::memory_order_acquire) != get_u64(theirs[r], 8 + 8 * rank_))
+        stable = false;
+      if (sent_[r].load(std::memory_order_relaxed) != snapshot[r]) stable = false;
+    }
+  }
+}
+
+bool Engine::vote(bool mine) {
+  std::vector<std::byte> v;
+  put_u64(v, mine ? 1 : 0);
+  auto theirs = exchange(v);
+  if (failed_) return true;  // stop: the run is over anyway
+  bool all = mine;
+  for (unsigned r = 0; r < nranks_; ++r)
+    if (r != rank_ && get_u64(theirs[r], 0) == 0) all = false;
+  return all;
+}
+
+}  // namespace ordo::rt

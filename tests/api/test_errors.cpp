@@ -1,0 +1,103 @@
+// Every misuse of the API gets an ordo::Error saying what is wrong and what to do.
+#include <catch2/catch.hpp>
+
+#include <ordo/ordo.hpp>
+
+using namespace ordo;
+using Catch::Contains;
+
+TEST_CASE("zero iterations are refused", "[errors]") {
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  g.task("t", {write(x)}, [](Context&) {});
+  Runtime rt({.workers = 1});
+  CHECK_THROWS_WITH(rt.run(g, 0), Contains("zero iterations") && Contains("at least one"));
+  CHECK_THROWS_WITH(rt.run_until(g, Until{[](const Graph&) { return true; }, 1, 0}),
+                    Contains("max_iterations is 0"));
+  CHECK_THROWS_WITH(rt.run_until(g, Until{[](const Graph&) { return true; }, 0, 5}),
+                    Contains("check_every is 0"));
+  CHECK_THROWS_WITH(rt.run_until(g, Until{}), Contains("Until::done is empty"));
+}
+
+TEST_CASE("a body touching a location it did not declare stops the run", "[errors]") {
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  auto y = g.location<int>("y", 1);
+  g.task("writer", {write(x)}, [](Context&) {});
+  g.task("sneaky", {read(x)}, [=](Context& ctx) { (void)ctx.read(y); });
+  Runtime rt({.workers = 2});
+  CHECK_THROWS_WITH(rt.run(g, 3), Contains("task 'sneaky'") && Contains("location 'y'") &&
+                                      Contains("did not declare") && Contains("ordo::read()"));
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("previous run stopped on an exception"));
+}
+
+TEST_CASE("writing through a read access is refused", "[errors]") {
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  g.task("reader", {read(x)}, [=](Context& ctx) { ctx.write(x)[0] = 1; });
+  Runtime rt({.workers = 1});
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("declared it with read()"));
+}
+
+TEST_CASE("a location of another graph is refused at declaration", "[errors]") {
+  Graph other;
+  other.location<int>("a", 1);
+  other.location<int>("b", 1);
+  auto foreign = other.location<int>("c", 1);
+  Graph g;
+  g.location<int>("x", 1);
+  CHECK_THROWS_WITH(g.task("t", {write(foreign)}, [](Context&) {}),
+                    Contains("did not declare") && Contains("another Graph"));
+}
+
+TEST_CASE("declaration errors", "[errors]") {
+  Graph g;
+  auto x = g.location<int>("x", 4);
+  CHECK_THROWS_WITH(g.location<int>("x", 1), Contains("already exists"));
+  CHECK_THROWS_WITH(g.location<int>("empty", 0), Contains("0 elements"));
+  CHECK_THROWS_WITH(g.task("dup", {read(x), write(x)}, [](Context&) {}),
+                    Contains("lists location 'x' twice"));
+  CHECK_THROWS_WITH(g.task("nobody", {read(x)}, Graph::Body{}), Contains("has no body"));
+  g.task("t", {write(x)}, [](Context&) {});
+  Runtime rt({.workers = 1});
+  rt.run(g, 1);
+  CHECK_THROWS_WITH(g.location<int>("late", 1), Contains("after the graph's first run"));
+  CHECK_THROWS_WITH(g.task("late", {read(x)}, [](Context&) {}),
+                    Contains("after the graph's first run"));
+}
+
+TEST_CASE("a cyclic explicit order is refused before running", "[errors]") {
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  auto y = g.location<int>("y", 1);
+  g.task("A", {write(x).at(0), write(y).at(1)}, [](Context&) {});
+  g.task("B", {write(x).at(1), write(y).at(0)}, [](Context&) {});
+  Runtime rt({.workers = 2});
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("cyclic lock order") &&
+                                      Contains("task 'B' waits for task 'A' on location 'x'") &&
+                                      Contains("task 'A' waits for task 'B' on location 'y'"));
+}
+
+TEST_CASE("running a graph from inside a task body is refused", "[errors]") {
+  Graph inner;
+  auto z = inner.location<int>("z", 1);
+  inner.task("t", {write(z)}, [](Context&) {});
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  Runtime rt({.workers = 2});
+  g.task("nested", {write(x)}, [&](Context&) { rt.run(inner, 1); });
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("inside a task body"));
+}
+
+TEST_CASE("an exception from a body reaches the caller unchanged", "[errors]") {
+  struct Custom : std::exception {
+    const char* what() const noexcept override { return "custom failure"; }
+  };
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  g.task("t", {write(x)}, [](Context& ctx) {
+    if (ctx.iteration() == 2) throw Custom{};
+  });
+  Runtime rt({.workers = 2});
+  CHECK_THROWS_AS(rt.run(g, 5), Custom);
+}

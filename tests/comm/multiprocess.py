@@ -1,0 +1,562 @@
+#!/usr/bin/env python3
+"""Multi-process tests of comm/ and ordorun. One case per invocation:
+
+    multiprocess.py ORDORUN PINGPONG CASE [ARGS...]
+
+Every case bounds each process it starts (subprocess timeouts) so that a bug fails the test
+instead of hanging it; exit 77 tells meson the case was skipped (with the reason printed).
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ORDORUN, PINGPONG = sys.argv[1], sys.argv[2]
+CASE, ARGS = sys.argv[3], sys.argv[4:]
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def skip(msg):
+    print("SKIP: " + msg)
+    sys.exit(SKIP)
+
+
+def ucx_env(tls, devices="lo"):
+    env = dict(os.environ)
+    if tls == "default":  # UCX's own choice of transports (networks still limited to lo)
+        env.pop("UCX_TLS", None)
+    else:
+        env["UCX_TLS"] = tls
+    if devices:
+        env["UCX_NET_DEVICES"] = devices
+    # Keep stray Slurm variables from turning the launch into an srun handoff.
+    for k in list(env):
+        if k.startswith("SLURM_"):
+            del env[k]
+    return env
+
+
+def run(cmd, env=None, timeout=120):
+    start = time.monotonic()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        fail("timed out after %d s (a hang): %s\nstdout:\n%s\nstderr:\n%s" % (
+            timeout, " ".join(cmd), e.stdout, e.stderr))
+    elapsed = time.monotonic() - start
+    print("$ %s\n-> exit %d in %.2f s\nstdout:\n%sstderr:\n%s" % (
+        " ".join(cmd), p.returncode, elapsed, p.stdout, p.stderr))
+    return p, elapsed
+
+
+def check_pingpong(p, n, expect_rndv=True):
+    if p.returncode != 0:
+        fail("pingpong exited %d" % p.returncode)
+    lines = [l for l in p.stdout.splitlines() if "received" in l]
+    if len(lines) != n:
+        fail("expected %d rank summaries, got %d" % (n, len(lines)))
+    seen = set()
+    for l in lines:
+        m = re.match(r"\[(\d+)\] rank (\d+) of (\d+) \((\w+)\): received (\d+) messages "
+                     r"\((\d+) eager, (\d+) rendezvous\), (\d+) wrong, (\d+) send failures", l)
+        if not m:
+            fail("unexpected summary line: " + l)
+        prefix, rank, size, _, got, _, rndv, wrong, sfail = map(
+            lambda x: int(x) if x.isdigit() else x, m.groups())
+        if prefix != rank or size != n or wrong or sfail:
+            fail("bad summary: " + l)
+        if got != 2 * 7 * n:
+            fail("rank %d received %d messages, expected %d" % (rank, got, 2 * 7 * n))
+        if expect_rndv and rndv == 0:
+            fail("rank %d received no payload by rendezvous: the large-payload path went untested" % rank)
+        seen.add(rank)
+    if seen != set(range(n)):
+        fail("ranks reporting: %s" % sorted(seen))
+
+
+def case_pingpong():
+    tls, n = ARGS[0], int(ARGS[1])
+    extra = ARGS[2:]
+    p, _ = run([ORDORUN, "--timeout", "90", "--timeout-startup", "20", "-n", str(n), PINGPONG] + extra,
+               env=ucx_env(tls))
+    check_pingpong(p, n)
+
+
+def case_kill():
+    tls = ARGS[0]
+    p, elapsed = run([ORDORUN, "--timeout", "60", "-n", "3", PINGPONG, "--die-rank", "1", "--rounds", "4"],
+                     env=ucx_env(tls), timeout=60)
+    if p.returncode == 0:
+        fail("the job succeeded although rank 1 was killed")
+    if elapsed > 10:
+        fail("the job took %.1f s to end after a rank died (limit 10 s)" % elapsed)
+    if not re.search(r"ordorun: rank 1 \(pid \d+ on host \S+\) was killed by signal 9", p.stderr):
+        fail("ordorun's message does not name rank 1 and signal 9")
+    if p.returncode != 128 + 9:
+        fail("exit status %d, expected 137 (the first failing rank's)" % p.returncode)
+
+
+def case_transport_detects():
+    # Survivors ignore ordorun's SIGTERM, so before its SIGKILL (--grace 20: room for a loaded
+    # machine) only the transport can
+    # end them: UCX's peer failure handling must report rank 1 to the others' failure callbacks.
+    p, elapsed = run([ORDORUN, "--grace", "20", "-n", "3", PINGPONG, "--die-rank", "1", "--rounds", "4",
+                      "--ignore-sigterm"], env=ucx_env("tcp,self"), timeout=60)
+    if p.returncode == 0:
+        fail("the job succeeded although rank 1 was killed")
+    for r in (0, 2):
+        if not re.search(r"^\[%d\] rank %d: peer rank 1 failed \(\w+\)" % (r, r), p.stderr, re.M):
+            fail("rank %d's transport did not report rank 1's failure" % r)
+    if "sending SIGKILL" in p.stderr:
+        fail("a survivor had to be SIGKILLed: the transport did not end it")
+
+
+def case_late():
+    p, elapsed = run([ORDORUN, "--timeout-startup", "2", "-n", "3", PINGPONG,
+                      "--late-rank", "2", "--late-seconds", "60"], env=ucx_env("tcp,self"), timeout=60)
+    if p.returncode == 0:
+        fail("the job succeeded although rank 2 never connected")
+    if elapsed > 10:
+        fail("took %.1f s to report the missing rank" % elapsed)
+    if not re.search(r"rank 2 \(pid \d+ on host \S+\) did not connect to the store within 2 s", p.stderr):
+        fail("no clear timeout message naming rank 2")
+
+
+def case_prefix():
+    script = 'echo "out $ORDO_RANK"; echo "err $ORDO_RANK" >&2; printf "tail $ORDO_RANK"'
+    p, _ = run([ORDORUN, "-n", "3", "sh", "-c", script], timeout=30)
+    if p.returncode != 0:
+        fail("exit %d" % p.returncode)
+    out = sorted(p.stdout.splitlines())
+    err = sorted(p.stderr.splitlines())
+    want_out = sorted(["[%d] out %d" % (r, r) for r in range(3)] + ["[%d] tail %d" % (r, r) for r in range(3)])
+    want_err = sorted(["[%d] err %d" % (r, r) for r in range(3)])
+    if out != want_out:
+        fail("stdout lines %s, expected %s" % (out, want_out))
+    if err != want_err:
+        fail("stderr lines %s, expected %s" % (err, want_err))
+
+
+def case_exit_status():
+    # Rank 1 fails first with 5; rank 0 would fail later with 7 but is stopped first.
+    p, _ = run([ORDORUN, "-n", "2", "sh", "-c",
+                'if [ "$ORDO_RANK" = 1 ]; then exit 5; fi; sleep 20; exit 7'], timeout=30)
+    if p.returncode != 5:
+        fail("exit status %d, expected 5 (rank 1's)" % p.returncode)
+    if "rank 1 (pid" not in p.stderr or "exited with status 5" not in p.stderr:
+        fail("no message naming rank 1 and its status")
+    p, _ = run([ORDORUN, "-n", "2", "sh", "-c", "exit 0"], timeout=30)
+    if p.returncode != 0:
+        fail("all ranks succeeded but ordorun exited %d" % p.returncode)
+    p, _ = run([ORDORUN, "-n", "2", "sh", "-c", 'if [ "$ORDO_RANK" = 0 ]; then kill -SEGV $$; fi'], timeout=30)
+    if p.returncode != 128 + signal.SIGSEGV:
+        fail("exit status %d, expected %d for a SIGSEGV death" % (p.returncode, 128 + signal.SIGSEGV))
+    p, _ = run([ORDORUN, "-n", "2", "/nonexistent/program"], timeout=30)
+    if p.returncode != 127 or "cannot execute '/nonexistent/program'" not in p.stderr:
+        fail("a missing program must give 127 and say so")
+    # A remote shell that cannot reach its host (ssh exits 255): named, with the hint, and never
+    # mistaken for a signal to ordorun.
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix="_rsh", delete=False) as f:
+        f.write("#!/bin/sh\nexit 255\n")
+    try:
+        os.chmod(f.name, 0o755)
+        p, _ = run([ORDORUN, "--hosts", "nohost:1,other:1", "--rsh", f.name, "true"], timeout=30)
+    finally:
+        os.unlink(f.name)
+    # Both remote shells fail at once: either rank may be reported first.
+    hinted = any(("did '%s %s' fail?" % (f.name, h)) in p.stderr for h in ("nohost", "other"))
+    if p.returncode != 255 or not hinted or "forwarding" in p.stderr:
+        fail("a failing remote shell must give 255 with a hint naming the command")
+
+
+def case_usage():
+    for args in ([], ["-n", "0", "true"], ["--hosts", "a:x", "true"], ["--hosts", "a:1,b:1", "-n", "3", "true"],
+                 ["--srun", "--no-srun", "true"]):
+        p, _ = run([ORDORUN] + args, timeout=30)
+        if p.returncode != 2:
+            fail("bad usage %s gave exit %d, expected 2" % (args, p.returncode))
+        if not p.stderr.strip():
+            fail("bad usage %s printed no explanation" % args)
+
+
+def case_signals():
+    script = 'trap "echo got-term $ORDO_RANK; exit 0" TERM; echo ready; while :; do sleep 0.05; done'
+    proc = subprocess.Popen([ORDORUN, "-n", "2", "sh", "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        ready = 0
+        deadline = time.monotonic() + 20
+        while ready < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            ready += "ready" in line
+        if ready < 2:
+            fail("ranks did not start")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        fail("ordorun did not end after SIGTERM")
+    print("stdout:\n" + out + "stderr:\n" + err)
+    for r in range(2):
+        if "[%d] got-term %d" % (r, r) not in out:
+            fail("rank %d did not receive the forwarded SIGTERM" % r)
+    if "forwarding" not in err:
+        fail("ordorun did not say it forwarded the signal")
+
+
+def process_gone(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            return any(l.startswith("State:") and "Z" in l.split()[1] for l in f)
+    except OSError:
+        return True
+
+
+def case_launcher_killed():
+    # ordorun dies (kill -9) while its ranks wait on each other: the ranks must not live on.
+    proc = subprocess.Popen([ORDORUN, "-n", "2", PINGPONG, "--hang-after-connect"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ucx_env("tcp,self"))
+    pids = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            m = re.search(r"pid (\d+) ready", line)
+            if m:
+                pids.append(int(m.group(1)))
+        if len(pids) < 2:
+            fail("ranks did not report ready")
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(process_gone(p) for p in pids):
+            time.sleep(0.1)
+        alive = [p for p in pids if not process_gone(p)]
+        if alive:
+            fail("ranks %s outlived their launcher by 10 s" % alive)
+    finally:
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+
+
+def case_ssh_quoting():
+    # A stand-in for ssh that behaves like it: joins its arguments after the host into one
+    # string and runs it with the remote shell, in a clean environment (ssh passes none).
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="ordo_fake_ssh_")
+    try:
+        fake = os.path.join(tmp, "ssh")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\nhost="$1"; shift\nexec env -i PATH="$PATH" FAKE_HOST="$host" sh -c "$*"\n')
+        os.chmod(fake, 0o755)
+        env = dict(os.environ)
+        env["UCX_ORDO_PROBE"] = "ucx value"
+        env["MY_VAR"] = "mine; $(not run)"
+        script = 'printf "%s|%s|%s|%s|%s|%s\\n" "$FAKE_HOST" "$ORDO_RANK" "$1" "$2" "$UCX_ORDO_PROBE" "$MY_VAR"'
+        p, _ = run([ORDORUN, "--hosts", "h1:1,h2:1", "--rsh", fake, "-x", "MY_VAR", "sh", "-c", script, "x",
+                    "two words", "it's \"quoted\" $HOME"], env=env, timeout=30)
+        if p.returncode != 0:
+            fail("exit %d" % p.returncode)
+        for r, h in ((0, "h1"), (1, "h2")):
+            want = "[%d] %s|%d|two words|it's \"quoted\" $HOME|ucx value|mine; $(not run)" % (r, h, r)
+            if want not in p.stdout.splitlines():
+                fail("expected the line %r: arguments or exported variables were mangled" % want)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def case_store_auth():
+    # The store answers only clients that first say hello with the job's token and a valid rank.
+    import socket
+    import struct
+    proc = subprocess.Popen([ORDORUN, "-n", "1", "sh", "-c", 'echo "$ORDO_STORE $ORDO_STORE_TOKEN"; sleep 30'],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline().split()
+        if len(line) != 3:
+            fail("the rank did not print its store and token")
+        host, port = line[1].rsplit(":", 1)
+        token = line[2].encode()
+
+        def req(op, key, value=b""):
+            return struct.pack(">BII", op, len(key), len(value)) + key + value
+
+        def answer(*msgs):
+            with socket.create_connection((host, int(port)), timeout=10) as c:
+                for m in msgs:
+                    c.sendall(m)
+                data = b""
+                while True:
+                    try:
+                        chunk = c.recv(4096)
+                    except socket.timeout:
+                        break
+                    if not chunk:
+                        break
+                    data += chunk
+                    if len(data) >= 5 * len(msgs):
+                        break
+                return data
+        put = req(2, b"k", b"v")
+        if answer(put) != b"":
+            fail("a put without hello was answered")
+        if answer(req(1, b"0", b"wrong-token"), put) != b"":
+            fail("a hello with a wrong token was answered")
+        if answer(req(1, b"7", token), put) != b"":
+            fail("a hello with a rank outside the job was answered")
+        got = answer(req(1, b"0", token), put, req(3, b"k"))
+        if got != b"\0\0\0\0\0" + b"\0\0\0\0\0" + b"\0\0\0\0\1v":
+            fail("a proper client got %r" % got)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            fail("ordorun did not end after SIGTERM")
+
+
+def case_srun_handoff():
+    # A fake srun records how ordorun hands the launch over; no Slurm needed.
+    tmp = os.path.join(os.environ.get("TMPDIR", "/tmp"), "ordo_fake_srun_%d" % os.getpid())
+    os.makedirs(tmp, exist_ok=True)
+    try:
+        fake = os.path.join(tmp, "srun")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\necho "srun-args: $*"\n')
+        os.chmod(fake, 0o755)
+        env = dict(os.environ)
+        env["PATH"] = tmp + ":" + env["PATH"]
+        p, _ = run([ORDORUN, "--srun", "-n", "3", "prog", "--x", "1"], env=env, timeout=30)
+        if p.returncode != 0 or "srun-args: --mpi=pmix --label -n 3 prog --x 1" not in p.stdout:
+            fail("explicit --srun handoff did not exec srun --mpi=pmix -n 3 prog --x 1")
+        env["SLURM_JOB_ID"] = "42"
+        env["SLURM_NTASKS"] = "4"
+        p, _ = run([ORDORUN, "-n", "2", "prog"], env=env, timeout=30)
+        if "srun-args: --mpi=pmix --label -n 2 prog" not in p.stdout:
+            fail("inside an allocation with room, ordorun did not hand over to srun")
+        p, _ = run([ORDORUN, "-n", "8", "true"], env=env, timeout=30)
+        if "srun-args" in p.stdout or p.returncode != 0:
+            fail("-n 8 does not fit SLURM_NTASKS=4: ordorun must launch locally")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def case_mpirun():
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        skip("mpirun (openmpi-bin) is not installed")
+    cmd = [mpirun, "-n", "2", "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    env = ucx_env("tcp,self")
+    p, _ = run(cmd + [PINGPONG, "--expect-bootstrap", "pmix"], env=env, timeout=120)
+    if p.returncode != 0 and ("PMIx" in p.stderr and "initialisation" in p.stderr):
+        skip("mpirun's PMIx server does not talk to this libpmix client: " + p.stderr.strip()[:300])
+    if p.returncode != 0:
+        fail("pingpong under mpirun exited %d" % p.returncode)
+    if p.stdout.count("(pmix): received 28 messages") != 2:
+        fail("both ranks must report 28 messages over a PMIx bootstrap")
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def case_slurm():
+    """One-node Slurm: munged, slurmctld and slurmd in the foreground as children of this test,
+    with their own key, socket, ports and state in a scratch directory; then ordorun inside an
+    salloc allocation hands the launch to srun --mpi=pmix and the ranks bootstrap via PMIx."""
+    need = ["munged", "munge", "slurmctld", "slurmd", "srun", "salloc", "sinfo"]
+    missing = [b for b in need if not shutil.which(b)]
+    if missing:
+        skip("Slurm/munge not installed (missing %s): apt-get install slurmctld slurmd slurm-client munge"
+             % ", ".join(missing))
+    if os.geteuid() != 0:
+        skip("the one-node Slurm test runs slurmd and needs root")
+    import ctypes
+    import tempfile
+    # Become a subreaper: slurmd's step daemons detach from it, and this test, not init (which
+    # may not reap in a container), collects them.
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    scratch = tempfile.mkdtemp(prefix="ordo_slurm_")
+    os.chmod(scratch, 0o700)
+    daemons = []
+    try:
+        for d in ("state", "spool"):
+            os.makedirs(os.path.join(scratch, d))
+        key = os.path.join(scratch, "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o400)
+        sock = os.path.join(scratch, "munge.sock")
+        log = open(os.path.join(scratch, "daemons.log"), "w")
+        daemons.append(subprocess.Popen(
+            ["munged", "-F", "--force", "--key-file=" + key, "--socket=" + sock,
+             "--pid-file=" + os.path.join(scratch, "munged.pid"), "--log-file=" + os.path.join(scratch, "munged.log"),
+             "--seed-file=" + os.path.join(scratch, "munged.seed")], stdout=log, stderr=log))
+        host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+        conf = os.path.join(scratch, "slurm.conf")
+        with open(conf, "w") as f:
+            f.write("""ClusterName=ordotest
+SlurmctldHost={host}(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={p1}
+SlurmdPort={p2}
+AuthType=auth/munge
+AuthInfo=socket={sock}
+CredType=cred/munge
+StateSaveLocation={s}/state
+SlurmdSpoolDir={s}/spool
+SlurmctldPidFile={s}/slurmctld.pid
+SlurmdPidFile={s}/slurmd.pid
+SlurmctldLogFile={s}/slurmctld.log
+SlurmdLogFile={s}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=pmix
+SchedulerType=sched/builtin
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+ReturnToService=2
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+InactiveLimit=0
+MinJobAge=5
+NodeName={host} NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+""".format(host=host, p1=free_port(), p2=free_port(), sock=sock, s=scratch))
+        env = ucx_env("tcp,self")
+        env["SLURM_CONF"] = conf
+        deadline = time.monotonic() + 20
+        while not os.path.exists(sock) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        daemons.append(subprocess.Popen(["slurmctld", "-D", "-i", "-f", conf], stdout=log, stderr=log, env=env))
+        daemons.append(subprocess.Popen(["slurmd", "-D", "-f", conf], stdout=log, stderr=log, env=env))
+        deadline = time.monotonic() + 40
+        state = ""
+        while time.monotonic() < deadline:
+            r = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env, timeout=10)
+            state = r.stdout.strip()
+            if state == "idle":
+                break
+            time.sleep(0.5)
+        if state != "idle":
+            with open(os.path.join(scratch, "daemons.log")) as f:
+                print(f.read())
+            fail("the one-node Slurm cluster did not come up (node state '%s')" % state)
+        p, _ = run(["salloc", "-n", "2", "--overcommit", ORDORUN, "-n", "2", PINGPONG, "--expect-bootstrap", "pmix"],
+                   env=env, timeout=120)
+        if p.returncode != 0:
+            fail("ordorun inside salloc exited %d" % p.returncode)
+        for r in range(2):
+            if not re.search(r"^%d: rank %d of 2 \(pmix\): received 28 messages" % (r, r), p.stdout, re.M):
+                fail("rank %d did not report 28 messages over PMIx with srun's label" % r)
+        # Let slurmd's step daemons finish before slurmd goes, so none is left behind.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            r = subprocess.run(["squeue", "-h"], capture_output=True, text=True, env=env, timeout=10)
+            if not r.stdout.strip():
+                break
+            time.sleep(0.2)
+    finally:
+        for d in reversed(daemons):
+            d.terminate()
+            try:
+                d.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                d.kill()
+                d.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.1)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def sh(cmd):
+    return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30)
+
+
+def case_netns():
+    """Ranks in two network namespaces ("hosts") joined by veth pairs to a bridge in a third,
+    where ordorun runs; ordorun starts them through `ip netns exec` and UCX talks TCP."""
+    if not shutil.which("ip"):
+        skip("iproute2's ip is not installed")
+    tag = "o%d" % (os.getpid() % 100000)
+    hub, a, b = tag + "hub", tag + "a", tag + "b"
+    probe = sh("ip netns add %s" % hub)
+    if probe.returncode != 0:
+        skip("creating network namespaces is not permitted here: " + probe.stderr.strip())
+    try:
+        setup = [
+            "ip netns exec {h} ip link set lo up",
+            "ip netns exec {h} ip link add br0 type bridge",
+            "ip netns exec {h} ip addr add 10.77.0.1/24 dev br0",
+            "ip netns exec {h} ip link set br0 up",
+        ]
+        for i, ns in enumerate([a, b]):
+            setup += [
+                "ip netns add {ns}",
+                "ip netns exec {ns} ip link set lo up",
+                "ip netns exec {h} ip link add v{i} type veth peer name ordo0 netns {ns}",
+                "ip netns exec {h} ip link set v{i} master br0",
+                "ip netns exec {h} ip link set v{i} up",
+                "ip netns exec {ns} ip addr add 10.77.0.%d/24 dev ordo0" % (i + 2),
+                "ip netns exec {ns} ip link set ordo0 up",
+            ]
+            setup = [c.replace("{ns}", ns).replace("{i}", str(i)) for c in setup]
+        for c in setup:
+            r = sh(c.format(h=hub))
+            if r.returncode != 0:
+                skip("network namespace setup failed (%s): %s" % (c.format(h=hub), r.stderr.strip()))
+        env = ucx_env("tcp,self", devices="ordo0")
+        launch = ["ip", "netns", "exec", hub, ORDORUN, "--hosts", "%s:1,%s:1" % (a, b), "--rsh", "ip netns exec",
+                  "--store-addr", "10.77.0.1", "--timeout", "90", "--timeout-startup", "20"]
+        mode = ARGS[0] if ARGS else "pingpong"
+        if mode == "pingpong":
+            p, _ = run(launch + [PINGPONG], env=env, timeout=120)
+            check_pingpong(p, 2)
+        else:
+            p, elapsed = run(launch + [PINGPONG, "--die-rank", "1", "--rounds", "4"], env=env, timeout=60)
+            if p.returncode == 0 or elapsed > 10:
+                fail("a killed remote rank must end the job non-zero within 10 s")
+            if not re.search(r"rank 1 \(pid \d+ on host %s\) was killed by signal 9" % b, p.stderr):
+                fail("ordorun's message does not name rank 1 on host %s" % b)
+    finally:
+        for ns in (a, b, hub):
+            sh("ip netns del %s" % ns)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+if CASE not in CASES:
+    print("unknown case %s; known: %s" % (CASE, ", ".join(sorted(CASES))))
+    sys.exit(2)
+CASES[CASE]()
+print("PASS")

@@ -1,0 +1,180 @@
+// An in-process rt::Net for tests: N ranks in one process, one delivery thread per rank,
+// messages copied at send (like an eager transport). It counts protocol traffic per pair of
+// ranks and can simulate a rank's death.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "net.hpp"
+
+namespace ordo::test {
+
+class LoopbackHub;
+
+class LoopbackNet final : public rt::Net {
+ public:
+  LoopbackNet(LoopbackHub& hub, unsigned rank);
+  ~LoopbackNet() override;
+  unsigned rank() const override { return rank_; }
+  unsigned size() const override;
+  void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
+  void detach(std::uint32_t channel) override;
+  void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
+            std::span<const std::byte> payload) override;
+
+ private:
+  friend class LoopbackHub;
+  struct Msg {
+    unsigned from;
+    std::uint32_t channel;
+    std::vector<std::byte> header, payload;
+    bool failure = false;  // a failure notice: header holds the text
+  };
+  void post(Msg m);
+  void loop();
+
+  LoopbackHub& hub_;
+  unsigned rank_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Msg> queue_;
+  std::map<std::uint32_t, std::pair<Receiver, Failure>> attached_;
+  std::map<std::uint32_t, std::deque<Msg>> pending_;
+  std::string failure_;  // set once a peer failed
+  std::int64_t delivering_ = -1;  // channel being delivered to, or -1
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+class LoopbackHub {
+ public:
+  explicit LoopbackHub(unsigned ranks) {
+    for (unsigned r = 0; r < ranks; ++r) nets_.push_back(std::make_unique<LoopbackNet>(*this, r));
+    traffic_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
+    bytes_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
+  }
+  unsigned size() const { return static_cast<unsigned>(nets_.size()); }
+  LoopbackNet& net(unsigned r) { return *nets_[r]; }
+
+  // Protocol messages (GRANT, RELEASE) and their payload bytes from one rank to another.
+  std::uint64_t messages(unsigned from, unsigned to) const { return traffic_[from * size() + to]; }
+  std::uint64_t bytes(unsigned from, unsigned to) const { return bytes_[from * size() + to]; }
+
+  // The rank dies: its messages are dropped and every rank (itself included, so that its
+  // engine stops too) is told.
+  void kill(unsigned dead) {
+    dead_ = static_cast<int>(dead);
+    for (auto& n : nets_) {
+      LoopbackNet::Msg m{dead, 0, {}, {}, true};
+      std::string text = "rank " + std::to_string(dead) + " died (killed by the test)";
+      auto p = reinterpret_cast<const std::byte*>(text.data());
+      m.header.assign(p, p + text.size());
+      n->post(std::move(m));
+    }
+  }
+
+ private:
+  friend class LoopbackNet;
+  std::vector<std::unique_ptr<LoopbackNet>> nets_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> traffic_, bytes_;
+  std::atomic<int> dead_{-1};
+};
+
+inline LoopbackNet::LoopbackNet(LoopbackHub& hub, unsigned rank)
+    : hub_(hub), rank_(rank), thread_([this] { loop(); }) {}
+
+inline LoopbackNet::~LoopbackNet() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+inline unsigned LoopbackNet::size() const { return hub_.size(); }
+
+inline void LoopbackNet::attach(std::uint32_t channel, Receiver on_message, Failure on_failure) {
+  std::lock_guard lock(mu_);
+  attached_[channel] = {std::move(on_message), std::move(on_failure)};
+  auto it = pending_.find(channel);
+  if (it != pending_.end()) {
+    for (auto m = it->second.rbegin(); m != it->second.rend(); ++m) queue_.push_front(std::move(*m));
+    pending_.erase(it);
+  }
+  if (!failure_.empty()) queue_.push_back(Msg{0, channel, {}, {}, true});
+  cv_.notify_all();
+}
+
+inline void LoopbackNet::detach(std::uint32_t channel) {
+  std::unique_lock lock(mu_);
+  attached_.erase(channel);
+  cv_.wait(lock, [&] { return delivering_ != static_cast<std::int64_t>(channel); });
+}
+
+inline void LoopbackNet::send(unsigned peer, std::uint32_t channel,
+                              std::span<const std::byte> header,
+                              std::span<const std::byte> payload) {
+  if (hub_.dead_ == static_cast<int>(rank_) || hub_.dead_ == static_cast<int>(peer)) return;
+  auto kind = header.empty() ? 0 : static_cast<int>(header[0]);
+  if (kind == 1 || kind == 2) {  // GRANT, RELEASE
+    hub_.traffic_[rank_ * size() + peer].fetch_add(1);
+    hub_.bytes_[rank_ * size() + peer].fetch_add(payload.size());
+  }
+  hub_.net(peer).post(Msg{rank_, channel, {header.begin(), header.end()},
+                          {payload.begin(), payload.end()}, false});
+}
+
+inline void LoopbackNet::post(Msg m) {
+  std::lock_guard lock(mu_);
+  queue_.push_back(std::move(m));
+  cv_.notify_all();
+}
+
+inline void LoopbackNet::loop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Msg m = std::move(queue_.front());
+    queue_.pop_front();
+    if (m.failure) {
+      if (!m.header.empty()) failure_.assign(reinterpret_cast<const char*>(m.header.data()), m.header.size());
+      // Tell every attached channel (or, for a replayed notice, the one channel).
+      std::vector<std::pair<std::uint32_t, Failure>> targets;
+      for (auto& [ch, cb] : attached_)
+        if (!m.header.empty() || ch == m.channel) targets.emplace_back(ch, cb.second);
+      for (auto& [ch, fail] : targets) {
+        delivering_ = ch;
+        std::string text = failure_;
+        lock.unlock();
+        fail(text);
+        lock.lock();
+        delivering_ = -1;
+        cv_.notify_all();
+      }
+      continue;
+    }
+    auto it = attached_.find(m.channel);
+    if (it == attached_.end()) {
+      pending_[m.channel].push_back(std::move(m));
+      continue;
+    }
+    Receiver recv = it->second.first;
+    delivering_ = m.channel;
+    lock.unlock();
+    recv(m.from, m.header, m.payload);
+    lock.lock();
+    delivering_ = -1;
+    cv_.notify_all();
+  }
+}
+
+}  // namespace ordo::test

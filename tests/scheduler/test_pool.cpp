@@ -1,0 +1,188 @@
+// The pool on this machine: every item runs exactly once whoever pushes it (workers into their
+// own deques, outsiders into the injection queues), parked workers wake for new work, and the
+// observer sees balanced park/unpark and real steals.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "pool.hpp"
+
+using namespace ordo::sched;
+
+namespace {
+
+#if defined(__SANITIZE_THREAD__)
+constexpr std::uint64_t kScale = 10;
+#else
+constexpr std::uint64_t kScale = 1;
+#endif
+
+// Items form a binary tree: item i pushes 2i+1 and 2i+2 while below `n`. Counts executions.
+class TreeExecutor final : public Executor {
+ public:
+  TreeExecutor(Pool& pool, std::uint64_t n)
+      : pool_(pool), n_(n), runs_(new std::atomic<std::uint32_t>[n]) {
+    for (std::uint64_t i = 0; i < n; ++i) runs_[i].store(0);
+  }
+  void execute(Item item, unsigned worker) override {
+    // Catch2 assertions are not thread-safe: count here, check on the test's thread.
+    if (static_cast<int>(worker) != Pool::current_worker()) wrong_worker_.fetch_add(1);
+    runs_[item].fetch_add(1, std::memory_order_relaxed);
+    for (Item c : {2 * item + 1, 2 * item + 2})
+      if (c < n_) pool_.push(c);
+    // acq_rel: the last execution sees every other's counts, and publishes them via mu_.
+    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+      std::lock_guard lock(mu_);  // under the lock: wait() cannot return (and free us) before
+      finished_ = true;
+      cv_.notify_all();
+    }
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return finished_; });
+  }
+  std::uint64_t wrong() const {
+    std::uint64_t bad = wrong_worker_.load();
+    for (std::uint64_t i = 0; i < n_; ++i) bad += runs_[i].load() != 1;
+    return bad;
+  }
+
+ private:
+  Pool& pool_;
+  std::uint64_t n_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> runs_;
+  std::atomic<std::uint64_t> done_{0};
+  std::atomic<std::uint64_t> wrong_worker_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;  // guarded by mu_
+};
+
+// Item 0 pushes items 1..n-1 into its worker's own deque, then waits until another worker has
+// run one of them: which that worker can only have done by stealing.
+class StealExecutor final : public Executor {
+ public:
+  StealExecutor(Pool& pool, std::uint64_t n) : pool_(pool), n_(n) {}
+  void execute(Item item, unsigned worker) override {
+    if (item == 0) {
+      first_worker_ = worker;
+      for (Item c = 1; c < n_; ++c) pool_.push(c);
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!other_ran_.load() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+    } else if (worker != first_worker_) {
+      other_ran_.store(true);
+    }
+    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {  // pairs with itself
+      std::lock_guard lock(mu_);
+      finished_ = true;
+      cv_.notify_all();
+    }
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return finished_; });
+  }
+  bool other_ran() const { return other_ran_.load(); }
+
+ private:
+  Pool& pool_;
+  std::uint64_t n_;
+  unsigned first_worker_ = 0;  // written before the pushes that publish it
+  std::atomic<bool> other_ran_{false};
+  std::atomic<std::uint64_t> done_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finished_ = false;  // guarded by mu_
+};
+
+class CountingObserver final : public Observer {
+ public:
+  explicit CountingObserver(unsigned workers) : parks(workers), unparks(workers) {}
+  void on_park(unsigned w) override { parks[w].fetch_add(1); }
+  void on_unpark(unsigned w) override { unparks[w].fetch_add(1); }
+  void on_steal(unsigned thief, unsigned victim) override {
+    if (thief == victim) self_steals.fetch_add(1);
+    steals.fetch_add(1);
+  }
+  std::vector<std::atomic<std::uint64_t>> parks, unparks;
+  std::atomic<std::uint64_t> steals{0}, self_steals{0};
+};
+
+}  // namespace
+
+TEST_CASE("every item of a task tree runs exactly once, for any worker count", "[pool]") {
+  const unsigned workers = GENERATE(1u, 2u, 4u, 7u);
+  const std::size_t capacity = GENERATE(std::size_t{2}, std::size_t{256});
+  PoolConfig cfg;
+  cfg.workers = workers;
+  cfg.deque_capacity = capacity;
+  Pool pool(cfg);
+  REQUIRE(pool.size() == workers);
+  TreeExecutor exec(pool, 100000 / kScale);
+  pool.attach(exec);
+  pool.push(0);
+  exec.wait();
+  pool.detach();
+  CHECK(exec.wrong() == 0);
+}
+
+TEST_CASE("parked workers wake for each item pushed from outside", "[pool]") {
+  // One item at a time, each after the previous finished: the workers are idle or parking at
+  // every push, which is where a lost wake-up would hang this test.
+  PoolConfig cfg;
+  cfg.workers = 3;
+  auto pool = std::make_unique<Pool>(cfg);
+  CountingObserver obs(pool->size());
+  pool->set_observer(&obs);
+  const int rounds = static_cast<int>(2000 / kScale);
+  for (int r = 0; r < rounds; ++r) {
+    TreeExecutor exec(*pool, 1 + static_cast<std::uint64_t>(r % 5));
+    pool->attach(exec);
+    pool->push(0);
+    exec.wait();
+    pool->detach();
+    if (r % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let them park
+  }
+  pool.reset();  // joins the workers, so the counts below are final
+  std::uint64_t parks = 0;
+  for (unsigned w = 0; w < 3; ++w) {
+    CHECK(obs.parks[w].load() == obs.unparks[w].load());
+    parks += obs.parks[w].load();
+  }
+  CHECK(parks > 0);
+}
+
+TEST_CASE("idle workers steal from a busy one and the observer sees it", "[pool]") {
+  CountingObserver obs(4);  // outlives the pool: workers may call it until they are joined
+  PoolConfig cfg;
+  cfg.workers = 4;
+  Pool pool(cfg);
+  pool.set_observer(&obs);
+  StealExecutor exec(pool, 64);
+  pool.attach(exec);
+  pool.push(0);
+  exec.wait();
+  pool.detach();
+  CHECK(exec.other_ran());
+  // Only item 0 came from outside: the others reached other workers by stealing.
+  CHECK(obs.steals.load() > 0);
+  CHECK(obs.self_steals.load() == 0);
+}
+
+TEST_CASE("bad processing units and topologies are refused with a message", "[pool]") {
+  PoolConfig cfg;
+  cfg.pus = {100000};
+  CHECK_THROWS_WITH(Pool(cfg), Catch::Contains("processing unit 100000"));
+  PoolConfig bad;
+  bad.topology = "nonsense";
+  CHECK_THROWS_AS(Pool(bad), std::invalid_argument);
+}

@@ -1,0 +1,91 @@
+// ordo-trace: reads the per-rank trace files a traced ordo run writes (docs/tracing.md).
+//
+//   ordo-trace summary [--json] FILE...          utilisation, compute vs wait, bytes, critical path
+//   ordo-trace export --format perfetto -o OUT FILE...   Chrome Trace Event JSON
+//   ordo-trace html -o OUT FILE...               self-contained HTML timeline
+//
+// FILE is a trace file, or the base path of a multi-rank trace (BASE.rank0, BASE.rank1, ...).
+// Exit status: 0 ok, 2 bad input (unreadable, truncated, corrupt or too new a file; bad flags).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "analysis.hpp"
+#include "export.hpp"
+#include "trace_file.hpp"
+
+namespace {
+
+using namespace ordo::tracefile;
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw TraceError("cannot write '" + path + "'; give a writable output path with -o");
+}
+
+int run(int argc, char** argv) {
+  CLI::App cli{"Summaries, Perfetto export and HTML timelines of ordo traces", "ordo-trace"};
+  cli.require_subcommand(1);
+  std::vector<std::string> inputs;
+  bool json = false;
+  std::string format = "perfetto", output;
+
+  auto* summary = cli.add_subcommand("summary", "print utilisation, compute vs lock-wait vs "
+                                                "idle, bytes moved and the critical path");
+  summary->add_flag("--json", json, "print the figures as JSON");
+  summary->add_option("files", inputs, "trace files, or the base path of a multi-rank trace")
+      ->required();
+
+  auto* exp = cli.add_subcommand("export", "convert to Chrome Trace Event JSON (Perfetto UI, "
+                                           "chrome://tracing)");
+  exp->add_option("--format", format, "output format")->check(CLI::IsMember({"perfetto"}))
+      ->capture_default_str();
+  exp->add_option("-o,--output", output, "output file")->required();
+  exp->add_option("files", inputs, "trace files, or the base path of a multi-rank trace")
+      ->required();
+
+  auto* html = cli.add_subcommand("html", "write a self-contained HTML timeline with the "
+                                          "summary tables");
+  html->add_option("-o,--output", output, "output file")->required();
+  html->add_option("files", inputs, "trace files, or the base path of a multi-rank trace")
+      ->required();
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(cli.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return cli.exit(e);
+    std::fprintf(stderr, "ordo-trace: error: %s\nRun with --help for the usage.\n", e.what());
+    return 2;
+  }
+
+  Trace t = load(inputs);
+  Summary s = summarize(t);
+  if (summary->parsed()) {
+    std::string text = json ? render_json(s, t).dump(2) + "\n" : render_text(s, t);
+    std::fputs(text.c_str(), stdout);
+  } else if (exp->parsed()) {
+    write_file(output, export_perfetto(t, s).dump() + "\n");
+  } else if (html->parsed()) {
+    write_file(output, export_html(t, s));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const TraceError& e) {
+    std::fprintf(stderr, "ordo-trace: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ordo-trace: failed: %s\n", e.what());
+    return 1;
+  }
+}
