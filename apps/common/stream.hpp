@@ -1,24 +1,36 @@
-// Memory-bandwidth reference for the apps and benchmarks: a short STREAM-triad measurement
-// (a[i] = b[i] + s * c[i], 24 bytes per element counted as STREAM counts them) and the size
-// of the last-level cache. An app whose grid exceeds the cache reports
-//   bandwidth_fraction = (bytes its kernel must move per iteration * iterations / seconds)
-//                        / triad bandwidth,
-// measured in the same run on the same threads count.
+// STREAM-triad bandwidth measurement (a[i] = b[i] + s * c[i], McCalpin's STREAM "Triad"),
+// used by the stencil benchmark as the memory-bandwidth bound of memory-bound kernels.
+//
+// Threads: plain std::thread, one contiguous chunk per thread. Each thread first-touches its own
+// chunk (so pages land on its NUMA node, as a statically scheduled loop would place them) and
+// then runs the kernel on that chunk only, between two std::barrier phases; thread 0 times the
+// interval between them. The best (shortest) repetition counts, as in STREAM.
+//
+// Bytes: STREAM's convention, 3 * 8 bytes per element (read b, read c, write a). The
+// write-allocate read of `a` that a cache without streaming stores also performs is not
+// counted, so the figure is what a kernel "must move" by the same convention: stencil traffic
+// is counted the same way (one read and one write per grid point, 16 bytes).
+//
+// Size: the arrays must be far larger than the last-level cache, otherwise this measures the
+// cache: stream_triad_bytes_per_second() takes four times the last-level cache per array (at
+// least 8 Mi elements); stream_triad() lets the caller choose.
 #pragma once
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstddef>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace ordo::app {
 
-// Bytes of the largest data cache the OS reports (0 when it reports none).
+// Bytes of the largest data cache the OS reports for cpu0 (0 when it reports none).
 inline std::size_t last_level_cache_bytes() {
   std::size_t best = 0;
   for (int i = 0; i < 8; ++i) {
@@ -26,58 +38,92 @@ inline std::size_t last_level_cache_bytes() {
     std::string s;
     if (!(f >> s) || s.empty()) continue;
     std::size_t mult = 1;
-    if (s.back() == 'K') mult = 1024;
-    if (s.back() == 'M') mult = 1024 * 1024;
+    if (s.back() == 'K') mult = std::size_t{1} << 10;
+    if (s.back() == 'M') mult = std::size_t{1} << 20;
     if (mult != 1) s.pop_back();
-    try {
-      best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
-    } catch (...) {
-    }
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) continue;
+    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
   }
 #ifdef _SC_LEVEL3_CACHE_SIZE
   if (best == 0) {
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (l3 > 0) best = static_cast<std::size_t>(l3);
   }
 #endif
   return best;
 }
 
-// Triad bandwidth in bytes per second with `threads` threads, best of a few repetitions over
-// arrays four times the last-level cache (at least 8 Mi elements each).
-inline double stream_triad_bytes_per_second(unsigned threads) {
+// Elements per array that keep the triad out of the cache: 4 x the last-level cache, and at
+// least 8 Mi (64 MiB) when the OS reports no cache size.
+inline std::size_t triad_default_elements() {
+  return std::max<std::size_t>(std::size_t{8} << 20, 4 * last_level_cache_bytes() / sizeof(double));
+}
+
+struct TriadResult {
+  double bytes_per_second = 0;  // best repetition, STREAM byte count
+  double best_seconds = 0;
+  std::size_t elements = 0;  // per array
+  unsigned threads = 0;
+  int repetitions = 0;
+};
+
+namespace detail {
+// Not inlined, so the compiler cannot see that `a` is never read and drop the stores; the
+// restrict pointers let it vectorise the loop.
+[[gnu::noinline]] inline void triad_chunk(double* __restrict a, const double* __restrict b,
+                                          const double* __restrict c, double s,
+                                          std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+}  // namespace detail
+
+// Measures triad bandwidth with `threads` threads over three arrays of `elements` doubles,
+// `repetitions` times (the first one is a warm-up and is not counted when there are more).
+inline TriadResult stream_triad(std::size_t elements, unsigned threads, int repetitions = 5) {
   threads = std::max(1u, threads);
-  const std::size_t n = std::max<std::size_t>(8u << 20, 4 * last_level_cache_bytes() / 8);
-  std::vector<double> a(n), b(n), c(n);
-  auto slice = [&](unsigned t, auto&& f) {
-    const std::size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-    f(lo, hi);
-  };
-  auto parallel = [&](auto&& f) {
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back([&, t] { slice(t, f); });
-    slice(0, f);
-    for (auto& th : pool) th.join();
-  };
-  parallel([&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) {
-      b[i] = 1.0;
-      c[i] = 2.0;
-      a[i] = 0.0;
+  repetitions = std::max(1, repetitions);
+  elements = std::max<std::size_t>(elements, threads);
+  // new double[] leaves the memory untouched: the first touch happens in the owning thread.
+  std::unique_ptr<double[]> a(new double[elements]), b(new double[elements]),
+      c(new double[elements]);
+  std::vector<double> seconds(static_cast<std::size_t>(repetitions), 0.0);
+  std::barrier sync(static_cast<std::ptrdiff_t>(threads));
+
+  auto body = [&](unsigned t) {
+    const std::size_t lo = elements * t / threads, hi = elements * (t + 1) / threads;
+    std::fill(a.get() + lo, a.get() + hi, 0.0);
+    std::fill(b.get() + lo, b.get() + hi, 1.0);
+    std::fill(c.get() + lo, c.get() + hi, 2.0);
+    for (int r = 0; r < repetitions; ++r) {
+      sync.arrive_and_wait();
+      const auto start = std::chrono::steady_clock::now();
+      detail::triad_chunk(a.get() + lo, b.get() + lo, c.get() + lo, 3.0, hi - lo);
+      sync.arrive_and_wait();
+      if (t == 0)
+        seconds[static_cast<std::size_t>(r)] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
-  });
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    parallel([&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo; i < hi; ++i) a[i] = b[i] + 3.0 * c[i];
-    });
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, s);
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(body, t);
+    body(0);
   }
-  volatile double sink = a[n / 2];  // keep the stores
-  (void)sink;
-  return 3.0 * sizeof(double) * static_cast<double>(n) / best;
+  auto first = seconds.begin() + (repetitions > 1 ? 1 : 0);
+  const double best = *std::min_element(first, seconds.end());
+  TriadResult out;
+  out.best_seconds = best;
+  out.bytes_per_second = 3.0 * sizeof(double) * static_cast<double>(elements) / best;
+  out.elements = elements;
+  out.threads = threads;
+  out.repetitions = repetitions;
+  return out;
+}
+
+// Triad bandwidth in bytes per second with `threads` threads, best of 5, arrays of
+// triad_default_elements() (the form the stencil apps call for their bandwidth_fraction).
+inline double stream_triad_bytes_per_second(unsigned threads) {
+  return stream_triad(triad_default_elements(), threads, 5).bytes_per_second;
 }
 
 }  // namespace ordo::app
