@@ -1,7 +1,7 @@
 // The driver every stencil app shares: flags, .npy input/output, progress on a terminal,
 // verification against the sequential reference, and the one result line
 //   app=<name> size=<NxM..> blocks=<BxC..> iters=I workers=W seconds=S gstencils=G
-//   verify=ok|fail|skipped [bandwidth_fraction=F] tb=D
+//   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1]
 // (bandwidth_fraction only when the grid is larger than the last-level cache).
 // An app describes itself with an AppDesc (spec, kernel, initial grids) and calls
 // run_stencil_app from main.
@@ -270,7 +270,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     const double moved = app.bytes_per_point * pts * static_cast<double>(steps) / seconds;
     line += fmt::format(" bandwidth_fraction={:.3f}", moved / stream_triad_bytes_per_second(workers));
   }
-  line += fmt::format(" tb={}", tb);
+  if (tb > 1) line += fmt::format(" tb={}", tb);
   fmt::print("{}\n", line);
   return verdict == "fail" ? 1 : 0;
 }
