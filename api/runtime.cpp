@@ -78,7 +78,6 @@ struct Runtime::Impl {
   // (flushed, end record) when the run returns, also when a body threw.
   template <class F>
   std::uint64_t traced(Graph& graph, rt::Engine& engine, std::uint64_t iterations, F&& body) {
-    engine.set_trace(recorder.get());
     if (!recorder) return body();
     rt::trace::Placement place;  // where tasks run and locations live, for minimum bytes
     const rt::Graph& g = graph.impl().graph;
@@ -87,13 +86,17 @@ struct Runtime::Impl {
     for (std::uint32_t t = 0; t < g.tasks().size(); ++t)
       place.task_rank.push_back(engine.task_rank(t));
     recorder->begin_run(g, graph.impl().serial, iterations, &place);
+    // Attached for this run only: a graph may outlive this Runtime and its recorder.
+    engine.set_trace(recorder.get());
     std::uint64_t done = 0;
     try {
       done = body();
     } catch (...) {
+      engine.set_trace(nullptr);
       recorder->end_run(engine.iterations_done());
       throw;
     }
+    engine.set_trace(nullptr);
     recorder->end_run(done);
     return done;
   }

@@ -122,6 +122,8 @@ void Engine::distribute() {
     dist_.initial[l] = split(lp, lp.initial_begin, lp.initial_end, at_home);
   }
 
+  grant_seq_.assign(nl * nranks_, 0);
+  release_seq_.assign(nl * nranks_, 0);
   sent_.reset(new std::atomic<std::uint64_t>[nranks_]);
   recv_.reset(new std::atomic<std::uint64_t>[nranks_]);
   for (unsigned r = 0; r < nranks_; ++r) {
@@ -233,6 +235,18 @@ void Engine::start_initial_grants() {
   }
 }
 
+// Tag of the next GRANT (or RELEASE) of `location` between this rank and `peer`: kind, location
+// and its sequence number between the two.
+std::uint64_t Engine::trace_tag(bool grant, std::uint32_t location, unsigned peer) {
+  std::uint32_t& seq = (grant ? grant_seq_ : release_seq_)[location * nranks_ + peer];
+  return (std::uint64_t{grant} << 63) | (std::uint64_t{location} << 32) | seq++;
+}
+
+unsigned Engine::trace_buffer() const {
+  const int w = sched::Pool::current_worker();
+  return w >= 0 ? static_cast<unsigned>(w) : trace_->control();
+}
+
 void Engine::send_grant(std::uint32_t location, std::uint32_t phase, bool initial) {
   const PhaseRanks& pr = initial ? dist_.initial[location] : dist_.phases[location][phase];
   if (pr.remote.empty()) return;
@@ -240,6 +254,9 @@ void Engine::send_grant(std::uint32_t location, std::uint32_t phase, bool initia
   Header h{Kind::grant, static_cast<std::uint8_t>(initial), 0, location, phase};
   std::span<const std::byte> payload(graph_.data(location), d.elem_size * d.count);
   for (std::uint32_t r : pr.remote) {
+    const std::uint64_t tag = trace_tag(true, location, r);
+    if (trace_) [[unlikely]]
+      trace_->send(trace_buffer(), r, location, trace::kNone, payload.size(), tag);
     sent_[r].fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
     net_->send(r, channel_, as_bytes(h), payload);
   }
@@ -256,12 +273,16 @@ void Engine::proxy_release(std::uint32_t location) {
   if (lp.phases[ls.phase].mode == Mode::write)
     payload = {graph_.data(location), d.elem_size * d.count};
   const std::uint32_t home = dist_.home[location];
+  const std::uint64_t tag = trace_tag(false, location, home);
+  if (trace_) [[unlikely]]
+    trace_->send(trace_buffer(), home, location, trace::kNone, payload.size(), tag);
   sent_[home].fetch_add(1, std::memory_order_relaxed);
   net_->send(home, channel_, as_bytes(h), payload);
 }
 
 void Engine::on_message(unsigned from, std::span<const std::byte> header,
                         std::span<const std::byte> payload) {
+  std::lock_guard trace_lock(trace_mu_);  // trace_ stays as it is while this message is handled
   Header h{};
   if (header.size() < sizeof h || from >= nranks_) {
     on_failure("rank " + std::to_string(from) + " sent a malformed message (" +
@@ -285,6 +306,10 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
         return;
       }
       std::memcpy(graph_.data(h.location), payload.data(), payload.size());
+      const std::uint64_t tag = trace_tag(true, h.location, from);
+      // Initial grants are sent while the engine is built, before tracing is attached.
+      if (trace_ && !h.initial) [[unlikely]]
+        trace_->receive(trace_buffer(), from, h.location, trace::kNone, payload.size(), tag);
       LockState& ls = locks_[h.location];
       ls.phase = h.phase;
       const PhaseRanks& pr = h.initial ? dist_.initial[h.location] : dist_.phases[h.location][h.phase];
@@ -305,6 +330,9 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
         }
         std::memcpy(graph_.data(h.location), payload.data(), payload.size());
       }
+      const std::uint64_t tag = trace_tag(false, h.location, from);
+      if (trace_) [[unlikely]]
+        trace_->receive(trace_buffer(), from, h.location, trace::kNone, payload.size(), tag);
       release(h.location, kNoTask, 0, 0);
       recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
       return;

@@ -147,7 +147,13 @@ class Engine final : public sched::Executor {
 
   // Records this engine's events into `recorder` from the next run on (null: tracing off).
   // Call between runs only.
-  void set_trace(trace::Recorder* recorder) { trace_ = recorder; }
+  // The Runtime attaches its recorder for each run and detaches it after, so the engine never
+  // holds it between runs. trace_mu_ makes this safe against a remote message handled meanwhile
+  // on the transport's thread (on_message holds it).
+  void set_trace(trace::Recorder* recorder) {
+    std::lock_guard lock(trace_mu_);
+    trace_ = recorder;
+  }
 
  private:
   struct alignas(64) LockState {
@@ -259,6 +265,13 @@ class Engine final : public sched::Executor {
   unsigned rank_ = 0, nranks_ = 1;
   std::uint64_t local_tasks_ = 0;  // tasks that run on this rank
   Distribution dist_;
+  // Trace tags: per location and rank, the GRANTs and RELEASEs exchanged so far. A location has
+  // at most one message in flight towards a rank, so sender and receiver count the same
+  // sequence and a send and its receive get the same tag. Touched in protocol order only.
+  std::vector<std::uint32_t> grant_seq_, release_seq_;  // [location * ranks + peer]
+  std::mutex trace_mu_;  // see set_trace()
+  std::uint64_t trace_tag(bool grant, std::uint32_t location, unsigned peer);
+  unsigned trace_buffer() const;
   std::unique_ptr<std::atomic<std::uint64_t>[]> sent_;  // protocol messages sent, per peer
   std::unique_ptr<std::atomic<std::uint64_t>[]> recv_;  // ... received and handled, per peer
   std::mutex ctl_mu_;

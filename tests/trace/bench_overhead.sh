@@ -13,7 +13,7 @@ reps=${3:-7}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 workers=${ORDO_BENCH_WORKERS:-2}
-args=(--size 2048x2048 --blocks 4x4 --iters 40 --workers "$workers")
+args=(--size 2048x2048 --blocks 4x4 --iters 200 --workers "$workers")
 
 seconds() { sed -n 's/.* seconds=\([0-9.]*\) .*/\1/p'; }
 best_off=""; best_on=""
@@ -26,5 +26,5 @@ done
 task_us=$("$tool" summary "$dir/heat.trace" | awk '
   $1 ~ /^step\[/ { sum += $4; k++ } END { printf "%.1f", k ? sum / k : 0 }')
 overhead=$(awk -v a="$best_off" -v b="$best_on" 'BEGIN { printf "%.4f", b / a - 1 }')
-echo "bench=trace app=heat2d size=2048x2048 blocks=4x4 iters=40 workers=$workers reps=$reps" \
+echo "bench=trace app=heat2d size=2048x2048 blocks=4x4 iters=200 workers=$workers reps=$reps" \
      "task_us=$task_us off_s=$best_off on_s=$best_on overhead=$overhead"

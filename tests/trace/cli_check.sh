@@ -74,6 +74,17 @@ if [ $# -ge 3 ]; then
   [ ! -e "$dir/ranks.trace" ] || fail "a two-rank run wrote the base path itself"
   "$tool" summary "$dir/ranks.trace" >"$dir/ranks.txt"
   grep -q "^ranks 2 " "$dir/ranks.txt" || fail "the two-rank summary does not show 2 ranks"
+  # Halo traffic is traced on both ends: each direction moves bytes, exactly the graph's
+  # minimum (one copy per process), and after clock alignment no receive precedes its send.
+  for dir_ in "0 -> 1" "1 -> 0"; do
+    line=$(grep "  $dir_: " "$dir/ranks.txt") || fail "no traffic $dir_ in the two-rank summary"
+    bytes=$(sed -n 's/.*: \([0-9]*\) bytes in .*/\1/p' <<<"$line")
+    minimum=$(sed -n 's/.*minimum \([0-9]*\).*/\1/p' <<<"$line")
+    [ -n "$bytes" ] && [ "$bytes" -gt 0 ] && [ "$bytes" = "$minimum" ] ||
+      fail "traffic $dir_ is not the minimum: $line"
+  done
+  ! grep -qi "before it was sent\|arrive.* before" "$dir/ranks.txt" ||
+    fail "a receive precedes its send in the two-rank trace"
   "$tool" export --format perfetto -o "$dir/ranks.json" "$dir/ranks.trace"
   grep -q '"rank 1"' "$dir/ranks.json" || fail "the two-rank export has no rank 1 process"
   expect_2 "missing rank" "rank 0 of 2 is missing" summary "$dir/ranks.trace.rank1"
