@@ -68,10 +68,12 @@ struct Runtime::Impl {
     if (!recorder)
       throw Error(error + "; give a writable path with --trace FILE or ORDO_TRACE, or unset "
                           "ORDO_TRACE to run without tracing");
-    // Ranks on one host share its monotonic clock: with the epoch as offset, every rank's
-    // times are that clock. Ranks on other hosts also need the offset between the hosts'
-    // clocks, which the transport does not measure yet (docs/tracing.md).
-    if (net) recorder->set_clock_offset(static_cast<std::int64_t>(recorder->epoch_ns()));
+    // Every rank's times on rank 0's steady clock: the epoch gives this rank's steady clock,
+    // the offset measured by the transport at start-up (about 0 between ranks of one host)
+    // takes it to rank 0's.
+    if (net)
+      recorder->set_clock_offset(static_cast<std::int64_t>(recorder->epoch_ns()) +
+                                 net->clock_offset_ns());
     pool.set_observer(recorder.get());
   }
   // Runs `body` on `engine` with tracing around it when it is on: the file is complete

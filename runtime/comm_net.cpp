@@ -5,15 +5,67 @@
 
 namespace ordo::rt {
 
+namespace {
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {
   transport_ = std::make_unique<comm::Transport>(*bootstrap_);
   transport_->on_message(kTag, [this](comm::Incoming& m) { on_incoming(m); });
+  // Clock pings: rank 0 answers with its steady clock; the others take the answer.
+  transport_->on_message(kClockTag, [this](comm::Incoming& m) {
+    if (m.header().size() != sizeof(std::int64_t)) return;
+    if (rank() == 0) {
+      const std::int64_t now = steady_ns();
+      transport_->send(m.peer(), kClockTag,
+                       {reinterpret_cast<const std::byte*>(&now), sizeof now}, {},
+                       [](comm::Status) {});
+      return;
+    }
+    std::int64_t t = 0;
+    std::memcpy(&t, m.header().data(), sizeof t);
+    std::lock_guard lock(clock_mu_);
+    clock_reply_ = t;
+    clock_cv_.notify_all();
+  });
   transport_->on_peer_failure([this](const comm::PeerFailure& f) {
     on_peer_failure("rank " + std::to_string(f.peer) + " failed (" + f.cause +
                     "); the job cannot go on without it");
   });
   transport_->connect();
   thread_ = std::thread([this] { progress_loop(); });
+  measure_clock_offset();
+}
+
+// Cristian's method: a ping to rank 0 at t0, its clock t1 in the reply, received at t2; with
+// symmetric delays rank 0's clock at t2 is t1 + (t2 - t0) / 2. The sample with the shortest
+// round trip bounds the error best. Every rank other than 0 does this once, at start-up.
+void CommNet::measure_clock_offset() {
+  if (rank() == 0) return;
+  std::int64_t best_rtt = -1;
+  for (int i = 0; i < 8; ++i) {
+    {
+      std::lock_guard lock(clock_mu_);
+      clock_reply_ = -1;
+    }
+    const std::int64_t t0 = steady_ns();
+    transport_->post([this, t0] {
+      transport_->send(0, kClockTag, {reinterpret_cast<const std::byte*>(&t0), sizeof t0}, {},
+                       [](comm::Status) {});
+    });
+    std::unique_lock lock(clock_mu_);
+    if (!clock_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return clock_reply_ >= 0; }))
+      return;  // no answer: leave the offset at 0 (one host) rather than guess
+    const std::int64_t t2 = steady_ns(), t1 = clock_reply_;
+    if (best_rtt < 0 || t2 - t0 < best_rtt) {
+      best_rtt = t2 - t0;
+      clock_offset_ns_ = t1 + (t2 - t0) / 2 - t2;
+    }
+  }
 }
 
 CommNet::~CommNet() {

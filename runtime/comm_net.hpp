@@ -36,6 +36,9 @@ class CommNet final : public Net {
   unsigned rank() const override { return static_cast<unsigned>(transport_->rank()); }
   unsigned size() const override { return static_cast<unsigned>(transport_->size()); }
   const char* bootstrap_kind() const { return bootstrap_->kind(); }
+  // Rank 0's steady clock minus this rank's, measured at start-up (0 on rank 0): add it to a
+  // local steady-clock time to get rank 0's. Ranks on one host measure about 0.
+  std::int64_t clock_offset_ns() const { return clock_offset_ns_; }
 
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
   void detach(std::uint32_t channel) override;
@@ -44,6 +47,7 @@ class CommNet final : public Net {
 
  private:
   static constexpr comm::Tag kTag = 7;
+  static constexpr comm::Tag kClockTag = 8;  // start-up clock pings to rank 0 and replies
   struct Pending {
     unsigned from;
     std::vector<std::byte> header, payload;
@@ -60,6 +64,7 @@ class CommNet final : public Net {
                std::span<const std::byte> payload);
   void on_peer_failure(const std::string& what);
   void progress_loop();
+  void measure_clock_offset();
 
   std::unique_ptr<comm::Bootstrap> bootstrap_;
   std::unique_ptr<comm::Transport> transport_;
@@ -71,6 +76,11 @@ class CommNet final : public Net {
   std::map<std::uint32_t, Channel> channels_;  // guarded by mu_
   std::string failure_;                        // first peer failure, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
+
+  std::int64_t clock_offset_ns_ = 0;
+  std::mutex clock_mu_;
+  std::condition_variable clock_cv_;
+  std::int64_t clock_reply_ = -1;  // rank 0's time in the last reply, guarded by clock_mu_
 };
 
 }  // namespace ordo::rt
