@@ -3,6 +3,7 @@
 // with the sequential interpreter, taking each location from its home rank.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <numeric>
 
@@ -147,27 +148,38 @@ TEST_CASE("a version reaches each reading process once, however many tasks read 
   CHECK(hub.bytes(1, 0) == 0);         // reads send no bytes back
 }
 
-TEST_CASE("ranks that built different graphs stop with the first difference named",
-          "[distributed]") {
-  LoopbackHub hub(2);
-  std::vector<Rank> rs(2);
+// Runs a graph that `declare(graph, rank)` builds on every rank of `hub`, each rank on its own
+// thread and pool, for `iterations`; returns what each rank's run threw ("no error" if none).
+std::vector<std::future<std::string>> run_failing(
+    LoopbackHub& hub, std::vector<Rank>& rs, unsigned workers, std::uint64_t iterations,
+    const std::function<void(rt::Graph&, unsigned)>& declare) {
   std::vector<std::future<std::string>> f;
-  for (unsigned r = 0; r < 2; ++r)
-    f.push_back(std::async(std::launch::async, [&, r]() -> std::string {
-      rt::Graph& g = rs[r].graph;
-      auto x = g.add_location("x", 8, 4, typeid(long));
-      g.add_task({"a", {{x, rt::Mode::write}}, [](const rt::Instance&) {}});
-      g.add_task({r == 0 ? "b" : "c", {{x, rt::Mode::read}}, [](const rt::Instance&) {}});
-      auto c = rt::compile(g);
-      rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{1});
-      rs[r].engine = std::make_unique<rt::Engine>(g, std::move(c.plan), &hub.net(r), 1);
+  for (unsigned r = 0; r < hub.size(); ++r)
+    f.push_back(std::async(std::launch::async, [&hub, &rs, workers, iterations, declare,
+                                                r]() -> std::string {
+      declare(rs[r].graph, r);
+      auto c = rt::compile(rs[r].graph);
+      rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{workers});
+      rs[r].engine = std::make_unique<rt::Engine>(rs[r].graph, std::move(c.plan), &hub.net(r), 1);
       try {
-        rs[r].engine->run(*rs[r].pool, 3, {}, 0);
+        rs[r].engine->run(*rs[r].pool, iterations, {}, 0);
       } catch (const std::exception& e) {
         return e.what();
       }
       return "no error";
     }));
+  return f;
+}
+
+TEST_CASE("ranks that built different graphs stop with the first difference named",
+          "[distributed]") {
+  LoopbackHub hub(2);
+  std::vector<Rank> rs(2);
+  auto f = run_failing(hub, rs, 1, 3, [](rt::Graph& g, unsigned r) {
+    auto x = g.add_location("x", 8, 4, typeid(long));
+    g.add_task({"a", {{x, rt::Mode::write}}, [](const rt::Instance&) {}});
+    g.add_task({r == 0 ? "b" : "c", {{x, rt::Mode::read}}, [](const rt::Instance&) {}});
+  });
   for (auto& x : f) {
     std::string msg = x.get();
     CHECK_THAT(msg, Catch::Contains("ranks 0 and 1 built different graphs") &&
@@ -179,26 +191,14 @@ TEST_CASE("ranks that built different graphs stop with the first difference name
 TEST_CASE("a body exception on one rank stops every rank", "[distributed]") {
   LoopbackHub hub(2);
   std::vector<Rank> rs(2);
-  std::vector<std::future<std::string>> f;
-  for (unsigned r = 0; r < 2; ++r)
-    f.push_back(std::async(std::launch::async, [&, r]() -> std::string {
-      rt::Graph& g = rs[r].graph;
-      auto x = g.add_location("x", 8, 4, typeid(long));
-      auto y = g.add_location("y", 8, 4, typeid(long));
-      g.add_task({"wx", {{x, rt::Mode::write}}, [](const rt::Instance&) {}});
-      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance& in) {
-                    if (in.iteration == 4) throw std::runtime_error("wy broke at 4");
-                  }});
-      auto c = rt::compile(g);
-      rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{2});
-      rs[r].engine = std::make_unique<rt::Engine>(g, std::move(c.plan), &hub.net(r), 1);
-      try {
-        rs[r].engine->run(*rs[r].pool, 50, {}, 0);
-      } catch (const std::exception& e) {
-        return e.what();
-      }
-      return "no error";
-    }));
+  auto f = run_failing(hub, rs, 2, 50, [](rt::Graph& g, unsigned) {
+    auto x = g.add_location("x", 8, 4, typeid(long));
+    auto y = g.add_location("y", 8, 4, typeid(long));
+    g.add_task({"wx", {{x, rt::Mode::write}}, [](const rt::Instance&) {}});
+    g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance& in) {
+                  if (in.iteration == 4) throw std::runtime_error("wy broke at 4");
+                }});
+  });
   // y (and wy) live on rank 1 by default placement.
   CHECK_THAT(f[0].get(), Catch::Contains("rank 1 failed: wy broke at 4"));
   CHECK_THAT(f[1].get(), Catch::Contains("wy broke at 4"));
@@ -207,29 +207,17 @@ TEST_CASE("a body exception on one rank stops every rank", "[distributed]") {
 TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distributed]") {
   LoopbackHub hub(3);
   std::vector<Rank> rs(3);
-  std::vector<std::future<std::string>> f;
-  for (unsigned r = 0; r < 3; ++r)
-    f.push_back(std::async(std::launch::async, [&, r]() -> std::string {
-      rt::Graph& g = rs[r].graph;
-      std::vector<std::uint32_t> locs;
-      for (int i = 0; i < 3; ++i)
-        locs.push_back(g.add_location("x" + std::to_string(i), 8, 4, typeid(long)));
-      for (std::uint32_t i = 0; i < 3; ++i)
-        g.add_task({"t" + std::to_string(i),
-                    {{locs[i], rt::Mode::write}, {locs[(i + 1) % 3], rt::Mode::read}},
-                    [&hub, i](const rt::Instance& in) {
-                      if (i == 2 && in.iteration == 20) hub.kill(2);
-                    }});
-      auto c = rt::compile(g);
-      rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{1});
-      rs[r].engine = std::make_unique<rt::Engine>(g, std::move(c.plan), &hub.net(r), 1);
-      try {
-        rs[r].engine->run(*rs[r].pool, 1000000, {}, 0);
-      } catch (const std::exception& e) {
-        return e.what();
-      }
-      return "no error";
-    }));
+  auto f = run_failing(hub, rs, 1, 1000000, [&hub](rt::Graph& g, unsigned) {
+    std::vector<std::uint32_t> locs;
+    for (int i = 0; i < 3; ++i)
+      locs.push_back(g.add_location("x" + std::to_string(i), 8, 4, typeid(long)));
+    for (std::uint32_t i = 0; i < 3; ++i)
+      g.add_task({"t" + std::to_string(i),
+                  {{locs[i], rt::Mode::write}, {locs[(i + 1) % 3], rt::Mode::read}},
+                  [&hub, i](const rt::Instance& in) {
+                    if (i == 2 && in.iteration == 20) hub.kill(2);
+                  }});
+  });
   for (auto& x : f) {
     REQUIRE(x.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
     CHECK_THAT(x.get(), Catch::Contains("rank 2 died"));
