@@ -314,7 +314,12 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       ls.phase = h.phase;
       const PhaseRanks& pr = h.initial ? dist_.initial[h.location] : dist_.phases[h.location][h.phase];
       ls.remaining.store(static_cast<std::uint32_t>(pr.local.size()), std::memory_order_relaxed);
-      for (std::uint32_t t : pr.local) grant(t, h.location);
+      for (std::uint32_t t : pr.local) {
+        if (trace_ && !h.initial) [[unlikely]]
+          trace_->grant(trace_buffer(), t, h.location, granted_iteration(t, h.location), trace::kNone,
+                        0);
+        grant(t, h.location);
+      }
       recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
       return;
     }

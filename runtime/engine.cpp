@@ -163,11 +163,17 @@ void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint3
   LockState& ls = locks_[location];
   const LockPlan& lp = plan_.locks[location];
   // Traced before the grant: once granted, the member may fire and move its iteration on.
-  // A release that came from another rank has no local releaser and is not traced here.
+  // A release that came from another rank (kNoTask) has no local releaser: the event says so,
+  // and goes to the buffer of the thread handling the message.
   auto traced_grant = [&](std::uint32_t member) {
-    if (trace_ && releaser != kNoTask) [[unlikely]]
-      trace_->grant(worker, member, location, granted_iteration(member, location), releaser,
-                    iteration);
+    if (trace_) [[unlikely]] {
+      if (releaser == kNoTask)
+        trace_->grant(trace_buffer(), member, location, granted_iteration(member, location),
+                      trace::kNone, 0);
+      else
+        trace_->grant(worker, member, location, granted_iteration(member, location), releaser,
+                      iteration);
+    }
     grant(member, location);
   };
   if (!net_) {

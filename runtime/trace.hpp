@@ -179,8 +179,9 @@ class Recorder final : public sched::Observer {
     e.location = location + location_base_;
     e.arg0 = iteration;
     e.arg1 = requested_[task].load(std::memory_order_relaxed);
-    e.peer = releaser + task_base_;
-    e.flags = releaser_iteration + 1 == iteration ? kPrevIteration : 0;
+    // kNone: granted by a release on another rank (the GRANT message's receive event links it).
+    e.peer = releaser == kNone ? kNone : releaser + task_base_;
+    e.flags = releaser != kNone && releaser_iteration + 1 == iteration ? kPrevIteration : 0;
     append(worker, e);
   }
   // For fiber tasks (scheduler/fiber): the fiber of instance `iteration` of `task` suspends

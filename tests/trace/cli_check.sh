@@ -85,6 +85,13 @@ if [ $# -ge 3 ]; then
   done
   ! grep -qi "before it was sent\|arrive.* before" "$dir/ranks.txt" ||
     fail "a receive precedes its send in the two-rank trace"
+  # Every grant is traced across ranks too (those a remote release causes included): the same
+  # run on one rank records as many.
+  "$heat" --size 64x64 --blocks 2x2 --iters 3 --workers 1 --trace "$dir/one.trace" >/dev/null
+  "$tool" summary "$dir/one.trace" >"$dir/one.txt"
+  grants() { awk '/^locations/ { f = 1; next } f && NF == 0 { f = 0 } f && $2 ~ /^[0-9]+$/ { g += $2 } END { print g + 0 }' "$1"; }
+  [ "$(grants "$dir/ranks.txt")" = "$(grants "$dir/one.txt")" ] && [ "$(grants "$dir/one.txt")" -gt 0 ] ||
+    fail "the two-rank trace has $(grants "$dir/ranks.txt") grants, one rank $(grants "$dir/one.txt")"
   "$tool" export --format perfetto -o "$dir/ranks.json" "$dir/ranks.trace"
   grep -q '"rank 1"' "$dir/ranks.json" || fail "the two-rank export has no rank 1 process"
   expect_2 "missing rank" "rank 0 of 2 is missing" summary "$dir/ranks.trace.rank1"
