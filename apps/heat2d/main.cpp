@@ -237,6 +237,7 @@ ordo::app::AppDesc::FastResult run_handwritten(
     if (chunk < steps) progress(done);
   }
   out.grid = gather(g, p, blocks);
+  out.ranks = rt.ranks();
   return out;
 }
 }  // namespace
