@@ -13,6 +13,9 @@
 // run is checked against the sequential value and a mismatch fails the benchmark.
 #pragma once
 
+#include <chrono>
+#include <functional>
+
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -89,7 +92,31 @@ class System {
   virtual ~System() = default;
   // Creates the pattern's tasks, executes them and frees what they used; returns the seconds
   // that took. Checks the result afterwards (untimed) and throws VerifyError if it is wrong.
-  virtual double run(Pattern p, const Sizes& s, const Expected& e) = 0;
+  double run(Pattern p, const Sizes& s, const Expected& e) {
+    return within([&] {
+      switch (p) {
+        case Pattern::independent: return independent(s);
+        case Pattern::chain: return chain(s, e);
+        case Pattern::stencil1d: return stencil(s, e);
+      }
+      return 0.0;
+    });
+  }
+
+ protected:
+  using Clock = std::chrono::steady_clock;
+  static double since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+ private:
+  // Where a system's patterns must run (oneTBB: inside its arena, which sets the thread count).
+  // Outside the timed region.
+  virtual double within(const std::function<double()>& pattern) { return pattern(); }
+  // One per pattern, with the contract of run().
+  virtual double independent(const Sizes& s) = 0;
+  virtual double chain(const Sizes& s, const Expected& e) = 0;
+  virtual double stencil(const Sizes& s, const Expected& e) = 0;
 };
 
 // Factories. A system whose library was not found at configure time has no factory; main

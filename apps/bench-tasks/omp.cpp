@@ -25,22 +25,9 @@ class OmpSystem final : public System {
     }
   }
 
-  double run(Pattern p, const Sizes& s, const Expected& e) override {
-    switch (p) {
-      case Pattern::independent: return independent(s);
-      case Pattern::chain: return chain(s, e);
-      case Pattern::stencil1d: return stencil(s, e);
-    }
-    return 0;
-  }
-
  private:
-  using Clock = std::chrono::steady_clock;
-  static double since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
 
-  double independent(const Sizes& s) {
+  double independent(const Sizes& s) override {
     std::vector<std::uint64_t> counters(s.independent, 0);
     std::uint64_t* c = counters.data();
     const std::uint64_t n = s.independent;
@@ -56,7 +43,7 @@ class OmpSystem final : public System {
     return secs;
   }
 
-  double chain(const Sizes& s, const Expected& e) {
+  double chain(const Sizes& s, const Expected& e) override {
     std::uint64_t x = 0;
     const std::uint64_t n = s.chain;
     auto t0 = Clock::now();
@@ -71,7 +58,7 @@ class OmpSystem final : public System {
     return secs;
   }
 
-  double stencil(const Sizes& s, const Expected& e) {
+  double stencil(const Sizes& s, const Expected& e) override {
     std::vector<Tile> tiles(s.tiles);
     Tile* t = tiles.data();
     const std::uint32_t n = s.tiles, iters = s.iterations;

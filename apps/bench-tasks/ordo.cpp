@@ -26,22 +26,9 @@ class OrdoSystem final : public System {
  public:
   explicit OrdoSystem(unsigned threads) : rt_(ordo::RuntimeOptions{.workers = threads}) {}
 
-  double run(Pattern p, const Sizes& s, const Expected& e) override {
-    switch (p) {
-      case Pattern::independent: return independent(s);
-      case Pattern::chain: return chain(s, e);
-      case Pattern::stencil1d: return stencil(s, e);
-    }
-    return 0;
-  }
-
  private:
-  using Clock = std::chrono::steady_clock;
-  static double since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
 
-  double independent(const Sizes& s) {
+  double independent(const Sizes& s) override {
     std::vector<std::uint64_t> counters(s.independent, 0);
     auto t0 = Clock::now();
     {
@@ -55,7 +42,7 @@ class OrdoSystem final : public System {
     return secs;
   }
 
-  double chain(const Sizes& s, const Expected& e) {
+  double chain(const Sizes& s, const Expected& e) override {
     std::uint64_t result = 0;
     auto t0 = Clock::now();
     {
@@ -74,7 +61,7 @@ class OrdoSystem final : public System {
     return secs;
   }
 
-  double stencil(const Sizes& s, const Expected& e) {
+  double stencil(const Sizes& s, const Expected& e) override {
     std::vector<std::uint64_t> result(s.tiles);
     auto t0 = Clock::now();
     {

@@ -85,20 +85,7 @@ class StarpuSystem final : public System {
   StarpuSystem(const StarpuSystem&) = delete;
   StarpuSystem& operator=(const StarpuSystem&) = delete;
 
-  double run(Pattern p, const Sizes& s, const Expected& e) override {
-    switch (p) {
-      case Pattern::independent: return independent(s);
-      case Pattern::chain: return chain(s, e);
-      case Pattern::stencil1d: return stencil(s, e);
-    }
-    return 0;
-  }
-
  private:
-  using Clock = std::chrono::steady_clock;
-  static double since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
 
   static void submit(starpu_codelet* cl, void* arg, std::initializer_list<starpu_data_handle_t> h) {
     starpu_task* task = starpu_task_create();  // destroyed by StarPU once it has run
@@ -109,7 +96,7 @@ class StarpuSystem final : public System {
     check_ret(starpu_task_submit(task), "starpu_task_submit");
   }
 
-  double independent(const Sizes& s) {
+  double independent(const Sizes& s) override {
     std::vector<std::uint64_t> counters(s.independent, 0);
     auto t0 = Clock::now();
     for (std::uint64_t i = 0; i < s.independent; ++i) submit(&cl_independent_, &counters[i], {});
@@ -119,7 +106,7 @@ class StarpuSystem final : public System {
     return secs;
   }
 
-  double chain(const Sizes& s, const Expected& e) {
+  double chain(const Sizes& s, const Expected& e) override {
     std::uint64_t x = 0;
     auto t0 = Clock::now();
     starpu_data_handle_t h;
@@ -134,7 +121,7 @@ class StarpuSystem final : public System {
     return secs;
   }
 
-  double stencil(const Sizes& s, const Expected& e) {
+  double stencil(const Sizes& s, const Expected& e) override {
     std::vector<Tile> tiles(s.tiles);
     const std::uint32_t n = s.tiles;
     std::vector<starpu_data_handle_t> h(n);

@@ -33,25 +33,14 @@ class TbbSystem final : public System {
     arena_.execute([] {});
   }
 
-  double run(Pattern p, const Sizes& s, const Expected& e) override {
+ private:
+  double within(const std::function<double()>& pattern) override {
     double secs = 0;
-    arena_.execute([&] {
-      switch (p) {
-        case Pattern::independent: secs = independent(s); break;
-        case Pattern::chain: secs = chain(s, e); break;
-        case Pattern::stencil1d: secs = stencil(s, e); break;
-      }
-    });
+    arena_.execute([&] { secs = pattern(); });
     return secs;
   }
 
- private:
-  using Clock = std::chrono::steady_clock;
-  static double since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-
-  static double independent(const Sizes& s) {
+  double independent(const Sizes& s) override {
     std::vector<std::uint64_t> counters(s.independent, 0);
     auto t0 = Clock::now();
     {
@@ -67,7 +56,7 @@ class TbbSystem final : public System {
     return secs;
   }
 
-  static double chain(const Sizes& s, const Expected& e) {
+  double chain(const Sizes& s, const Expected& e) override {
     std::uint64_t x = 0;
     auto t0 = Clock::now();
     {
@@ -85,7 +74,7 @@ class TbbSystem final : public System {
     return secs;
   }
 
-  static double stencil(const Sizes& s, const Expected& e) {
+  double stencil(const Sizes& s, const Expected& e) override {
     std::vector<Tile> tiles(s.tiles);
     Tile* t = tiles.data();
     const std::uint32_t n = s.tiles;
