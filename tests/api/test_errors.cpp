@@ -101,3 +101,20 @@ TEST_CASE("an exception from a body reaches the caller unchanged", "[errors]") {
   Runtime rt({.workers = 2});
   CHECK_THROWS_AS(rt.run(g, 5), Custom);
 }
+
+TEST_CASE("rank placement errors", "[errors]") {
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  g.task("t", {write(x)}, [](Context&) {});
+  CHECK_THROWS_WITH(g.home_rank(x), Contains("decided at the graph's first run"));
+  g.set_home_rank(x, 1);  // this process is a job of one rank
+  Runtime rt({.workers = 1});
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("location 'x' is placed on rank 1") &&
+                                      Contains("job has 1 rank(s)"));
+  Graph ok;
+  auto y = ok.location<int>("y", 1);
+  ok.task("t", {write(y)}, [](Context&) {});
+  rt.run(ok, 1);
+  CHECK(ok.home_rank(y) == 0);
+  CHECK_THROWS_WITH(ok.set_home_rank(y, 0), Contains("after the graph's first run"));
+}
