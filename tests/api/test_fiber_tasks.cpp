@@ -5,6 +5,8 @@
 #include <atomic>
 #include <chrono>
 #include <catch2/catch.hpp>
+
+#include "test_support.hpp"
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -19,11 +21,7 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
+using ordo::test::kTsan;
 
 // ---- a chain that only completes on one worker if acquire does not block the thread ----------
 

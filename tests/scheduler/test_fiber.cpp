@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "test_support.hpp"
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
@@ -19,11 +21,7 @@ using ordo::sched::StackPool;
 
 namespace {
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kTsan = true;
-#else
-constexpr bool kTsan = false;
-#endif
+using ordo::test::kTsan;
 
 struct Steps {
   int value = 0;

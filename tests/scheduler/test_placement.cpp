@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "test_support.hpp"
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -55,27 +57,16 @@ class Recorder final : public Executor {
     if (id == 0)
       for (std::uint64_t c = n_ / 2; c < n_; ++c)
         pool_.push(make(c, static_cast<int>(c % pool_.nodes())), static_cast<int>(c % pool_.nodes()));
-    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {  // pairs with itself
-      std::lock_guard lock(mu_);
-      finished_ = true;
-      cv_.notify_all();
-    }
+    countdown_.count_one();
   }
-  void wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return finished_; });
-  }
+  void wait() { countdown_.wait(); }
   int worker(std::uint64_t id) const { return worker_[id].load(); }
 
  private:
   Pool& pool_;
   std::uint64_t n_;
   std::vector<std::atomic<int>> worker_;
-  std::atomic<std::uint64_t> done_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool finished_ = false;
+  ordo::test::Countdown countdown_{n_};
 };
 
 std::vector<unsigned> pus_of(const Pool& p) {

@@ -3,6 +3,8 @@
 // observer sees balanced park/unpark and real steals.
 #include <atomic>
 #include <catch2/catch.hpp>
+
+#include "test_support.hpp"
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,17 +39,9 @@ class TreeExecutor final : public Executor {
     for (Item c : {2 * item + 1, 2 * item + 2})
       if (c < n_) pool_.push(c);
     // acq_rel: the last execution sees every other's counts, and publishes them via mu_.
-    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
-      std::lock_guard lock(mu_);  // under the lock: wait() cannot return (and free us) before
-      finished_ = true;
-      cv_.notify_all();
-    }
+    countdown_.count_one();
   }
-  void wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return finished_; });
-  }
+  void wait() { countdown_.wait(); }
   std::uint64_t wrong() const {
     std::uint64_t bad = wrong_worker_.load();
     for (std::uint64_t i = 0; i < n_; ++i) bad += runs_[i].load() != 1;
@@ -58,11 +52,8 @@ class TreeExecutor final : public Executor {
   Pool& pool_;
   std::uint64_t n_;
   std::unique_ptr<std::atomic<std::uint32_t>[]> runs_;
-  std::atomic<std::uint64_t> done_{0};
   std::atomic<std::uint64_t> wrong_worker_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool finished_ = false;  // guarded by mu_
+  ordo::test::Countdown countdown_{n_};
 };
 
 // Item 0 pushes items 1..n-1 into its worker's own deque, then waits until another worker has
@@ -80,17 +71,9 @@ class StealExecutor final : public Executor {
     } else if (worker != first_worker_) {
       other_ran_.store(true);
     }
-    const std::uint64_t n = n_;  // before counting: once all are counted we may be freed
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {  // pairs with itself
-      std::lock_guard lock(mu_);
-      finished_ = true;
-      cv_.notify_all();
-    }
+    countdown_.count_one();
   }
-  void wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return finished_; });
-  }
+  void wait() { countdown_.wait(); }
   bool other_ran() const { return other_ran_.load(); }
 
  private:
@@ -98,10 +81,7 @@ class StealExecutor final : public Executor {
   std::uint64_t n_;
   unsigned first_worker_ = 0;  // written before the pushes that publish it
   std::atomic<bool> other_ran_{false};
-  std::atomic<std::uint64_t> done_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool finished_ = false;  // guarded by mu_
+  ordo::test::Countdown countdown_{n_};
 };
 
 class CountingObserver final : public Observer {
