@@ -22,9 +22,12 @@ class Countdown {
  public:
   explicit Countdown(std::uint64_t n) : n_(n) {}
   void count_one() {
+    // n_ is read before counting: once every count is in, the waiter may destroy this object,
+    // so only the last counter may touch it afterwards (and only under mu_).
+    const std::uint64_t n = n_;
     // acq_rel: pairs with itself, so the last count sees every other thread's work and
     // publishes it to wait() through the mutex.
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
       std::lock_guard lock(mu_);
       finished_ = true;
       cv_.notify_all();
