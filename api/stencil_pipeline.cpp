@@ -357,11 +357,15 @@ void Pipeline::Impl::declare() {
     g.block.resize(nb);
     g.exports.resize(nb);
     g.imports.resize(nb);
-    const bool exchanged = g.writer >= 0 && g.halo > 0;
-    for (std::size_t i = 0; i < nb; ++i) {
+  }
+  // Block-major declaration: the default placement gives NUMA nodes and ranks contiguous
+  // chunks of declaration order, so each gets whole blocks of every grid (its tasks then
+  // find their grids local), not whole grids.
+  for (std::size_t i = 0; i < nb; ++i)
+    for (Grid& g : grids) {
       g.block[i] = gr.location<double>(spec.name + "." + g.name + "[" + blocks[i].tag + "]",
                                        pad.count);
-      if (!exchanged) continue;
+      if (g.writer < 0 || g.halo == 0) continue;
       // b sends towards o when the block b+o reads in direction -o.
       for (const Ix& r : g.dirs) {
         Ix o{}, n{};
@@ -379,7 +383,8 @@ void Pipeline::Impl::declare() {
         g.exports[i].push_back(e);
       }
     }
-    if (!exchanged) continue;
+  for (Grid& g : grids) {
+    if (g.writer < 0 || g.halo == 0) continue;
     for (std::size_t i = 0; i < nb; ++i)
       for (const Ix& o : g.dirs) {
         Ix n{}, back{};
