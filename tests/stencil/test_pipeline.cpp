@@ -298,6 +298,50 @@ TEST_CASE("pipeline results do not depend on the block grid or the workers", "[p
   }
 }
 
+TEST_CASE("a feedback pipeline is the single-stage Jacobi stencil", "[pipeline]") {
+  // w = 5-point(u); u = w: the pipeline's feedback read of u (written by the later stage)
+  // gives one Jacobi step per iteration, bit-identical to ordo::stencil::Stencil.
+  const auto point = [](const double* u, std::ptrdiff_t at, std::ptrdiff_t n) {
+    return 0.2 * ((((u[at] + u[at - n]) + u[at + n]) + u[at - 1]) + u[at + 1]);
+  };
+  st::PipelineSpec p;
+  p.size = {20, 15};
+  p.blocks = {4, 3};
+  p.stages.push_back({"relax", {"u"}, {"w"}, st::von_neumann(2, 1),
+                      [&](const st::StageBlock& b) {
+                        st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+                          for (std::size_t i = 0; i < len; ++i)
+                            b.out[0][at + std::ptrdiff_t(i)] =
+                                point(b.in[0], at + std::ptrdiff_t(i), b.stride[0]);
+                        });
+                      }});
+  p.stages.push_back({"back", {"w"}, {"u"}, {}, copy_kernel()});
+  st::Spec s;
+  s.size = p.size;
+  s.blocks = {2, 5};
+  s.neighbourhood = st::von_neumann(2, 1);
+  std::mt19937 rng(3);
+  std::vector<double> u0(20 * 15);
+  for (auto& v : u0) v = std::uniform_real_distribution<double>(-1, 1)(rng);
+  ordo::Runtime rt({.workers = 2});
+  ordo::Graph g1, g2;
+  st::Pipeline pipe(g1, p);
+  CHECK(pipe.halo("u") == 1);
+  CHECK(pipe.halo("w") == 0);
+  pipe.set("u", u0);
+  st::Stencil sten(g2, s, [&](const st::Block& b) {
+    st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+      for (std::size_t i = 0; i < len; ++i)
+        b.out[at + std::ptrdiff_t(i)] = point(b.in[0], at + std::ptrdiff_t(i), b.stride[0]);
+    });
+  });
+  sten.set(u0);
+  pipe.run(rt, 4);
+  pipe.run(rt, 5);
+  sten.run(rt, 9);
+  CHECK(same_bits(pipe.get("u"), sten.get()));
+}
+
 TEST_CASE("pipelines exchange halos only where a stage reads a neighbourhood", "[pipeline]") {
   st::PipelineSpec s;
   s.size = {8, 8};
