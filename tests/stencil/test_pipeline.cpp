@@ -1,5 +1,5 @@
 // Pipelines of the stencil layer against a brute-force global-array implementation: random
-// chains of stages (1 to 3 dimensions, several grids read and written per stage, pointwise,
+// chains of stages (1 to 5 dimensions, several grids read and written per stage, pointwise,
 // von Neumann, Moore and random neighbourhoods, feedback reads of a later stage's grid, fixed
 // and periodic boundaries, random block grids, 1 and 2 workers) must give the same bits as
 // plain loops over global arrays that look up every neighbour by its global coordinate. The
@@ -117,7 +117,7 @@ Case random_case(std::mt19937& rng) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   Case c;
   st::PipelineSpec& s = c.spec;
-  const auto d = static_cast<std::size_t>(pick(1, 3));
+  const auto d = static_cast<std::size_t>(pick(0, 9) == 0 ? pick(4, 5) : pick(1, 3));
   s.boundary = pick(0, 1) ? st::Boundary::periodic : st::Boundary::fixed;
   s.fixed_value = fixed_at;
   const int ninputs = pick(1, 2);
@@ -152,7 +152,7 @@ Case random_case(std::mt19937& rng) {
     if (!later.empty() && pick(0, 3) == 0)
       stage.reads.push_back(later[static_cast<std::size_t>(pick(0, int(later.size()) - 1))]);
     const int kind = pick(0, 4);
-    const int radius = pick(1, 2);
+    const int radius = d >= 4 ? 1 : pick(1, 2);
     if (kind == 1) {
       stage.neighbourhood = st::von_neumann(d, radius);
     } else if (kind == 2) {
@@ -178,9 +178,9 @@ Case random_case(std::mt19937& rng) {
     s.stages.push_back(std::move(stage));
   }
   for (std::size_t k = 0; k < d; ++k) {
-    const auto b = static_cast<std::size_t>(pick(1, 3));
+    const auto b = static_cast<std::size_t>(pick(1, d >= 4 ? 2 : 3));
     s.blocks.push_back(b);
-    s.size.push_back(b * static_cast<std::size_t>(reach + pick(0, 3)));
+    s.size.push_back(b * static_cast<std::size_t>(reach + pick(0, d >= 4 ? 1 : 3)));
   }
   c.set = s.inputs;
   for (const auto& ws : writes)
