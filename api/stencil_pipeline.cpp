@@ -359,8 +359,8 @@ void Pipeline::Impl::declare() {
     g.imports.resize(nb);
   }
   // Block-major declaration: the default placement gives NUMA nodes and ranks contiguous
-  // chunks of declaration order, so each gets whole blocks of every grid (its tasks then
-  // find their grids local), not whole grids.
+  // chunks of declaration order, so each gets runs of whole blocks of every grid (their
+  // tasks then find their grids local), not whole grids.
   for (std::size_t i = 0; i < nb; ++i)
     for (Grid& g : grids) {
       g.block[i] = gr.location<double>(spec.name + "." + g.name + "[" + blocks[i].tag + "]",
