@@ -1,6 +1,7 @@
 #include "comm_net.hpp"
 
 #include <cstring>
+#include <exception>
 #include <future>
 
 namespace ordo::rt {
@@ -148,13 +149,48 @@ void CommNet::detach(std::uint32_t channel) {
 
 void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
                    std::span<const std::byte> payload) {
-  std::vector<std::byte> wire(sizeof channel + header.size());
-  std::memcpy(wire.data(), &channel, sizeof channel);
-  if (!header.empty()) std::memcpy(wire.data() + sizeof channel, header.data(), header.size());
-  // safety: the payload stays valid until the peer answers (rt::Net's contract).
-  transport_->post([this, peer, wire = std::move(wire), payload] {
-    transport_->send(static_cast<int>(peer), kTag, wire, payload, [](comm::Status) {});
-  });
+  bool first;
+  {
+    std::lock_guard lock(outbox_mu_);
+    first = outbox_used_ == 0;
+    if (outbox_used_ == outbox_.size()) outbox_.emplace_back();
+    Outgoing& o = outbox_[outbox_used_++];
+    o.peer = peer;
+    o.wire.resize(sizeof channel + header.size());
+    std::memcpy(o.wire.data(), &channel, sizeof channel);
+    if (!header.empty()) std::memcpy(o.wire.data() + sizeof channel, header.data(), header.size());
+    // safety: the payload stays valid until the peer answers (rt::Net's contract).
+    o.payload = payload;
+  }
+  // One drain per batch: a later send finds the outbox non-empty and knows a drain is posted
+  // and has not taken the outbox yet (it empties it under the same lock). A post runs after
+  // every earlier post of this thread, so the destructor's flush still covers these sends.
+  if (first) transport_->post([this] { drain_outbox(); });
+}
+
+// Progress thread: sends everything in the outbox. The transport copies each header, so the
+// records are free again when send returns.
+void CommNet::drain_outbox() {
+  std::size_t n;
+  {
+    std::lock_guard lock(outbox_mu_);
+    n = outbox_used_;
+    outbox_used_ = 0;
+    outbox_.swap(sending_);
+    // The records kept spare in the other vector come back: outbox_ gets sending_'s old ones.
+  }
+  // A send that throws (a header over the transport's limit) must not drop the rest of the
+  // batch: the first error is rethrown after it, into progress_loop's failure report.
+  std::exception_ptr error;
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      transport_->send(static_cast<int>(sending_[i].peer), kTag, sending_[i].wire,
+                       sending_[i].payload, [](comm::Status) {});
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void CommNet::on_incoming(comm::Incoming& m) {
