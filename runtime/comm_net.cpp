@@ -141,10 +141,18 @@ void CommNet::attach(std::uint32_t channel, Receiver on_message, Failure on_fail
   });
 }
 
+void CommNet::set_placer(std::uint32_t channel, Placer placer) {
+  std::lock_guard lock(mu_);
+  channels_[channel].placer = std::move(placer);
+}
+
 void CommNet::detach(std::uint32_t channel) {
   std::unique_lock lock(mu_);
   channels_.erase(channel);
   cv_.wait(lock, [&] { return delivering_ != static_cast<std::int64_t>(channel); });
+  // Placed receives end with their data or with the peer's failure; bounded all the same, for
+  // a peer that died where UCX cannot tell (shared memory): the launcher ends the job then.
+  cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !placing_.count(channel); });
 }
 
 void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
@@ -208,8 +216,46 @@ void CommNet::on_incoming(comm::Incoming& m) {
     deliver(channel, from, header, *eager);
     return;
   }
-  // Rendezvous: pull the bytes into a buffer, deliver when they are in.
-  auto buffer = std::make_shared<std::vector<std::byte>>(m.payload_size());
+  // Rendezvous: pull the bytes where the channel's placer says, if it says so. It runs under
+  // the delivering_ mark, like a receiver, so detach() cannot return while it does; and the
+  // receive counts as placing only if the channel is still attached when the placer returns.
+  const std::size_t size = m.payload_size();
+  Placer placer;
+  {
+    std::lock_guard lock(mu_);
+    auto it = channels_.find(channel);
+    if (it != channels_.end() && it->second.attached && it->second.pending.empty() &&
+        it->second.placer) {
+      placer = it->second.placer;
+      delivering_ = channel;
+    }
+  }
+  if (placer) {
+    std::span<std::byte> dst = placer(from, header, size);
+    bool placing = false;
+    {
+      std::lock_guard lock(mu_);
+      delivering_ = -1;
+      auto it = channels_.find(channel);
+      if (dst.size() == size && it != channels_.end() && it->second.attached) {
+        ++placing_[channel];
+        placing = true;
+      }
+      cv_.notify_all();
+    }
+    if (placing) {
+      m.receive_into(dst, [this, channel, from, header = std::move(header), dst](comm::Status s) {
+        if (s == comm::Status::ok) deliver(channel, from, header, dst);
+        // else: the peer failure callback reports it
+        std::lock_guard lock(mu_);
+        if (--placing_[channel] == 0) placing_.erase(channel);
+        cv_.notify_all();
+      });
+      return;
+    }
+  }
+  // Else into a buffer, delivered when the bytes are in.
+  auto buffer = std::make_shared<std::vector<std::byte>>(size);
   m.receive_into(*buffer, [this, channel, from, header = std::move(header), buffer](comm::Status s) {
     if (s != comm::Status::ok) return;  // the peer failure callback reports it
     deliver(channel, from, header, *buffer);

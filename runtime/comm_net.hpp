@@ -10,7 +10,10 @@
 // `this`, which std::function stores inline).
 //
 // Wire: comm tag kTag; the comm header is [channel (4 bytes)][runtime header]; the payload goes
-// as it is (zero copy; rendezvous for large ones, received into a buffer then delivered).
+// as it is (zero copy; rendezvous for large ones). A rendezvous payload lands where the
+// channel's placer says (the engine's replica: no copy), else in a buffer, then is delivered.
+// detach() waits for the placed receives of its channel, so the transport never writes into
+// memory an engine has given up.
 //
 // Shutdown (destructor): stop and join the progress thread, then the transport's collective
 // close (every rank destroys its Runtime; after a peer failure the close is local only).
@@ -44,6 +47,7 @@ class CommNet final : public Net {
   // local steady-clock time to get rank 0's. Ranks on one host measure about 0.
   std::int64_t clock_offset_ns() const { return clock_offset_ns_; }
 
+  void set_placer(std::uint32_t channel, Placer placer) override;
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
   void detach(std::uint32_t channel) override;
   void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
@@ -64,6 +68,7 @@ class CommNet final : public Net {
   struct Channel {
     Receiver receiver;
     Failure failure;
+    Placer placer;
     bool attached = false;
     std::deque<Pending> pending;  // arrived before attach
   };
@@ -93,6 +98,7 @@ class CommNet final : public Net {
   std::map<std::uint32_t, Channel> channels_;  // guarded by mu_
   std::string failure_;                        // first peer failure, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
+  std::map<std::uint32_t, std::size_t> placing_;  // placed receives in flight, guarded by mu_
 
   std::int64_t clock_offset_ns_ = 0;
   std::mutex clock_mu_;
