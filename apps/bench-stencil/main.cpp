@@ -437,13 +437,13 @@ int run(int argc, char** argv) {
   std::uint64_t iters = 0;
   unsigned workers = 2, tb = 4, reps = 0, timeout_s = 600;
   bool quick = false, ranks = false;
-  std::string halo_bytes = "8192,16384,65536,262144,1048576,4194304";
+  std::string halo_bytes;
   unsigned halo_window = 8;
   double halo_mib = 0;
   cli.add_flag("--ranks", ranks, "compare 2 ranks x 1 worker with 1 rank x 2 workers and MPI "
                "on 2 ranks, then ordo's halo throughput with ucx_perftest (docs/benchmarks.md)");
-  cli.add_option("--halo-bytes", halo_bytes, "--ranks: halo message sizes")
-      ->capture_default_str();
+  cli.add_option("--halo-bytes", halo_bytes, "--ranks: halo message sizes (default "
+                 "8192,16384,65536,262144,1048576,4194304; --quick: 8192,65536,1048576)");
   cli.add_option("--halo-window", halo_window, "--ranks: halos in flight in ordo's measurement")
       ->capture_default_str();
   cli.add_option("--halo-mib", halo_mib, "--ranks: MiB moved per size and run (default 64; "
@@ -457,7 +457,8 @@ int run(int argc, char** argv) {
                  "for the triad")->capture_default_str();
   cli.add_option("--tb", tb, "temporal-blocking depth of the ordo-tb run")
       ->capture_default_str();
-  cli.add_option("--reps", reps, "runs per system, best counts (default 3; --quick: 1)");
+  cli.add_option("--reps", reps, "runs per system, best counts (default 3; --quick: 1); "
+                 "--ranks: the median counts (default 3, --quick too)");
   cli.add_flag("--quick", quick, "small grid and one run per system (well under 40 s)");
   cli.add_option("--bin-dir", bin_dir,
                  "folder holding the app binaries (default: found from this executable)");
@@ -476,7 +477,7 @@ int run(int argc, char** argv) {
                      : (quick ? "192x192x192" : "512x512x512");
   ordo::app::parse_shape(size, dims, "--size");  // validates; the apps parse it again
   if (iters == 0) iters = quick ? 10 : (dims == 2 ? 20 : 10);
-  if (reps == 0) reps = quick ? 1 : 3;
+  if (reps == 0) reps = quick && !ranks ? 1 : 3;
   if (workers == 0) throw ordo::Error("--workers 0: use at least one worker");
   if (tb == 0) throw ordo::Error("--tb 0: the depth is at least 1 (1 = no temporal blocking)");
   if (!bin_dir.empty() && !fs::is_directory(bin_dir))
@@ -485,6 +486,8 @@ int run(int argc, char** argv) {
     if (halo_window == 0) throw ordo::Error("--halo-window 0: use at least one halo");
     if (halo_mib < 0) throw ordo::Error("--halo-mib must be positive");
     if (halo_mib == 0) halo_mib = quick ? 8 : 64;
+    if (halo_bytes.empty())
+      halo_bytes = quick ? "8192,65536,1048576" : "8192,16384,65536,262144,1048576,4194304";
     split_sizes(halo_bytes);  // validates
     return run_ranks(RanksOptions{app, size, bin_dir, mpirun, halo_bytes, iters, reps,
                                   timeout_s, halo_window, halo_mib, quick});
