@@ -170,9 +170,10 @@ void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::by
     // safety: the payload stays valid until the peer answers (rt::Net's contract).
     o.payload = payload;
   }
-  // One drain per batch: a later send finds the outbox non-empty and knows a drain is posted
-  // and has not taken the outbox yet (it empties it under the same lock). A post runs after
-  // every earlier post of this thread, so the destructor's flush still covers these sends.
+  // One drain per batch: the send that found the outbox empty posts it; later ones find it
+  // non-empty, so a drain is posted (or about to be, by that send) that has not taken the
+  // outbox yet (a drain empties it under the same lock). Every send has returned, drain posted,
+  // before the destructor posts its flush, so the flush still runs after all of them.
   if (first) transport_->post([this] { drain_outbox(); });
 }
 
@@ -184,8 +185,7 @@ void CommNet::drain_outbox() {
     std::lock_guard lock(outbox_mu_);
     n = outbox_used_;
     outbox_used_ = 0;
-    outbox_.swap(sending_);
-    // The records kept spare in the other vector come back: outbox_ gets sending_'s old ones.
+    outbox_.swap(sending_);  // sending_'s records of the last batch become the spare outbox
   }
   // A send that throws (a header over the transport's limit) must not drop the rest of the
   // batch: the first error is rethrown after it, into progress_loop's failure report.
