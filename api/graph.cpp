@@ -123,6 +123,7 @@ std::uint32_t declare_one(detail::GraphImpl& impl, const std::string& name,
     auto who = [&] { return name; };
     for (const Access& a : accesses) add_checked(impl, a, who);
     end_checked(impl, who);
+    impl.graph.end_family();
   } catch (...) {
     impl.graph.abandon_family();
     throw;
@@ -139,13 +140,12 @@ void AccessList::add(Access access) {
 std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses, Body body) {
   check_declare(*impl_, name, 1, static_cast<bool>(body));
   detail::GraphImpl* impl = impl_.get();
-  const std::size_t index = impl->bodies.size();
-  impl->bodies.push_back(std::move(body));
+  const Body* user = &impl->bodies.emplace_back(std::move(body));
   try {
-    return declare_one(*impl, name, accesses, [impl, index](const rt::Instance& inst) {
+    return declare_one(*impl, name, accesses, [user](const rt::Instance& inst) {
       detail::ContextImpl ctx_impl{inst};
       Context ctx(ctx_impl);
-      impl->bodies[index](ctx);
+      (*user)(ctx);
     }, false);
   } catch (...) {
     impl->bodies.pop_back();  // keep bodies and tasks in step if the task was refused
@@ -172,6 +172,7 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
       accesses(i, list);
       end_checked(impl, [&] { return member_name(name, count, i); });
     }
+    impl.graph.end_family();
   } catch (...) {
     impl.graph.abandon_family();
     throw;

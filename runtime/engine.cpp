@@ -34,8 +34,7 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
     else
       free_runs_.emplace_back(begin, end);
   };
-  for (std::uint32_t fi = 0; fi < families.size(); ++fi) {
-    const Family& fam = families[fi];
+  for (const Family& fam : families) {
     if (!net_ && !fam.fiber && fam.offsets == Graph::kNoAccesses) {
       add_free(fam.first, fam.first + fam.count);  // touches no per-task state
       continue;
@@ -52,7 +51,7 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
       ts.missing = n;
       ts.requests = n;
       ts.iteration = 0;
-      ts.family = fi;
+      ts.family = &fam;
       if (fam.fiber) {
         auto ft = std::make_unique<FiberTask>();
         ft->engine = this;
@@ -255,7 +254,7 @@ void Engine::execute_one(sched::Item item, unsigned worker) {
   const std::uint64_t k = ts.iteration;
   if (!aborted_.load(std::memory_order_relaxed)) {
     if (trace_) [[unlikely]] trace_->task_begin(worker, task, k);
-    const Family& f = graph_.families()[ts.family];
+    const Family& f = *ts.family;
     const std::uint32_t index = task - f.first;
     try {
       f.body(Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
@@ -286,11 +285,10 @@ void Engine::run_range(std::uint32_t begin, std::uint32_t end, unsigned worker) 
       end = mid;
     }
   }
-  const auto& families = graph_.families();
-  std::uint32_t fi = graph_.family_of(begin);
+  auto fam = graph_.families().begin() + graph_.family_of(begin);
   for (std::uint32_t t = begin; t < end; ++t) {
-    while (t >= families[fi].first + families[fi].count) ++fi;
-    const Family& f = families[fi];
+    while (t >= fam->first + fam->count) ++fam;
+    const Family& f = *fam;
     const auto accesses = graph_.member_accesses(f, t - f.first);  // read-only locations only
     for (std::uint64_t k = from; k < to; ++k) {
       if (aborted_.load(std::memory_order_relaxed)) break;
@@ -424,7 +422,7 @@ void Engine::run_fiber(std::uint32_t task, bool resume, unsigned worker) {
   TaskState& ts = tasks_[task];
   FiberTask& ft = *fibers_[task];
   if (!resume) {
-    const Family& f = graph_.families()[ts.family];
+    const Family& f = *ts.family;
     const std::uint32_t index = task - f.first;
     ft.instance = Instance{&graph_, task, ts.iteration, worker, this, index,
                            graph_.member_accesses(f, index)};
@@ -506,7 +504,7 @@ void Engine::fiber_main(void* arg) noexcept {
   Engine& e = *ft.engine;
   if (!e.aborted_.load(std::memory_order_relaxed)) {
     try {
-      e.graph_.families()[e.tasks_[ft.instance.task].family].body(ft.instance);
+      e.tasks_[ft.instance.task].family->body(ft.instance);
     } catch (...) {
       e.record_error(std::current_exception());
     }

@@ -171,7 +171,7 @@ class Engine final : public sched::Executor {
     std::uint32_t missing;
     std::uint32_t requests;
     std::uint64_t iteration;  // of the next instance to fire (or firing)
-    std::uint32_t family;     // index in Graph::families()
+    const Family* family;     // in Graph::families() (stable addresses)
   };
   static std::atomic_ref<std::uint32_t> missing(TaskState& ts) { return std::atomic_ref(ts.missing); }
   FiberTask* fiber_of(std::uint32_t task) const {

@@ -35,6 +35,7 @@ std::uint32_t Graph::add_task(TaskDesc task) {
   const std::uint32_t t = begin_family(std::move(task.name), std::move(task.body), task.fiber);
   for (const AccessDesc& a : task.accesses) add_access(a);
   end_member();
+  end_family();
   return t;
 }
 
@@ -56,11 +57,20 @@ void Graph::end_member() {
   ++task_count_;
 }
 
+void Graph::end_family() {
+  Family& f = families_.back();
+  if (f.offsets == kNoAccesses || offsets_[f.offsets] != accesses_.size()) return;
+  offsets_.resize(f.offsets);
+  f.offsets = kNoAccesses;
+}
+
 void Graph::abandon_family() {
   Family& f = families_.back();
   task_count_ -= f.count;
-  accesses_.resize(offsets_[f.offsets]);
-  offsets_.resize(f.offsets);
+  if (f.offsets != kNoAccesses) {
+    accesses_.resize(offsets_[f.offsets]);
+    offsets_.resize(f.offsets);
+  }
   families_.pop_back();
 }
 

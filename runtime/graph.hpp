@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -97,6 +98,9 @@ class Graph {
   std::uint32_t begin_family(std::string name, Body body, bool fiber = false);
   void add_access(const AccessDesc& access) { accesses_.push_back(access); }
   void end_member();
+  // Ends the family being declared: one whose members have no access at all then stores no
+  // offsets (so the engine sees at once that it has no lock to take).
+  void end_family();
   // The accesses added since the current member began.
   std::span<const AccessDesc> current_member() const {
     return {accesses_.data() + offsets_.back(), accesses_.data() + accesses_.size()};
@@ -125,7 +129,9 @@ class Graph {
   std::byte* data(std::uint32_t location) const { return buffers_[location].data(); }
 
   std::uint32_t task_count() const { return task_count_; }
-  const std::vector<Family>& families() const { return families_; }
+  // A deque: growing it never moves a family (no copies of names and bodies, no doubled
+  // memory), and a family's address is stable, so the engine keeps pointers to them.
+  const std::deque<Family>& families() const { return families_; }
   // The family task `t` belongs to (binary search: for cold paths; hot paths walk families).
   std::uint32_t family_of(std::uint32_t t) const;
   // Member `i`'s accesses of family `f`.
@@ -148,7 +154,7 @@ class Graph {
  private:
   std::vector<LocationDesc> locations_;
   std::vector<Buffer> buffers_;
-  std::vector<Family> families_;
+  std::deque<Family> families_;
   std::vector<AccessDesc> accesses_;
   std::vector<std::uint32_t> offsets_;
   std::uint32_t task_count_ = 0;
