@@ -18,6 +18,15 @@
 // the limit; convergence checks raise it in steps, so that a predicate is evaluated on the
 // contents after exactly iteration k, with nothing of k+1 started: the stop is deterministic.
 //
+// Lock-free tasks (one process): a dataflow task with no locked location waits for nothing but
+// its own previous instance. It has no TaskState in use and never enters held_: raise_limit
+// pushes one range item per run of consecutive such tasks (free_runs_), after setting the
+// step's iterations [free_from_, free_to_). That is safe without a lock because raise_limit
+// only runs once every instance below the old limit has completed (no range item is running),
+// and the push publishes the two fields to the worker that pops the item. A range item splits
+// off halves while large, runs each task's instances in iteration order, and adds its instance
+// count to completed_ in one step (instance_done(count)).
+//
 // Placement: at the start of a run on a pool it has not run on, every location gets its home
 // NUMA node (Graph::homes), its buffer is bound there, and each task its node: the home of the
 // first location it writes (else of the first it reads). ready() pushes instances with that
