@@ -64,6 +64,10 @@ void check_declare(const detail::GraphImpl& impl, const std::string& name, std::
     throw Error("cannot add task '" + name +
                 "' after the graph's first run; declare every task before running");
   if (!has_body) throw Error("task '" + name + "' has no body; pass a callable");
+  if (impl.declaring_family)
+    throw Error("cannot declare task '" + name + "' inside the access pattern of task family '" +
+                *impl.declaring_family +
+                "'; the pattern may only add accesses. Declare it before or after the family");
   if (impl.graph.task_count() + count > kMaxTasks)
     throw Error("task '" + name + "' would make the graph hold more than " +
                 std::to_string(kMaxTasks) + " tasks; split the work into fewer, larger tasks");
@@ -166,6 +170,7 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
   };
   detail::GraphImpl& impl = *impl_;
   impl.graph.begin_family(name, std::move(run));
+  impl.declaring_family = &name;
   try {
     for (std::uint32_t i = 0; i < count; ++i) {
       AccessList list(impl, name, count, i);
@@ -174,9 +179,11 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
     }
     impl.graph.end_family();
   } catch (...) {
+    impl.declaring_family = nullptr;
     impl.graph.abandon_family();
     throw;
   }
+  impl.declaring_family = nullptr;
   return first;
 }
 

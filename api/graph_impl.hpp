@@ -26,6 +26,9 @@ class GraphImpl {
   // which fits std::function's inline storage, so declaring a task does not allocate a second
   // closure.
   std::deque<Graph::Body> bodies;
+  // Set while a task family's access pattern runs: declaring a task from inside it would
+  // interleave with the family's members, so it is refused.
+  const std::string* declaring_family = nullptr;
 
   bool frozen() const { return engine != nullptr; }
   // Compiles the lock plans and builds the engine on first use. Throws Error.

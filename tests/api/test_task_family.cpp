@@ -186,6 +186,15 @@ TEST_CASE("family declarations that are wrong are refused and leave the graph as
                     "pattern failed");
   CHECK(g.tasks() == 1);
 
+  CHECK_THROWS_WITH(g.task_family(
+                        "outer", 2,
+                        [&](std::uint32_t, ordo::AccessList&) {
+                          g.task("inner", {}, [](ordo::Context&) {});
+                        },
+                        [](ordo::Context&, std::uint32_t) {}),
+                    Catch::Contains("inside the access pattern of task family 'outer'"));
+  CHECK(g.tasks() == 1);
+
   CHECK_THROWS_WITH(g.task_family("nobody", 3, ordo::Graph::IndexedBody{}),
                     Catch::Contains("task 'nobody' has no body"));
   CHECK_THROWS_WITH(g.task_family("nopattern", 3, ordo::Graph::AccessPattern{},
