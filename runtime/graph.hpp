@@ -111,7 +111,6 @@ class Graph {
 
   static constexpr std::uint32_t kNoAccesses = ~std::uint32_t{0};
 
-
   // Asks for `location`'s memory and writers to live on NUMA node `node` (wrapped modulo the
   // node count of the pool that runs the graph).
   void place(std::uint32_t location, unsigned node);
@@ -147,7 +146,6 @@ class Graph {
   // A task's name: its family's, with "[i]" appended for members of families of more than one.
   // Built on demand (error messages, traces), never stored per task.
   std::string task_name(std::uint32_t t) const;
-  bool fiber(std::uint32_t t) const { return families_[family_of(t)].fiber; }
   // Every access of every task, in task order.
   const std::vector<AccessDesc>& all_accesses() const { return accesses_; }
 
