@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <atomic>
-#include <unordered_set>
+#include <string>
+#include <vector>
 
 #include "graph_impl.hpp"
 #include "plan.hpp"
