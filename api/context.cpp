@@ -22,15 +22,15 @@ std::string location_name(const rt::Graph& graph, std::uint32_t location) {
 // The index of `location` in the task's accesses; throws Error if the task did not declare it
 // or if the body runs off its fiber.
 std::uint32_t fiber_access(const rt::Instance& inst, std::uint32_t location, const char* verb) {
-  const rt::TaskDesc& task = inst.graph->tasks()[inst.task];
+  const std::string name = inst.graph->task_name(inst.task);
   if (!inst.engine->on_own_fiber(inst))
-    throw Error("task '" + task.name + "' " + verb + " location " +
+    throw Error("task '" + name + "' " + verb + " location " +
                 location_name(*inst.graph, location) +
                 " off its body's fiber (from another thread, or through a FiberContext kept "
                 "after the body returned); call acquire and release from the body itself");
-  for (std::uint32_t i = 0; i < task.accesses.size(); ++i)
-    if (task.accesses[i].location == location) return i;
-  throw Error("task '" + task.name + "' " + verb + " location " +
+  for (std::uint32_t i = 0; i < inst.accesses.size(); ++i)
+    if (inst.accesses[i].location == location) return i;
+  throw Error("task '" + name + "' " + verb + " location " +
               location_name(*inst.graph, location) +
               ", which it did not declare; add ordo::read() or ordo::write() of it to the task's "
               "accesses");
@@ -44,27 +44,27 @@ unsigned FiberContext::worker() const { return impl_.instance.worker; }
 void* FiberContext::acquire_bytes(std::uint32_t location, Mode mode, const std::type_info& type) {
   const rt::Instance& inst = impl_.instance;
   const std::uint32_t access = fiber_access(inst, location, "acquires");
-  const rt::TaskDesc& task = inst.graph->tasks()[inst.task];
+  const std::string name = inst.graph->task_name(inst.task);
   const rt::LocationDesc& loc = inst.graph->locations()[location];
-  if (mode == Mode::write && task.accesses[access].mode != rt::Mode::write)
-    throw Error("task '" + task.name + "' calls acquire_write on location '" + loc.name +
+  if (mode == Mode::write && inst.accesses[access].mode != rt::Mode::write)
+    throw Error("task '" + name + "' calls acquire_write on location '" + loc.name +
                 "' but declared it with read(); declare it with write(), or use acquire_read");
   if (*loc.type != type)
-    throw Error("task '" + task.name + "' acquires location '" + loc.name +
+    throw Error("task '" + name + "' acquires location '" + loc.name +
                 "' with another element type than it was declared with");
   // The C++ runtime keeps the exceptions being handled in per-thread state, which a fiber
   // resuming on another thread would corrupt (docs/fibers.md, rule 3).
   if (std::uncaught_exceptions() > 0 || std::current_exception())
-    throw Error("task '" + task.name + "' acquires location '" + loc.name +
+    throw Error("task '" + name + "' acquires location '" + loc.name +
                 "' inside a catch block or during stack unwinding; acquire may move the fiber "
                 "to another thread, which the exception being handled cannot follow. Leave the "
                 "handler first, then acquire");
   switch (inst.engine->hold(inst, access)) {
     case rt::Engine::Hold::held:
-      throw Error("task '" + task.name + "' acquires location '" + loc.name + "' twice in iteration " +
+      throw Error("task '" + name + "' acquires location '" + loc.name + "' twice in iteration " +
                   std::to_string(inst.iteration) + " without releasing it; acquire once and keep the span");
     case rt::Engine::Hold::released:
-      throw Error("task '" + task.name + "' acquires location '" + loc.name +
+      throw Error("task '" + name + "' acquires location '" + loc.name +
                   "' again after releasing it in iteration " +
                   std::to_string(inst.iteration) +
                   "; a release hands the location on (its next grant is for iteration " +
@@ -80,16 +80,16 @@ void* FiberContext::acquire_bytes(std::uint32_t location, Mode mode, const std::
 void FiberContext::release_location(std::uint32_t location) {
   const rt::Instance& inst = impl_.instance;
   const std::uint32_t access = fiber_access(inst, location, "releases");
-  const rt::TaskDesc& task = inst.graph->tasks()[inst.task];
+  const std::string name = inst.graph->task_name(inst.task);
   const rt::LocationDesc& loc = inst.graph->locations()[location];
   switch (inst.engine->hold(inst, access)) {
     case rt::Engine::Hold::requested:
-      throw Error("task '" + task.name + "' releases location '" + loc.name +
+      throw Error("task '" + name + "' releases location '" + loc.name +
                   "', which it has not acquired in iteration " + std::to_string(inst.iteration) +
                   "; acquire it first, or leave it: what the body does not release is released "
                   "when it returns");
     case rt::Engine::Hold::released:
-      throw Error("task '" + task.name + "' releases location '" + loc.name +
+      throw Error("task '" + name + "' releases location '" + loc.name +
                   "' twice in iteration " + std::to_string(inst.iteration) +
                   "; release each acquired location once");
     case rt::Engine::Hold::held:
@@ -100,15 +100,14 @@ void FiberContext::release_location(std::uint32_t location) {
 
 void* Context::bytes(std::uint32_t location, Mode mode, const std::type_info& type) const {
   const rt::Instance& inst = impl_.instance;
-  const rt::TaskDesc& task = inst.graph->tasks()[inst.task];
-  for (const rt::AccessDesc& a : task.accesses) {
+  for (const rt::AccessDesc& a : inst.accesses) {
     if (a.location != location) continue;
     const rt::LocationDesc& loc = inst.graph->locations()[location];
     if (mode == Mode::write && a.mode != rt::Mode::write)
-      throw Error("task '" + task.name + "' writes location '" + loc.name +
+      throw Error("task '" + inst.graph->task_name(inst.task) + "' writes location '" + loc.name +
                   "' but declared it with read(); declare it with write()");
     if (*loc.type != type)
-      throw Error("task '" + task.name + "' accesses location '" + loc.name +
+      throw Error("task '" + inst.graph->task_name(inst.task) + "' accesses location '" + loc.name +
                   "' with another element type than it was declared with");
     return inst.graph->data(location);
   }
@@ -118,7 +117,7 @@ void* Context::bytes(std::uint32_t location, Mode mode, const std::type_info& ty
     what.append("'").append(locs[location].name).append("'");
   else
     what.append("#").append(std::to_string(location));
-  throw Error("task '" + task.name + "' accesses location " + what +
+  throw Error("task '" + inst.graph->task_name(inst.task) + "' accesses location " + what +
               ", which it did not declare; add ordo::read() or ordo::write() of it to the task's "
               "accesses");
 }

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <atomic>
-#include <unordered_set>
+#include <string>
+#include <vector>
 
 #include "graph_impl.hpp"
 #include "plan.hpp"
@@ -55,70 +56,157 @@ std::uint32_t Graph::add_location(const std::string& name, std::size_t elem_size
 
 namespace {
 
-// Checks a task declaration and turns it into the runtime's description (without the body).
-rt::TaskDesc describe_task(const detail::GraphImpl& impl, const std::string& name,
-                           const std::vector<Access>& accesses, bool has_body) {
+// Range items encode task indices in 31 bits (runtime/engine.hpp).
+constexpr std::uint64_t kMaxTasks = (std::uint64_t{1} << 31) - 1;
+
+void check_declare(const detail::GraphImpl& impl, const std::string& name, std::uint64_t count,
+                   bool has_body) {
   if (impl.frozen())
     throw Error("cannot add task '" + name +
                 "' after the graph's first run; declare every task before running");
   if (!has_body) throw Error("task '" + name + "' has no body; pass a callable");
+  if (impl.declaring_family)
+    throw Error("cannot declare task '" + name + "' inside the access pattern of task family '" +
+                *impl.declaring_family +
+                "'; the pattern may only add accesses. Declare it before or after the family");
+  if (impl.graph.task_count() + count > kMaxTasks)
+    throw Error("task '" + name + "' would make the graph hold more than " +
+                std::to_string(kMaxTasks) + " tasks; split the work into fewer, larger tasks");
+}
+
+// The name of member `index` in error messages (families of more than one: "name[i]").
+std::string member_name(const std::string& name, std::uint32_t count, std::uint32_t index) {
+  if (count == 1) return name;
+  std::string n = name;
+  n.append("[").append(std::to_string(index)).append("]");
+  return n;
+}
+
+// Checks one access of the member being declared and adds it. `who` names the member.
+template <class Who>
+void add_checked(detail::GraphImpl& impl, const Access& a, Who&& who) {
   const auto& locs = impl.graph.locations();
-  // Duplicate check: a linear scan for the usual handful of accesses (no allocation), a hash
-  // set for long lists.
+  if (a.location >= locs.size())
+    throw Error("task '" + who() + "' accesses location #" + std::to_string(a.location) +
+                ", which this graph did not declare (a Location of another Graph?); declare "
+                "it with Graph::location first");
+  // Duplicates: a linear scan over the usual handful of accesses; long lists are checked once
+  // complete (check_long_member).
+  const auto current = impl.graph.current_member();
   constexpr std::size_t kLinearScan = 16;
-  std::unordered_set<std::uint32_t> seen;
-  rt::TaskDesc desc;
-  desc.name = name;
-  desc.accesses.reserve(accesses.size());
-  for (const Access& a : accesses) {
-    if (a.location >= locs.size())
-      throw Error("task '" + name + "' accesses location #" + std::to_string(a.location) +
-                  ", which this graph did not declare (a Location of another Graph?); declare "
-                  "it with Graph::location first");
-    const bool duplicate =
-        accesses.size() <= kLinearScan
-            ? std::any_of(desc.accesses.begin(), desc.accesses.end(),
-                          [&](const rt::AccessDesc& d) { return d.location == a.location; })
-            : !seen.insert(a.location).second;
-    if (duplicate)
-      throw Error("task '" + name + "' lists location '" + locs[a.location].name +
+  if (current.size() < kLinearScan &&
+      std::any_of(current.begin(), current.end(),
+                  [&](const rt::AccessDesc& d) { return d.location == a.location; }))
+    throw Error("task '" + who() + "' lists location '" + locs[a.location].name +
+                "' twice; give one access per location (write() also allows reading)");
+  impl.graph.add_access({a.location, a.mode == Mode::write ? rt::Mode::write : rt::Mode::read,
+                         a.has_position, a.position});
+}
+
+template <class Who>
+void end_checked(detail::GraphImpl& impl, Who&& who) {
+  const auto current = impl.graph.current_member();
+  if (current.size() > 16) {
+    std::vector<std::uint32_t> ids;
+    ids.reserve(current.size());
+    for (const rt::AccessDesc& d : current) ids.push_back(d.location);
+    std::sort(ids.begin(), ids.end());
+    auto dup = std::adjacent_find(ids.begin(), ids.end());
+    if (dup != ids.end())
+      throw Error("task '" + who() + "' lists location '" +
+                  impl.graph.locations()[*dup].name +
                   "' twice; give one access per location (write() also allows reading)");
-    desc.accesses.push_back({a.location, a.mode == Mode::write ? rt::Mode::write : rt::Mode::read,
-                             a.has_position, a.position});
   }
-  return desc;
+  impl.graph.end_member();
+}
+
+// Declares one task (a family of one) with `body` and `accesses`; undoes it if refused.
+std::uint32_t declare_one(detail::GraphImpl& impl, const std::string& name,
+                          const std::vector<Access>& accesses, rt::Body body, bool fiber) {
+  const std::uint32_t t = impl.graph.begin_family(name, std::move(body), fiber);
+  try {
+    auto who = [&] { return name; };
+    for (const Access& a : accesses) add_checked(impl, a, who);
+    end_checked(impl, who);
+    impl.graph.end_family();
+  } catch (...) {
+    impl.graph.abandon_family();
+    throw;
+  }
+  return t;
 }
 
 }  // namespace
 
+void AccessList::add(Access access) {
+  add_checked(graph_, access, [&] { return member_name(name_, count_, index_); });
+}
+
 std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses, Body body) {
-  rt::TaskDesc desc = describe_task(*impl_, name, accesses, static_cast<bool>(body));
+  check_declare(*impl_, name, 1, static_cast<bool>(body));
   detail::GraphImpl* impl = impl_.get();
-  const std::size_t index = impl->bodies.size();
-  impl->bodies.push_back(std::move(body));
-  desc.body = [impl, index](const rt::Instance& inst) {
-    detail::ContextImpl ctx_impl{inst};
-    Context ctx(ctx_impl);
-    impl->bodies[index](ctx);
-  };
+  const Body* user = &impl->bodies.emplace_back(std::move(body));
   try {
-    return impl->graph.add_task(std::move(desc));
+    return declare_one(*impl, name, accesses, [user](const rt::Instance& inst) {
+      detail::ContextImpl ctx_impl{inst};
+      Context ctx(ctx_impl);
+      (*user)(ctx);
+    }, false);
   } catch (...) {
-    impl->bodies.pop_back();  // keep bodies and tasks in step if the runtime refused it
+    impl->bodies.pop_back();  // keep bodies and tasks in step if the task was refused
     throw;
   }
 }
 
+std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
+                                 const AccessPattern& accesses, IndexedBody body) {
+  check_declare(*impl_, name, count, static_cast<bool>(body));
+  if (!accesses) throw Error("task family '" + name + "' has no access pattern; pass a callable");
+  const std::uint32_t first = impl_->graph.task_count();
+  if (count == 0) return first;
+  rt::Body run = [body = std::move(body)](const rt::Instance& inst) {
+    detail::ContextImpl ctx_impl{inst};
+    Context ctx(ctx_impl);
+    body(ctx, inst.index);
+  };
+  detail::GraphImpl& impl = *impl_;
+  impl.graph.begin_family(name, std::move(run));
+  impl.declaring_family = &name;
+  try {
+    for (std::uint32_t i = 0; i < count; ++i) {
+      AccessList list(impl, name, count, i);
+      accesses(i, list);
+      end_checked(impl, [&] { return member_name(name, count, i); });
+    }
+    impl.graph.end_family();
+  } catch (...) {
+    impl.declaring_family = nullptr;
+    impl.graph.abandon_family();
+    throw;
+  }
+  impl.declaring_family = nullptr;
+  return first;
+}
+
+std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
+                                 IndexedBody body) {
+  check_declare(*impl_, name, count, static_cast<bool>(body));
+  if (count == 0) return impl_->graph.task_count();
+  return impl_->graph.add_free_family(name, count, [body = std::move(body)](const rt::Instance& inst) {
+    detail::ContextImpl ctx_impl{inst};
+    Context ctx(ctx_impl);
+    body(ctx, inst.index);
+  });
+}
+
 std::uint32_t Graph::fiber_task(const std::string& name, std::vector<Access> accesses,
                                 FiberBody body) {
-  rt::TaskDesc desc = describe_task(*impl_, name, accesses, static_cast<bool>(body));
-  desc.fiber = true;
-  desc.body = [body = std::move(body)](const rt::Instance& inst) {
+  check_declare(*impl_, name, 1, static_cast<bool>(body));
+  return declare_one(*impl_, name, accesses, [body = std::move(body)](const rt::Instance& inst) {
     detail::FiberContextImpl impl{inst};
     FiberContext ctx(impl);
     body(ctx);
-  };
-  return impl_->graph.add_task(std::move(desc));
+  }, true);
 }
 
 void* Graph::data_bytes(std::uint32_t location, const std::type_info& type) const {
@@ -158,7 +246,7 @@ unsigned Graph::home_rank_of(std::uint32_t location) const {
 }
 
 std::size_t Graph::locations() const { return impl_->graph.locations().size(); }
-std::size_t Graph::tasks() const { return impl_->graph.tasks().size(); }
+std::size_t Graph::tasks() const { return impl_->graph.task_count(); }
 std::uint64_t Graph::iterations_done() const {
   return impl_->engine ? impl_->engine->iterations_done() : 0;
 }

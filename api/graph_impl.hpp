@@ -1,6 +1,7 @@
 // Private to the api layer: what a public Graph holds.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -20,10 +21,14 @@ class GraphImpl {
   std::unique_ptr<rt::Engine> engine;  // created by the first run; the graph is frozen then
   // Names this graph in trace files for the life of the process (addresses can be reused).
   const std::uint64_t serial = next_serial();
-  // The users' bodies. A task's runtime body refers to its entry by index through a pointer to
-  // this object (stable: a Graph holds it by unique_ptr), which fits std::function's inline
-  // storage, so declaring a task does not allocate a second closure.
-  std::vector<Graph::Body> bodies;
+  // The users' bodies of Graph::task. A task's runtime body holds a pointer to its entry
+  // (stable: a deque never moves its elements, and the Graph holds this object by unique_ptr),
+  // which fits std::function's inline storage, so declaring a task does not allocate a second
+  // closure.
+  std::deque<Graph::Body> bodies;
+  // Set while a task family's access pattern runs: declaring a task from inside it would
+  // interleave with the family's members, so it is refused.
+  const std::string* declaring_family = nullptr;
 
   bool frozen() const { return engine != nullptr; }
   // Compiles the lock plans and builds the engine on first use. Throws Error.

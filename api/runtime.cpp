@@ -85,7 +85,7 @@ struct Runtime::Impl {
     const rt::Graph& g = graph.impl().graph;
     for (std::uint32_t l = 0; l < g.locations().size(); ++l)
       place.location_home.push_back(engine.home(l));
-    for (std::uint32_t t = 0; t < g.tasks().size(); ++t)
+    for (std::uint32_t t = 0; t < g.task_count(); ++t)
       place.task_rank.push_back(engine.task_rank(t));
     recorder->begin_run(g, graph.impl().serial, iterations, &place);
     // Attached for this run only: a graph may outlive this Runtime and its recorder.

@@ -69,8 +69,7 @@ void Engine::distribute() {
   rank_ = net_->rank();
   nranks_ = net_->size();
   const auto& locs = graph_.locations();
-  const auto& tasks = graph_.tasks();
-  const std::size_t nl = locs.size(), nt = tasks.size();
+  const std::size_t nl = locs.size(), nt = graph_.task_count();
 
   // Default placement: contiguous chunks of locations in declaration order (a decomposition
   // that declares each block's locations together gets one slab of blocks per rank).
@@ -81,8 +80,8 @@ void Engine::distribute() {
   // Owner computes: a task runs where the first location it writes lives.
   dist_.task_rank.resize(nt);
   local_tasks_ = 0;
-  for (std::size_t t = 0; t < nt; ++t) {
-    const auto& acc = tasks[t].accesses;
+  for (std::uint32_t t = 0; t < nt; ++t) {
+    const auto acc = graph_.accesses(t);
     auto w = std::find_if(acc.begin(), acc.end(),
                           [](const AccessDesc& a) { return a.mode == Mode::write; });
     std::uint32_t r;
@@ -165,7 +164,6 @@ void Engine::distribute() {
 void Engine::check_same_graph() {
   // One hash per location and per task, with its name for the message.
   const auto& locs = graph_.locations();
-  const auto& tasks = graph_.tasks();
   std::vector<std::byte> mine;
   auto add_item = [&](std::uint64_t hash, const std::string& name) {
     put_u64(mine, hash);
@@ -173,7 +171,7 @@ void Engine::check_same_graph() {
     append(mine, name.data(), name.size());
   };
   put_u64(mine, locs.size());
-  put_u64(mine, tasks.size());
+  put_u64(mine, graph_.task_count());
   for (const LocationDesc& l : locs) {
     Hasher h;
     h.add(l.name);
@@ -182,16 +180,17 @@ void Engine::check_same_graph() {
     h.add(l.home);
     add_item(h.h, l.name);
   }
-  for (const TaskDesc& t : tasks) {
+  for (std::uint32_t t = 0; t < graph_.task_count(); ++t) {
     Hasher h;
-    h.add(t.name);
-    for (const AccessDesc& a : t.accesses) {
+    const std::string name = graph_.task_name(t);
+    h.add(name);
+    for (const AccessDesc& a : graph_.accesses(t)) {
       h.add(a.location);
       h.add(a.mode);
       h.add(a.has_position);
       h.add(a.position);
     }
-    add_item(h.h, t.name);
+    add_item(h.h, name);
   }
   auto theirs = exchange(mine);
   if (failed_) return;  // error_ already says which peer failed
@@ -210,17 +209,17 @@ void Engine::check_same_graph() {
     };
     unsigned lo = std::min(rank_, peer), hi = std::max(rank_, peer);
     std::uint64_t nl_other = get_u64(other, 0), nt_other = get_u64(other, 8);
-    if (nl_other != locs.size() || nt_other != tasks.size()) {
+    if (nl_other != locs.size() || nt_other != graph_.task_count()) {
       auto counts = [](std::uint64_t nl, std::uint64_t nt) {
         return std::to_string(nl) + " locations and " + std::to_string(nt) + " tasks";
       };
       describe(lo, hi,
-               "rank " + std::to_string(rank_) + " has " + counts(locs.size(), tasks.size()) +
+               "rank " + std::to_string(rank_) + " has " + counts(locs.size(), graph_.task_count()) +
                    ", rank " + std::to_string(peer) + " has " + counts(nl_other, nt_other));
       return;
     }
     std::size_t at_mine = 16, at_other = 16;
-    for (std::size_t i = 0; i < locs.size() + tasks.size(); ++i) {
+    for (std::size_t i = 0; i < locs.size() + graph_.task_count(); ++i) {
       std::uint64_t hm = get_u64(mine, at_mine), ho = get_u64(other, at_other);
       std::uint64_t lm = get_u64(mine, at_mine + 8), lo_len = get_u64(other, at_other + 8);
       std::string name_other(reinterpret_cast<const char*>(other.data()) + at_other + 16,
@@ -228,7 +227,8 @@ void Engine::check_same_graph() {
       if (hm != ho) {
         bool is_loc = i < locs.size();
         std::size_t idx = is_loc ? i : i - locs.size();
-        const std::string& name_mine = is_loc ? locs[idx].name : tasks[idx].name;
+        const std::string name_mine =
+            is_loc ? locs[idx].name : graph_.task_name(static_cast<std::uint32_t>(idx));
         describe(lo, hi,
                  std::string(is_loc ? "location" : "task") + " #" + std::to_string(idx) +
                      " differs ('" + name_mine + "' on rank " + std::to_string(rank_) + ", '" +
@@ -243,8 +243,8 @@ void Engine::check_same_graph() {
 }
 
 void Engine::start_initial_grants() {
-  for (std::uint32_t t = 0; t < plan_.tasks.size(); ++t)
-    if (dist_.task_rank[t] == rank_ && (tasks_[t].requests == 0 || tasks_[t].fiber)) ready(t);
+  for (std::uint32_t t = 0; t < plan_.tasks; ++t)
+    if (dist_.task_rank[t] == rank_ && (tasks_[t].requests == 0 || fiber_of(t))) ready(t);
   // Only home locations: a proxy's state is set by the GRANT it receives (possibly already).
   for (std::uint32_t l = 0; l < plan_.locks.size(); ++l) {
     const LockPlan& lp = plan_.locks[l];

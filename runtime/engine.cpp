@@ -9,31 +9,69 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
     : graph_(graph),
       plan_(std::move(plan)),
       locks_(new LockState[plan_.locks.size()]),
-      tasks_(new TaskState[plan_.tasks.size()]),
+      // Default-initialised (TaskState is trivial): see TaskState.
+      tasks_(new TaskState[plan_.tasks]),
       net_(net),
       channel_(channel) {
-  local_tasks_ = plan_.tasks.size();
-  for (std::size_t t = 0; t < plan_.tasks.size(); ++t) {
-    auto n = static_cast<std::uint32_t>(plan_.tasks[t].locks.size());
-    tasks_[t].requests = n;
-    tasks_[t].missing.store(n, std::memory_order_relaxed);
-    const TaskDesc& desc = graph_.tasks()[t];
-    if (!desc.fiber) continue;
-    has_fibers_ = true;
-    auto ft = std::make_unique<FiberTask>();
-    ft->engine = this;
-    ft->grants.reset(new std::atomic<std::uint64_t>[n]);
-    for (std::uint32_t h = 0; h < n; ++h) ft->grants[h].store(0, std::memory_order_relaxed);
-    const auto& locks = plan_.tasks[t].locks;  // sorted by location (plan.cpp builds it so)
-    assert(std::is_sorted(locks.begin(), locks.end()));  // fiber_grant binary-searches it
-    for (const AccessDesc& a : desc.accesses) {
-      auto it = std::lower_bound(locks.begin(), locks.end(), a.location);
-      ft->handle_of.push_back(it != locks.end() && *it == a.location
-                                  ? static_cast<std::int32_t>(it - locks.begin())
-                                  : -1);
+  local_tasks_ = plan_.tasks;
+  const auto& families = graph_.families();
+  for (const Family& f : families)
+    if (f.fiber) has_fibers_ = true;
+  if (has_fibers_) fibers_.resize(plan_.tasks);
+  if (!net_) {
+    // Grant the initial phase of every lock (below, once the tasks are set up). limit_ is 0,
+    // so every instance that becomes ready is held until the first run raises the limit.
+    for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
+      const LockPlan& lp = plan_.locks[l];
+      if (!lp.locked) continue;
+      locks_[l].phase = lp.initial_phase;
+      locks_[l].remaining.store(lp.initial_end - lp.initial_begin, std::memory_order_relaxed);
     }
-    ft->holds.assign(desc.accesses.size(), Hold::requested);
-    tasks_[t].fiber = std::move(ft);
+  }
+  auto add_free = [&](std::uint32_t begin, std::uint32_t end) {
+    if (!free_runs_.empty() && free_runs_.back().second == begin)
+      free_runs_.back().second = end;
+    else
+      free_runs_.emplace_back(begin, end);
+  };
+  for (const Family& fam : families) {
+    if (!net_ && !fam.fiber && fam.offsets == Graph::kNoAccesses) {
+      add_free(fam.first, fam.first + fam.count);  // touches no per-task state
+      continue;
+    }
+    for (std::uint32_t i = 0; i < fam.count; ++i) {
+      const std::uint32_t t = fam.first + i;
+      const auto locks = plan_.task_locks_of(t);
+      const auto n = static_cast<std::uint32_t>(locks.size());
+      if (!net_ && !fam.fiber && n == 0) {
+        add_free(t, t + 1);
+        continue;
+      }
+      TaskState& ts = tasks_[t];
+      ts.missing = n;
+      ts.requests = n;
+      ts.iteration = 0;
+      ts.family = &fam;
+      if (fam.fiber) {
+        auto ft = std::make_unique<FiberTask>();
+        ft->engine = this;
+        ft->grants.reset(new std::atomic<std::uint64_t>[n]);
+        for (std::uint32_t h = 0; h < n; ++h) ft->grants[h].store(0, std::memory_order_relaxed);
+        // sorted by location (plan.cpp builds it so): fiber_grant binary-searches it
+        assert(std::is_sorted(locks.begin(), locks.end()));
+        const auto accesses = graph_.member_accesses(fam, i);
+        for (const AccessDesc& a : accesses) {
+          auto it = std::lower_bound(locks.begin(), locks.end(), a.location);
+          ft->handle_of.push_back(it != locks.end() && *it == a.location
+                                      ? static_cast<std::int32_t>(it - locks.begin())
+                                      : -1);
+        }
+        ft->holds.assign(accesses.size(), Hold::requested);
+        fibers_[t] = std::move(ft);
+      }
+      // Fiber tasks start without waiting for grants (header).
+      if (!net_ && (n == 0 || fam.fiber)) ready(t);
+    }
   }
   if (net_) {
     distribute();
@@ -41,17 +79,6 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
     if (!error_) start_initial_grants();
     return;
   }
-  // Grant the initial phase of every lock. limit_ is 0, so every instance that becomes ready
-  // is held until the first run raises the limit.
-  for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
-    const LockPlan& lp = plan_.locks[l];
-    if (!lp.locked) continue;
-    locks_[l].phase = lp.initial_phase;
-    locks_[l].remaining.store(lp.initial_end - lp.initial_begin, std::memory_order_relaxed);
-  }
-  // Fiber tasks start without waiting for grants (header).
-  for (std::uint32_t t = 0; t < plan_.tasks.size(); ++t)
-    if (tasks_[t].requests == 0 || tasks_[t].fiber) ready(t);
   for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
     const LockPlan& lp = plan_.locks[l];
     if (!lp.locked) continue;
@@ -65,13 +92,13 @@ Engine::~Engine() {
 }
 
 void Engine::grant(std::uint32_t task, std::uint32_t location) {
-  if (tasks_[task].fiber) {
+  if (has_fibers_ && fibers_[task]) {
     fiber_grant(task, location);
     return;
   }
   // acq_rel: pairs with the other grants of this instance, so that whoever fires it sees the
   // phase updates made by every granting thread.
-  if (tasks_[task].missing.fetch_sub(1, std::memory_order_acq_rel) == 1) ready(task);
+  if (missing(tasks_[task]).fetch_sub(1, std::memory_order_acq_rel) == 1) ready(task);
 }
 
 namespace {
@@ -80,15 +107,17 @@ namespace {
 // `tl_next` and run next on this worker, without a trip through the deques (no push, pop or
 // wake-up). The others are pushed, for thieves. Not during a body: a fiber that releases early
 // still occupies its worker, and the successor must be free to run elsewhere at once.
-thread_local Engine* tl_engine = nullptr;
-thread_local unsigned tl_worker = 0;
-thread_local std::int64_t tl_next = -1;
+// initial-exec: libordo is linked, never dlopen'ed, so its TLS sits in the static block and
+// each access is one %fs-relative load instead of a __tls_get_addr call (several per task).
+__attribute__((tls_model("initial-exec"))) thread_local Engine* tl_engine = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local unsigned tl_worker = 0;
+__attribute__((tls_model("initial-exec"))) thread_local std::int64_t tl_next = -1;
 }  // namespace
 
 void Engine::ready(std::uint32_t task) {
   TaskState& ts = tasks_[task];
   // No grant for the next instance can arrive before this one releases something (header).
-  ts.missing.store(ts.requests, std::memory_order_relaxed);
+  missing(ts).store(ts.requests, std::memory_order_relaxed);
   // acquire: pairs with the release store in raise_limit.
   if (ts.iteration < limit_.load(std::memory_order_acquire)) {
     if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
@@ -111,6 +140,13 @@ void Engine::ready(std::uint32_t task) {
 }
 
 void Engine::raise_limit(std::uint64_t limit) {
+  // Every instance below the old limit has completed (run() waits for that), so no range item
+  // runs now and every access-free task is at the old limit.
+  if (!free_runs_.empty() && limit > free_to_) {
+    free_from_ = free_to_;
+    free_to_ = limit;
+    for (const auto& [begin, end] : free_runs_) pool_->push(range_item(begin, end));
+  }
   std::vector<std::uint32_t> go;
   {
     std::lock_guard lock(hold_mu_);
@@ -128,17 +164,20 @@ void Engine::place(sched::Pool& pool) {
   if (placed_for_ == &pool) return;
   placed_for_ = &pool;
   home_ = graph_.homes(pool.nodes());
-  task_node_.assign(plan_.tasks.size(), -1);
+  task_node_.clear();  // node_of(): no hint
   if (!pool.numa_mode()) return;
+  task_node_.assign(plan_.tasks, -1);
   const auto& locs = graph_.locations();
   for (std::uint32_t l = 0; l < locs.size(); ++l)
     pool.bind_memory(graph_.data(l), locs[l].elem_size * locs[l].count, home_[l]);
-  const auto& tasks = graph_.tasks();
-  for (std::uint32_t t = 0; t < tasks.size(); ++t) {
-    const auto& acc = tasks[t].accesses;
-    auto w = std::find_if(acc.begin(), acc.end(), [](const AccessDesc& a) { return a.mode == Mode::write; });
-    if (w == acc.end()) w = acc.begin();
-    if (w != acc.end()) task_node_[t] = static_cast<int>(home_[w->location]);
+  for (const Family& f : graph_.families()) {
+    if (f.offsets == Graph::kNoAccesses) continue;
+    for (std::uint32_t i = 0; i < f.count; ++i) {
+      const auto acc = graph_.member_accesses(f, i);
+      auto w = std::find_if(acc.begin(), acc.end(), [](const AccessDesc& a) { return a.mode == Mode::write; });
+      if (w == acc.end()) w = acc.begin();
+      if (w != acc.end()) task_node_[f.first + i] = static_cast<int>(home_[w->location]);
+    }
   }
 }
 
@@ -203,24 +242,31 @@ void Engine::execute(sched::Item item, unsigned worker) {
 }
 
 void Engine::execute_one(sched::Item item, unsigned worker) {
+  if (item & kRange) {
+    run_range(static_cast<std::uint32_t>((item >> 31) & 0x7fffffff),
+              static_cast<std::uint32_t>(item & 0x7fffffff), worker);
+    return;
+  }
   const auto task = static_cast<std::uint32_t>(item);
-  TaskState& ts = tasks_[task];
-  if (ts.fiber) {
+  if (has_fibers_ && fibers_[task]) {
     run_fiber(task, (item & kResume) != 0, worker);
     return;
   }
+  TaskState& ts = tasks_[task];
   const std::uint64_t k = ts.iteration;
   if (!aborted_.load(std::memory_order_relaxed)) {
     if (trace_) [[unlikely]] trace_->task_begin(worker, task, k);
+    const Family& f = *ts.family;
+    const std::uint32_t index = task - f.first;
     try {
-      graph_.tasks()[task].body(Instance{&graph_, task, k, worker, nullptr});
+      f.body(Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
     } catch (...) {
       record_error(std::current_exception());
     }
     if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
   }
   ts.iteration = k + 1;
-  const auto& locks = plan_.tasks[task].locks;
+  const auto locks = plan_.task_locks_of(task);
   tl_engine = this;
   if (locks.empty())
     ready(task);
@@ -230,13 +276,43 @@ void Engine::execute_one(sched::Item item, unsigned worker) {
   instance_done();
 }
 
-void Engine::instance_done() {
+void Engine::run_range(std::uint32_t begin, std::uint32_t end, unsigned worker) {
+  const std::uint64_t from = free_from_, to = free_to_;  // read before instance_done (header)
+  // Split off the upper half for thieves while the range is large: the first pushes are the
+  // largest pieces, which is what a thief takes first.
+  if (pool_->size() > 1) {
+    while (end - begin > kRangeGrain) {
+      const std::uint32_t mid = begin + (end - begin) / 2;
+      pool_->push(range_item(mid, end));
+      end = mid;
+    }
+  }
+  auto fam = graph_.families().begin() + graph_.family_of(begin);
+  for (std::uint32_t t = begin; t < end; ++t) {
+    while (t >= fam->first + fam->count) ++fam;
+    const Family& f = *fam;
+    const auto accesses = graph_.member_accesses(f, t - f.first);  // read-only locations only
+    for (std::uint64_t k = from; k < to; ++k) {
+      if (aborted_.load(std::memory_order_relaxed)) break;
+      if (trace_) [[unlikely]] trace_->task_begin(worker, t, k);
+      try {
+        f.body(Instance{&graph_, t, k, worker, nullptr, t - f.first, accesses});
+      } catch (...) {
+        record_error(std::current_exception());
+      }
+      if (trace_) [[unlikely]] trace_->task_end(worker, t, k);
+    }
+  }
+  instance_done(std::uint64_t{end - begin} * (to - from));
+}
+
+void Engine::instance_done(std::uint64_t count) {
   if (net_) {
     // Distributed: the caller may also wait for inflight_ to drain (peer failure), so both
     // counts change under done_mu_, and nothing touches the engine after the unlock.
     std::lock_guard lock(done_mu_);
     // acq_rel: the final increment makes every body's writes visible to the caller.
-    const bool last = completed_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+    const bool last = completed_.fetch_add(count, std::memory_order_acq_rel) + count ==
                       target_.load(std::memory_order_relaxed);
     const bool drained = inflight_.fetch_sub(1, std::memory_order_relaxed) == 1;
     if (last) done_ = true;
@@ -247,7 +323,7 @@ void Engine::instance_done() {
   // engine, so only the last incrementer may touch it afterwards (and only under done_mu_).
   const std::uint64_t target = target_.load(std::memory_order_relaxed);
   // acq_rel: the final increment makes every body's writes visible to the caller.
-  if (completed_.fetch_add(1, std::memory_order_acq_rel) + 1 == target) {
+  if (completed_.fetch_add(count, std::memory_order_acq_rel) + count == target) {
     std::lock_guard lock(done_mu_);
     done_ = true;
     done_cv_.notify_all();  // under the lock: the caller may free us once it can take it
@@ -346,12 +422,15 @@ namespace ordo::rt {
 
 void Engine::run_fiber(std::uint32_t task, bool resume, unsigned worker) {
   TaskState& ts = tasks_[task];
-  FiberTask& ft = *ts.fiber;
+  FiberTask& ft = *fibers_[task];
   if (!resume) {
-    ft.instance = Instance{&graph_, task, ts.iteration, worker, this};
+    const Family& f = *ts.family;
+    const std::uint32_t index = task - f.first;
+    ft.instance = Instance{&graph_, task, ts.iteration, worker, this, index,
+                           graph_.member_accesses(f, index)};
     std::fill(ft.holds.begin(), ft.holds.end(), Hold::requested);
     if (trace_) [[unlikely]] trace_->task_begin(worker, task, ts.iteration);
-    ft.fiber.start(*stacks_, &Engine::fiber_main, &ft, graph_.tasks()[task].name.c_str());
+    ft.fiber.start(*stacks_, &Engine::fiber_main, &ft, f.name.c_str());
   }
   for (;;) {
     ft.instance.worker = worker;
@@ -385,16 +464,17 @@ std::uint64_t Engine::granted_iteration(std::uint32_t task, std::uint32_t locati
   // while its instance still runs (it released early) and moves its iteration on only when
   // the body ends, so count this handle's grants instead: the grant for iteration k is the
   // k+1-th. Relaxed: only this thread grants the handle now (the lock's phase is ours).
-  if (!ts.fiber) return ts.iteration;
-  const auto& locks = plan_.tasks[task].locks;
+  const FiberTask* ft = fiber_of(task);
+  if (!ft) return ts.iteration;
+  const auto locks = plan_.task_locks_of(task);
   const auto h = static_cast<std::size_t>(
       std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
-  return ts.fiber->grants[h].load(std::memory_order_relaxed) >> 1;
+  return ft->grants[h].load(std::memory_order_relaxed) >> 1;
 }
 
 void Engine::fiber_grant(std::uint32_t task, std::uint32_t location) {
-  FiberTask& ft = *tasks_[task].fiber;
-  const auto& locks = plan_.tasks[task].locks;
+  FiberTask& ft = *fibers_[task];
+  const auto locks = plan_.task_locks_of(task);
   const auto h = static_cast<std::size_t>(
       std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
   // acq_rel: pairs with the CAS in park() and the acquire loads in park() and wait_grant(), so
@@ -413,7 +493,7 @@ void Engine::wait_grant(FiberTask& ft, std::uint32_t access) {
   // acquire: pairs with the fetch_add in fiber_grant.
   if ((ft.grants[h].load(std::memory_order_acquire) >> 1) > ft.instance.iteration) return;
   ft.waiting = static_cast<std::uint32_t>(h);
-  const std::uint32_t location = plan_.tasks[ft.instance.task].locks[static_cast<std::size_t>(h)];
+  const std::uint32_t location = plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)];
   if (trace_) [[unlikely]]
     trace_->fiber_suspend(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
   sched::Fiber::suspend();  // park() or fiber_grant() resumes us once the grant is in
@@ -426,7 +506,7 @@ void Engine::fiber_main(void* arg) noexcept {
   Engine& e = *ft.engine;
   if (!e.aborted_.load(std::memory_order_relaxed)) {
     try {
-      e.graph_.tasks()[ft.instance.task].body(ft.instance);
+      e.tasks_[ft.instance.task].family->body(ft.instance);
     } catch (...) {
       e.record_error(std::current_exception());
     }
@@ -438,32 +518,32 @@ void Engine::fiber_main(void* arg) noexcept {
     ft.holds[a] = Hold::released;
     const std::int32_t h = ft.handle_of[a];
     if (h >= 0)
-      e.release(e.plan_.tasks[ft.instance.task].locks[static_cast<std::size_t>(h)],
+      e.release(e.plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
                 ft.instance.task, ft.instance.iteration, ft.instance.worker);
   }
 }
 
 Engine::Hold Engine::hold(const Instance& inst, std::uint32_t access) const {
-  return tasks_[inst.task].fiber->holds[access];
+  return fibers_[inst.task]->holds[access];
 }
 
 bool Engine::on_own_fiber(const Instance& inst) const {
-  const FiberTask* ft = tasks_[inst.task].fiber.get();
+  const FiberTask* ft = fiber_of(inst.task);
   return ft != nullptr && sched::Fiber::current() == &ft->fiber;
 }
 
 void Engine::fiber_acquire(const Instance& inst, std::uint32_t access) {
-  FiberTask& ft = *tasks_[inst.task].fiber;
+  FiberTask& ft = *fibers_[inst.task];
   wait_grant(ft, access);
   ft.holds[access] = Hold::held;
 }
 
 void Engine::fiber_release(const Instance& inst, std::uint32_t access) {
-  FiberTask& ft = *tasks_[inst.task].fiber;
+  FiberTask& ft = *fibers_[inst.task];
   ft.holds[access] = Hold::released;
   const std::int32_t h = ft.handle_of[access];
   if (h >= 0)
-    release(plan_.tasks[inst.task].locks[static_cast<std::size_t>(h)], inst.task, inst.iteration,
+    release(plan_.task_locks_of(inst.task)[static_cast<std::size_t>(h)], inst.task, inst.iteration,
             ft.instance.worker);
 }
 

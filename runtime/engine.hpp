@@ -18,6 +18,15 @@
 // the limit; convergence checks raise it in steps, so that a predicate is evaluated on the
 // contents after exactly iteration k, with nothing of k+1 started: the stop is deterministic.
 //
+// Lock-free tasks (one process): a dataflow task with no locked location waits for nothing but
+// its own previous instance. It has no TaskState in use and never enters held_: raise_limit
+// pushes one range item per run of consecutive such tasks (free_runs_), after setting the
+// step's iterations [free_from_, free_to_). That is safe without a lock because raise_limit
+// only runs once every instance below the old limit has completed (no range item is running),
+// and the push publishes the two fields to the worker that pops the item. A range item splits
+// off halves while large, runs each task's instances in iteration order, and adds its instance
+// count to completed_ in one step (instance_done(count)).
+//
 // Placement: at the start of a run on a pool it has not run on, every location gets its home
 // NUMA node (Graph::homes), its buffer is bound there, and each task its node: the home of the
 // first location it writes (else of the first it reads). ready() pushes instances with that
@@ -75,6 +84,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "fiber.hpp"
@@ -95,6 +105,8 @@ struct Instance {
   std::uint64_t iteration;
   unsigned worker;         // a fiber task's instance may move between workers when it suspends
   Engine* engine;          // set for fiber tasks: their acquire and release go through it
+  std::uint32_t index = 0;                  // member index in the task's family
+  std::span<const AccessDesc> accesses{};   // the task's accesses
 };
 
 class Engine final : public sched::Executor {
@@ -161,12 +173,19 @@ class Engine final : public sched::Executor {
     std::uint32_t phase = 0;
   };
   struct FiberTask;
-  struct alignas(64) TaskState {
-    std::atomic<std::uint32_t> missing{0};
-    std::uint32_t requests = 0;
-    std::uint64_t iteration = 0;  // of the next instance to fire (or firing)
-    std::unique_ptr<FiberTask> fiber;  // fiber tasks only
+  // Trivially constructible and only initialised for tasks that take part in locking, so that
+  // the states of access-free tasks (run by range items, below) are never touched: a fresh
+  // large allocation then costs no page faults. `missing` is accessed through atomic_ref.
+  struct TaskState {
+    std::uint32_t missing;
+    std::uint32_t requests;
+    std::uint64_t iteration;  // of the next instance to fire (or firing)
+    const Family* family;     // in Graph::families() (stable addresses)
   };
+  static std::atomic_ref<std::uint32_t> missing(TaskState& ts) { return std::atomic_ref(ts.missing); }
+  FiberTask* fiber_of(std::uint32_t task) const {
+    return fibers_.empty() ? nullptr : fibers_[task].get();
+  }
   struct FiberTask {
     Engine* engine = nullptr;
     Instance instance{};          // the running instance; worker updated at each resume
@@ -186,6 +205,19 @@ class Engine final : public sched::Executor {
   std::uint64_t granted_iteration(std::uint32_t task, std::uint32_t location) const;
   void ready(std::uint32_t task);
   void execute_one(sched::Item item, unsigned worker);
+  // Access-free dataflow tasks (one process only) take no part in locking: each step, raise_limit
+  // pushes one *range item* per run of consecutive such tasks, and a worker runs every task of
+  // the range for the step's iterations [free_from_, free_to_), splitting off halves for
+  // thieves while the range is large. One completion count per range, not per instance.
+  static constexpr sched::Item kRange = sched::Item{1} << 62;
+  static constexpr std::uint32_t kRangeGrain = 512;
+  static sched::Item range_item(std::uint32_t begin, std::uint32_t end) {
+    return kRange | (sched::Item{begin} << 31) | end;
+  }
+  void run_range(std::uint32_t begin, std::uint32_t end, unsigned worker);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> free_runs_;
+  // Set by raise_limit before it pushes range items, while none runs (the push publishes them).
+  std::uint64_t free_from_ = 0, free_to_ = 0;
   void raise_limit(std::uint64_t limit);
   static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
   void grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
@@ -221,7 +253,7 @@ class Engine final : public sched::Executor {
   bool vote(bool mine);
   void place(sched::Pool& pool);
   int node_of(std::uint32_t task) const { return task_node_.empty() ? -1 : task_node_[task]; }
-  void instance_done();
+  void instance_done(std::uint64_t count = 1);
   void run_fiber(std::uint32_t task, bool resume, unsigned worker);
   bool park(FiberTask& ft);
   void fiber_grant(std::uint32_t task, std::uint32_t location);
@@ -232,6 +264,7 @@ class Engine final : public sched::Executor {
   Plan plan_;
   std::unique_ptr<LockState[]> locks_;
   std::unique_ptr<TaskState[]> tasks_;
+  std::vector<std::unique_ptr<FiberTask>> fibers_;  // per task when the graph has fiber tasks
   sched::Pool* pool_ = nullptr;
   const sched::Pool* placed_for_ = nullptr;  // pool the placement below was made for
   std::vector<unsigned> home_;               // per location: NUMA node

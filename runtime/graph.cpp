@@ -1,5 +1,6 @@
 #include "graph.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -31,8 +32,72 @@ std::uint32_t Graph::add_location(std::string name, std::size_t elem_size, std::
 }
 
 std::uint32_t Graph::add_task(TaskDesc task) {
-  tasks_.push_back(std::move(task));
-  return static_cast<std::uint32_t>(tasks_.size() - 1);
+  const std::uint32_t t = begin_family(std::move(task.name), std::move(task.body), task.fiber);
+  for (const AccessDesc& a : task.accesses) add_access(a);
+  end_member();
+  end_family();
+  return t;
+}
+
+std::uint32_t Graph::begin_family(std::string name, Body body, bool fiber) {
+  Family f;
+  f.name = std::move(name);
+  f.body = std::move(body);
+  f.fiber = fiber;
+  f.first = task_count_;
+  f.offsets = static_cast<std::uint32_t>(offsets_.size());
+  offsets_.push_back(static_cast<std::uint32_t>(accesses_.size()));
+  families_.push_back(std::move(f));
+  return task_count_;
+}
+
+void Graph::end_member() {
+  offsets_.push_back(static_cast<std::uint32_t>(accesses_.size()));
+  ++families_.back().count;
+  ++task_count_;
+}
+
+void Graph::end_family() {
+  Family& f = families_.back();
+  if (f.offsets == kNoAccesses || offsets_[f.offsets] != accesses_.size()) return;
+  offsets_.resize(f.offsets);
+  f.offsets = kNoAccesses;
+}
+
+void Graph::abandon_family() {
+  Family& f = families_.back();
+  task_count_ -= f.count;
+  if (f.offsets != kNoAccesses) {
+    accesses_.resize(offsets_[f.offsets]);
+    offsets_.resize(f.offsets);
+  }
+  families_.pop_back();
+}
+
+std::uint32_t Graph::add_free_family(std::string name, std::uint32_t count, Body body) {
+  Family f;
+  f.name = std::move(name);
+  f.body = std::move(body);
+  f.first = task_count_;
+  f.count = count;
+  f.offsets = kNoAccesses;
+  families_.push_back(std::move(f));
+  task_count_ += count;
+  return families_.back().first;
+}
+
+std::uint32_t Graph::family_of(std::uint32_t t) const {
+  auto it = std::upper_bound(families_.begin(), families_.end(), t,
+                             [](std::uint32_t v, const Family& f) { return v < f.first; });
+  return static_cast<std::uint32_t>(it - families_.begin() - 1);
+}
+
+std::string Graph::task_name(std::uint32_t t) const {
+  const Family& f = families_[family_of(t)];
+  if (f.count == 1) return f.name;
+  std::string name = f.name;
+  name.append("[").append(std::to_string(t - f.first)).append("]");
+  return name;
 }
 
 void Graph::place(std::uint32_t location, unsigned node) {

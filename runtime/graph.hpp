@@ -8,8 +8,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -39,6 +41,7 @@ struct AccessDesc {
   std::int64_t position = 0;
 };
 
+// One task, as the runtime's tests and small callers declare it (Graph::add_task).
 struct TaskDesc {
   std::string name;
   std::vector<AccessDesc> accesses;
@@ -47,6 +50,22 @@ struct TaskDesc {
   // (Engine::fiber_acquire / fiber_release); a dataflow task's body runs once everything is
   // granted.
   bool fiber = false;
+};
+
+// Tasks are stored as *families*: `count` consecutive tasks [first, first + count) that share
+// a name and a body (the body learns its member index from Instance::index). A single task is
+// a family of one. Why: a graph of 10^6 tasks declared in a loop paid a std::string, a
+// std::function and a std::vector per task; a family pays them once, and its members' accesses
+// sit in one flat array (CSR), with no per-member storage at all when they have no accesses.
+struct Family {
+  std::string name;
+  Body body;
+  bool fiber = false;
+  std::uint32_t first = 0;  // task index of member 0
+  std::uint32_t count = 0;
+  // Members' accesses: member i's are Graph::accesses_[offsets_[offsets + i], offsets_[offsets
+  // + i + 1]); kNoAccesses when no member has any.
+  std::uint32_t offsets = 0;
 };
 
 // Zero-initialised storage of one location: 64-byte aligned, page aligned (and padded to whole
@@ -73,6 +92,25 @@ class Graph {
                              const std::type_info& type);
   std::uint32_t add_task(TaskDesc task);
 
+  // Declaring a family: begin_family(), then per member its accesses (add_access) and
+  // end_member(), `count` times; or add_free_family() for members without accesses.
+  // Returns the index of member 0. The caller checks the accesses (api/graph.cpp).
+  std::uint32_t begin_family(std::string name, Body body, bool fiber = false);
+  void add_access(const AccessDesc& access) { accesses_.push_back(access); }
+  void end_member();
+  // Ends the family being declared: one whose members have no access at all then stores no
+  // offsets (so the engine sees at once that it has no lock to take).
+  void end_family();
+  // The accesses added since the current member began.
+  std::span<const AccessDesc> current_member() const {
+    return {accesses_.data() + offsets_.back(), accesses_.data() + accesses_.size()};
+  }
+  std::uint32_t add_free_family(std::string name, std::uint32_t count, Body body);
+  // Undoes the family being declared (after a refused access).
+  void abandon_family();
+
+  static constexpr std::uint32_t kNoAccesses = ~std::uint32_t{0};
+
   // Asks for `location`'s memory and writers to live on NUMA node `node` (wrapped modulo the
   // node count of the pool that runs the graph).
   void place(std::uint32_t location, unsigned node);
@@ -87,13 +125,37 @@ class Graph {
   void set_home(std::uint32_t location, std::int32_t rank) { locations_[location].home = rank; }
 
   const std::vector<LocationDesc>& locations() const { return locations_; }
-  const std::vector<TaskDesc>& tasks() const { return tasks_; }
   std::byte* data(std::uint32_t location) const { return buffers_[location].data(); }
+
+  std::uint32_t task_count() const { return task_count_; }
+  // A deque: growing it never moves a family (no copies of names and bodies, no doubled
+  // memory), and a family's address is stable, so the engine keeps pointers to them.
+  const std::deque<Family>& families() const { return families_; }
+  // The family task `t` belongs to (binary search: for cold paths; hot paths walk families).
+  std::uint32_t family_of(std::uint32_t t) const;
+  // Member `i`'s accesses of family `f`.
+  std::span<const AccessDesc> member_accesses(const Family& f, std::uint32_t i) const {
+    if (f.offsets == kNoAccesses) return {};
+    return {accesses_.data() + offsets_[f.offsets + i],
+            accesses_.data() + offsets_[f.offsets + i + 1]};
+  }
+  std::span<const AccessDesc> accesses(std::uint32_t t) const {
+    const Family& f = families_[family_of(t)];
+    return member_accesses(f, t - f.first);
+  }
+  // A task's name: its family's, with "[i]" appended for members of families of more than one.
+  // Built on demand (error messages, traces), never stored per task.
+  std::string task_name(std::uint32_t t) const;
+  // Every access of every task, in task order.
+  const std::vector<AccessDesc>& all_accesses() const { return accesses_; }
 
  private:
   std::vector<LocationDesc> locations_;
   std::vector<Buffer> buffers_;
-  std::vector<TaskDesc> tasks_;
+  std::deque<Family> families_;
+  std::vector<AccessDesc> accesses_;
+  std::vector<std::uint32_t> offsets_;
+  std::uint32_t task_count_ = 0;
 };
 
 }  // namespace ordo::rt

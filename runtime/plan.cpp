@@ -16,17 +16,37 @@ struct Request {
   std::int64_t position;
 };
 
-// The initial FIFO of each location, in grant order, before phases are formed.
-std::string initial_fifos(const Graph& graph, std::vector<std::vector<Request>>& fifos) {
+// The initial FIFO of every location, in grant order, before phases are formed: one flat
+// array, location after location (CSR), filled by counting (no per-location vectors).
+struct Fifos {
+  std::vector<std::uint32_t> offsets;  // per location l: [offsets[l], offsets[l + 1])
+  std::vector<Request> requests;
+  std::span<Request> of(std::uint32_t l) {
+    return {requests.data() + offsets[l], requests.data() + offsets[l + 1]};
+  }
+  std::span<const Request> of(std::uint32_t l) const {
+    return {requests.data() + offsets[l], requests.data() + offsets[l + 1]};
+  }
+  std::uint32_t size() const { return static_cast<std::uint32_t>(offsets.size() - 1); }
+};
+
+std::string initial_fifos(const Graph& graph, Fifos& fifos) {
   const auto& locs = graph.locations();
-  const auto& tasks = graph.tasks();
-  fifos.assign(locs.size(), {});
-  for (std::uint32_t t = 0; t < tasks.size(); ++t)
-    for (const auto& a : tasks[t].accesses)
-      fifos[a.location].push_back({t, a.mode, a.has_position, a.position});
+  const auto& all = graph.all_accesses();
+  fifos.offsets.assign(locs.size() + 1, 0);
+  for (const AccessDesc& a : all) ++fifos.offsets[a.location + 1];
+  for (std::size_t l = 0; l < locs.size(); ++l) fifos.offsets[l + 1] += fifos.offsets[l];
+  fifos.requests.resize(all.size());
+  std::vector<std::uint32_t> cursor(fifos.offsets.begin(), fifos.offsets.end() - 1);
+  for (const Family& f : graph.families()) {
+    if (f.offsets == Graph::kNoAccesses) continue;
+    for (std::uint32_t i = 0; i < f.count; ++i)
+      for (const AccessDesc& a : graph.member_accesses(f, i))
+        fifos.requests[cursor[a.location]++] = {f.first + i, a.mode, a.has_position, a.position};
+  }
 
   for (std::uint32_t l = 0; l < fifos.size(); ++l) {
-    auto& fifo = fifos[l];
+    auto fifo = fifos.of(l);
     if (fifo.empty()) continue;
     auto explicit_count = std::count_if(fifo.begin(), fifo.end(),
                                         [](const Request& r) { return r.explicit_pos; });
@@ -36,8 +56,8 @@ std::string initial_fifos(const Graph& graph, std::vector<std::vector<Request>>&
                                           [](const Request& r) { return r.explicit_pos; });
       const Request& without = *std::find_if(fifo.begin(), fifo.end(),
                                              [](const Request& r) { return !r.explicit_pos; });
-      return "location '" + locs[l].name + "': task '" + tasks[with.task].name +
-             "' gives an explicit position but task '" + tasks[without.task].name +
+      return "location '" + locs[l].name + "': task '" + graph.task_name(with.task) +
+             "' gives an explicit position but task '" + graph.task_name(without.task) +
              "' does not; give positions to every access of this location or to none "
              "(none means program order)";
     }
@@ -47,8 +67,8 @@ std::string initial_fifos(const Graph& graph, std::vector<std::vector<Request>>&
     for (std::size_t i = 1; i < fifo.size(); ++i) {
       if (fifo[i].position == fifo[i - 1].position &&
           (fifo[i].mode == Mode::write || fifo[i - 1].mode == Mode::write)) {
-        return "location '" + locs[l].name + "': tasks '" + tasks[fifo[i - 1].task].name +
-               "' and '" + tasks[fifo[i].task].name + "' share position " +
+        return "location '" + locs[l].name + "': tasks '" + graph.task_name(fifo[i - 1].task) +
+               "' and '" + graph.task_name(fifo[i].task) + "' share position " +
                std::to_string(fifo[i].position) +
                " and one of them writes; equal positions are allowed for reads only (they "
                "form a read group), so give the write a position of its own";
@@ -65,11 +85,10 @@ struct Edge {
 
 // Delay digraph over tasks: u -> v when v's request on some location comes in the phase right
 // after u's (v waits for u). Adjacent phases suffice for reachability.
-std::vector<std::vector<Edge>> delay_digraph(const Graph& graph,
-                                             const std::vector<std::vector<Request>>& fifos) {
-  std::vector<std::vector<Edge>> adj(graph.tasks().size());
+std::vector<std::vector<Edge>> delay_digraph(const Graph& graph, const Fifos& fifos) {
+  std::vector<std::vector<Edge>> adj(graph.task_count());
   for (std::uint32_t l = 0; l < fifos.size(); ++l) {
-    const auto& fifo = fifos[l];
+    const auto fifo = fifos.of(l);
     bool has_writer = std::any_of(fifo.begin(), fifo.end(),
                                   [](const Request& r) { return r.mode == Mode::write; });
     if (!has_writer) continue;
@@ -122,7 +141,6 @@ std::string find_cycle(const Graph& graph, const std::vector<std::vector<Edge>>&
         for (std::uint32_t v = u; v != e.to; v = parent[v]) chain.push_back({v, parent_loc[v]});
         std::reverse(chain.begin() + 1, chain.end());
         // chain[0] = e.to entered from u via e.location; chain[i] entered via its loc.
-        const auto& tasks = graph.tasks();
         const auto& locs = graph.locations();
         std::ostringstream msg;
         msg << "cyclic lock order (the run would deadlock): ";
@@ -130,8 +148,8 @@ std::string find_cycle(const Graph& graph, const std::vector<std::vector<Edge>>&
           std::uint32_t waiter = chain[(i + 1) % chain.size()].first;
           std::uint32_t loc = chain[(i + 1) % chain.size()].second;
           if (i) msg << ", ";
-          msg << "task '" << tasks[waiter].name << "' waits for task '"
-              << tasks[chain[i].first].name << "' on location '" << locs[loc].name << "'";
+          msg << "task '" << graph.task_name(waiter) << "' waits for task '"
+              << graph.task_name(chain[i].first) << "' on location '" << locs[loc].name << "'";
         }
         msg << ". Reorder the explicit positions so that every location orders these tasks the "
                "same way, or drop the positions to use program order";
@@ -146,35 +164,53 @@ std::string find_cycle(const Graph& graph, const std::vector<std::vector<Edge>>&
 
 CompileResult compile(const Graph& graph) {
   CompileResult result;
-  std::vector<std::vector<Request>> fifos;
+  Fifos fifos;
   result.error = initial_fifos(graph, fifos);
   if (!result.error.empty()) return result;
   // Program order everywhere: every delay edge goes from an earlier to a later declared task,
   // so there is no cycle to look for (header); the check, a graph as large as the task list,
   // is only built when some location has explicit positions.
-  const auto& tasks = graph.tasks();
-  const bool any_explicit = std::any_of(tasks.begin(), tasks.end(), [](const TaskDesc& t) {
-    return std::any_of(t.accesses.begin(), t.accesses.end(),
-                       [](const AccessDesc& a) { return a.has_position; });
-  });
+  const auto& all = graph.all_accesses();
+  const bool any_explicit =
+      std::any_of(all.begin(), all.end(), [](const AccessDesc& a) { return a.has_position; });
   if (any_explicit) {
     result.error = find_cycle(graph, delay_digraph(graph, fifos));
     if (!result.error.empty()) return result;
   }
 
   Plan& plan = result.plan;
+  plan.tasks = graph.task_count();
   plan.locks.resize(fifos.size());
-  plan.tasks.resize(graph.tasks().size());
-  // One allocation per task instead of a growing vector (stencils have 3 to 9 accesses).
-  for (std::size_t t = 0; t < plan.tasks.size(); ++t)
-    plan.tasks[t].locks.reserve(graph.tasks()[t].accesses.size());
+  // Per-task lock lists (CSR): count, then fill location after location, which sorts each
+  // task's list by location (fiber tasks binary-search it).
+  std::uint32_t last_locked = 0;
+  bool any_locked = false;
   for (std::uint32_t l = 0; l < fifos.size(); ++l) {
-    const auto& fifo = fifos[l];
+    const auto fifo = fifos.of(l);
+    plan.locks[l].locked = std::any_of(fifo.begin(), fifo.end(),
+                                       [](const Request& r) { return r.mode == Mode::write; });
+    if (!plan.locks[l].locked) continue;
+    any_locked = true;
+    for (const Request& r : fifo) last_locked = std::max(last_locked, r.task);
+  }
+  if (any_locked) {
+    auto& offsets = plan.task_lock_offsets;
+    offsets.assign(std::size_t{last_locked} + 2, 0);
+    for (std::uint32_t l = 0; l < fifos.size(); ++l)
+      if (plan.locks[l].locked)
+        for (const Request& r : fifos.of(l)) ++offsets[r.task + 1];
+    for (std::size_t t = 0; t + 1 < offsets.size(); ++t) offsets[t + 1] += offsets[t];
+    plan.task_locks.resize(offsets.back());
+    std::vector<std::uint32_t> cursor(offsets.begin(), offsets.end() - 1);
+    for (std::uint32_t l = 0; l < fifos.size(); ++l)
+      if (plan.locks[l].locked)
+        for (const Request& r : fifos.of(l)) plan.task_locks[cursor[r.task]++] = l;
+  }
+  for (std::uint32_t l = 0; l < fifos.size(); ++l) {
+    const auto fifo = fifos.of(l);
     LockPlan& lp = plan.locks[l];
-    lp.locked = std::any_of(fifo.begin(), fifo.end(),
-                            [](const Request& r) { return r.mode == Mode::write; });
     if (!lp.locked) continue;
-    for (const Request& r : fifo) plan.tasks[r.task].locks.push_back(l);
+    lp.members.reserve(fifo.size());
 
     for (std::size_t i = 0; i < fifo.size();) {
       std::size_t j = i + 1;
@@ -225,7 +261,7 @@ CompileResult compile(const Graph& graph) {
 }
 
 std::vector<std::uint32_t> sequential_order(const Graph& graph) {
-  std::vector<std::vector<Request>> fifos;
+  Fifos fifos;
   initial_fifos(graph, fifos);
   auto adj = delay_digraph(graph, fifos);
   const std::size_t n = adj.size();

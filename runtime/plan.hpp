@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,13 +45,20 @@ struct LockPlan {
   std::uint32_t initial_end = 0;
 };
 
-struct TaskPlan {
-  std::vector<std::uint32_t> locks;  // locked locations this task requests (one request each)
-};
-
 struct Plan {
   std::vector<LockPlan> locks;  // one per location
-  std::vector<TaskPlan> tasks;  // one per task
+  std::uint32_t tasks = 0;      // number of tasks
+  // Per task, the locked locations it requests (one request each), sorted by location, in one
+  // flat array (CSR): task t's are task_locks[task_lock_offsets[t], task_lock_offsets[t + 1]).
+  // The offsets stop after the last task that has a lock (none: empty), so that a graph of
+  // millions of access-free tasks stores nothing per task.
+  std::vector<std::uint32_t> task_lock_offsets;
+  std::vector<std::uint32_t> task_locks;
+
+  std::span<const std::uint32_t> task_locks_of(std::uint32_t t) const {
+    if (std::size_t{t} + 1 >= task_lock_offsets.size()) return {};
+    return {task_locks.data() + task_lock_offsets[t], task_locks.data() + task_lock_offsets[t + 1]};
+  }
 };
 
 struct CompileResult {

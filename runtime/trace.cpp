@@ -126,7 +126,7 @@ void Recorder::begin_run(const Graph& graph, std::uint64_t serial, std::uint64_t
     while (g < graph_serials_.size() && graph_serials_[g] != serial) ++g;
     if (g == graph_serials_.size()) {
       const auto& locs = graph.locations();
-      const auto& tasks = graph.tasks();
+      const std::uint32_t ntasks = graph.task_count();
       graph_serials_.push_back(serial);
       graph_task_base_.push_back(next_task_base_);
       graph_location_base_.push_back(next_location_base_);
@@ -134,7 +134,7 @@ void Recorder::begin_run(const Graph& graph, std::uint64_t serial, std::uint64_t
       put_u32(out, static_cast<std::uint32_t>(g));
       put_u32(out, next_task_base_);
       put_u32(out, next_location_base_);
-      put_u32(out, static_cast<std::uint32_t>(tasks.size()));
+      put_u32(out, ntasks);
       put_u32(out, static_cast<std::uint32_t>(locs.size()));
       for (std::size_t l = 0; l < locs.size(); ++l) {
         put_u64(out, locs[l].elem_size * locs[l].count);
@@ -143,17 +143,18 @@ void Recorder::begin_run(const Graph& graph, std::uint64_t serial, std::uint64_t
                          : 0);
         put_str(out, locs[l].name);
       }
-      for (std::size_t t = 0; t < tasks.size(); ++t) {
+      for (std::uint32_t t = 0; t < ntasks; ++t) {
         put_u32(out, placement && t < placement->task_rank.size() ? placement->task_rank[t] : 0);
-        put_str(out, tasks[t].name);
-        put_u32(out, static_cast<std::uint32_t>(tasks[t].accesses.size()));
-        for (const AccessDesc& a : tasks[t].accesses) {
+        put_str(out, graph.task_name(t));
+        const auto accesses = graph.accesses(t);
+        put_u32(out, static_cast<std::uint32_t>(accesses.size()));
+        for (const AccessDesc& a : accesses) {
           put_u32(out, a.location);
           out.push_back(a.mode == Mode::write ? 1 : 0);
         }
       }
       write_record(Record::graph, static_cast<std::uint32_t>(g), out.data(), out.size());
-      next_task_base_ += static_cast<std::uint32_t>(tasks.size());
+      next_task_base_ += ntasks;
       next_location_base_ += static_cast<std::uint32_t>(locs.size());
     }
   }
@@ -164,8 +165,8 @@ void Recorder::begin_run(const Graph& graph, std::uint64_t serial, std::uint64_t
   e.kind = static_cast<std::uint8_t>(Kind::run_begin);
   e.arg0 = iterations;
   // Iteration 0 (or the first of this run) was requested when the run started.
-  requested_.reset(new std::atomic<std::uint64_t>[graph.tasks().size()]);
-  for (std::size_t t = 0; t < graph.tasks().size(); ++t)
+  requested_.reset(new std::atomic<std::uint64_t>[graph.task_count()]);
+  for (std::size_t t = 0; t < graph.task_count(); ++t)
     requested_[t].store(e.time, std::memory_order_relaxed);
   append(control(), e);
 }

@@ -122,7 +122,8 @@ class System {
 // Factories. A system whose library was not found at configure time has no factory; main
 // prints the reason instead (see main.cpp). They throw std::runtime_error when the library is
 // there but cannot start (the message says why); main then skips that system.
-std::unique_ptr<System> make_ordo(unsigned threads);
+std::unique_ptr<System> make_ordo(unsigned threads);          // task_family form
+std::unique_ptr<System> make_ordo_pertask(unsigned threads);  // one Graph::task per task
 std::unique_ptr<System> make_omp(unsigned threads);
 std::unique_ptr<System> make_tbb(unsigned threads);
 std::unique_ptr<System> make_starpu(unsigned threads);

@@ -10,8 +10,10 @@
 // R is ordo's ns/task divided by the best peer's, taken at the thread count where that ratio
 // is worst (R < 1: ordo is faster than every peer at every thread count). Lines starting with
 // '#' are comments for humans: skipped systems, reduced repetitions, the CPU time per task
-// under each measurement (what load on the machine does not inflate), and the ratios per
-// thread count, on wall and on CPU time.
+// under each measurement (what load on the machine does not inflate), the ratios per
+// thread count, on wall and on CPU time, and the measurements of system ordo-pertask (ordo
+// with one Graph::task call per task instead of one Graph::task_family call; not a peer, so
+// outside the ratios).
 // Exit status: 0 ok, 1 a system computed a wrong result, 2 bad command line.
 #include <time.h>
 
@@ -36,11 +38,13 @@ struct SystemEntry {
   const char* name;
   std::unique_ptr<bench::System> (*make)(unsigned threads);
   const char* missing;  // why there is no factory, or nullptr
+  bool comment = false;  // an alternative form of ordo: printed as '#' lines, never a peer
 };
 
 const std::vector<SystemEntry>& all_systems() {
   static const std::vector<SystemEntry> systems = {
       {"ordo", bench::make_ordo, nullptr},
+      {"ordo-pertask", bench::make_ordo_pertask, nullptr, true},
 #if ORDO_BENCH_HAVE_OMP
       {"omp", bench::make_omp, nullptr},
 #else
@@ -111,7 +115,7 @@ int main(int argc, char** argv) {
     std::optional<unsigned> reps_opt;
     std::vector<unsigned> threads = {1, 2};
     std::vector<std::string> pattern_names = {"independent", "chain", "stencil1d"};
-    std::vector<std::string> system_names = {"ordo", "omp", "tbb", "starpu"};
+    std::vector<std::string> system_names = {"ordo", "ordo-pertask", "omp", "tbb", "starpu"};
     double busy_us = 100;
     double budget = 20;
     std::uint32_t busy_iterations = 0;
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     cli.add_option("--systems", system_names, "systems to measure (ordo is needed for ratios)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"ordo", "omp", "tbb", "starpu"}))
+        ->check(CLI::IsMember({"ordo", "ordo-pertask", "omp", "tbb", "starpu"}))
         ->capture_default_str();
     cli.add_flag("--verify", verify,
                  "check only: run every pattern once per system and thread count on small "
@@ -214,6 +218,8 @@ int main(int argc, char** argv) {
           continue;
         }
         for (Pattern p : patterns) {
+          // stencil1d declares 64 tasks per graph: ordo-pertask would repeat ordo.
+          if (sys.comment && p == Pattern::stencil1d) continue;
           if (verify) {
             s->run(p, sizes, expected);  // throws VerifyError on a wrong result
             fmt::print("verified system={} pattern={} threads={} tasks={}\n", sys.name,
@@ -245,15 +251,16 @@ int main(int argc, char** argv) {
                        sys.name, bench::pattern_name(p), t, secs.size(), reps, warm, budget);
           const std::uint64_t n = sizes.tasks(p);
           const double x = median(secs) * 1e9 / static_cast<double>(n);
-          ns[{p, t, sys.name}] = x;
-          fmt::print("bench=tasks system={} pattern={} threads={} tasks={} ns_per_task={:.1f}\n",
-                     sys.name, bench::pattern_name(p), t, n, x);
+          const char* prefix = sys.comment ? "# " : "";
+          if (!sys.comment) ns[{p, t, sys.name}] = x;
+          fmt::print("{}bench=tasks system={} pattern={} threads={} tasks={} ns_per_task={:.1f}\n",
+                     prefix, sys.name, bench::pattern_name(p), t, n, x);
           // CPU time of every thread of the process (spinning included; the untimed result
           // check too, a few ns/task): on a loaded machine, the cost that waiting for a core
           // does not inflate.
-          cpu_ns[{p, t, sys.name}] = median(cpu) * 1e9 / static_cast<double>(n);
-          fmt::print("#   cpu_ns_per_task={:.1f} load={}\n", cpu_ns[{p, t, sys.name}],
-                     load_average());
+          const double cpu_x = median(cpu) * 1e9 / static_cast<double>(n);
+          if (!sys.comment) cpu_ns[{p, t, sys.name}] = cpu_x;
+          fmt::print("#   cpu_ns_per_task={:.1f} load={}\n", cpu_x, load_average());
           std::fflush(stdout);
         }
       }

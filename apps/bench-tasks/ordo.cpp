@@ -2,9 +2,15 @@
 //
 // Modelling (iterations are ordo's native form for repeated work, so stencil1d uses them):
 //   independent  N tasks without accesses, run for 1 iteration. A body increments a counter
-//                it captured by pointer (outside any location: the tasks share nothing).
+//                (outside any location: the tasks share nothing).
 //   chain        one location x; N tasks each declaring write(x), run for 1 iteration. The
 //                program-order FIFO of x runs them one after the other in declaration order.
+// Two forms of declaring the N tasks of independent and chain, both public API:
+//   system=ordo          one Graph::task_family call (N members, body gets its index);
+//   system=ordo-pertask  N Graph::task calls in a loop, each with its own name, access vector
+//                        and std::function, as a user writing one task at a time would.
+// Both declare exactly the same tasks (same FIFOs, same results). stencil1d has 64 tasks per
+// graph, so it uses task() in both.
 //   stencil1d    T locations (tiles) and T tasks; task i declares read(tile i-1), write(tile i)
 //                and read(tile i+1); the graph runs for K iterations. Program order gives
 //                exactly the dependencies of bench.hpp.
@@ -24,7 +30,8 @@ namespace {
 
 class OrdoSystem final : public System {
  public:
-  explicit OrdoSystem(unsigned threads) : rt_(ordo::RuntimeOptions{.workers = threads}) {}
+  OrdoSystem(unsigned threads, bool per_task)
+      : rt_(ordo::RuntimeOptions{.workers = threads}), per_task_(per_task) {}
 
  private:
 
@@ -33,8 +40,13 @@ class OrdoSystem final : public System {
     auto t0 = Clock::now();
     {
       ordo::Graph g;
-      for (std::uint64_t i = 0; i < s.independent; ++i)
-        g.task(std::to_string(i), {}, [c = &counters[i]](ordo::Context&) { ++*c; });
+      if (per_task_) {
+        for (std::uint64_t i = 0; i < s.independent; ++i)
+          g.task(std::to_string(i), {}, [c = &counters[i]](ordo::Context&) { ++*c; });
+      } else {
+        g.task_family("t", static_cast<std::uint32_t>(s.independent),
+                      [c = counters.data()](ordo::Context&, std::uint32_t i) { ++c[i]; });
+      }
       rt_.run(g, 1);
     }
     double secs = since(t0);
@@ -48,11 +60,21 @@ class OrdoSystem final : public System {
     {
       ordo::Graph g;
       auto x = g.location<std::uint64_t>("x", 1);
-      for (std::uint64_t i = 0; i < s.chain; ++i)
-        g.task(std::to_string(i), {ordo::write(x)}, [x, i](ordo::Context& ctx) {
-          auto v = ctx.write(x);
-          v[0] = chain_step(v[0], i);
-        });
+      if (per_task_) {
+        for (std::uint64_t i = 0; i < s.chain; ++i)
+          g.task(std::to_string(i), {ordo::write(x)}, [x, i](ordo::Context& ctx) {
+            auto v = ctx.write(x);
+            v[0] = chain_step(v[0], i);
+          });
+      } else {
+        g.task_family(
+            "t", static_cast<std::uint32_t>(s.chain),
+            [x](std::uint32_t, ordo::AccessList& acc) { acc.add(ordo::write(x)); },
+            [x](ordo::Context& ctx, std::uint32_t i) {
+              auto v = ctx.write(x);
+              v[0] = chain_step(v[0], i);
+            });
+      }
       rt_.run(g, 1);
       result = g.data(x)[0];
     }
@@ -96,12 +118,17 @@ class OrdoSystem final : public System {
   }
 
   ordo::Runtime rt_;
+  bool per_task_;
 };
 
 }  // namespace
 
 std::unique_ptr<System> make_ordo(unsigned threads) {
-  return std::make_unique<OrdoSystem>(threads);
+  return std::make_unique<OrdoSystem>(threads, false);
+}
+
+std::unique_ptr<System> make_ordo_pertask(unsigned threads) {
+  return std::make_unique<OrdoSystem>(threads, true);
 }
 
 }  // namespace bench

@@ -2,10 +2,12 @@
 // rank builds its own copy of the graph (SPMD) and runs on its own pool. Results are compared
 // with the sequential interpreter, taking each location from its home rank.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <future>
 #include <numeric>
+#include <stdexcept>
 
 #include "engine.hpp"
 #include "graph_spec.hpp"
@@ -18,10 +20,33 @@ using namespace ordo::test;
 
 namespace {
 
-// Builds `spec` as a runtime graph (every rank does the same).
-void build(rt::Graph& g, const GraphSpec& spec) {
+// Builds `spec` as a runtime graph (every rank does the same). `families`: consecutive tasks
+// grouped into families of up to 3 members sharing one body, which finds its task from
+// Instance::index.
+void build(rt::Graph& g, const GraphSpec& spec, bool families = false) {
   for (std::size_t l = 0; l < spec.sizes.size(); ++l)
     g.add_location("L" + std::to_string(l), 8, spec.sizes[l], typeid(std::uint64_t));
+  if (families) {
+    for (std::uint32_t first = 0; first < spec.tasks.size(); first += 3) {
+      const auto end = std::min<std::uint32_t>(first + 3, static_cast<std::uint32_t>(spec.tasks.size()));
+      g.begin_family("F" + std::to_string(first), [&spec, first](const rt::Instance& in) {
+        // No Catch2 on workers: a wrong index fails the run instead.
+        if (in.task != first + in.index) throw std::logic_error("member index does not match task");
+        run_body(spec, first + in.index, in.iteration, [&](std::uint32_t l) {
+          const auto& loc = in.graph->locations()[l];
+          return std::span<std::uint64_t>(reinterpret_cast<std::uint64_t*>(in.graph->data(l)),
+                                          loc.count);
+        });
+      });
+      for (std::uint32_t t = first; t < end; ++t) {
+        for (const AccessSpec& a : spec.tasks[t].accesses)
+          g.add_access({a.location, a.write ? rt::Mode::write : rt::Mode::read,
+                        a.position.has_value(), a.position.value_or(0)});
+        g.end_member();
+      }
+    }
+    return;
+  }
   for (std::uint32_t t = 0; t < spec.tasks.size(); ++t) {
     rt::TaskDesc d;
     d.name = "T" + std::to_string(t);
@@ -51,7 +76,8 @@ std::vector<std::vector<std::uint64_t>> run_ranks(const GraphSpec& spec, unsigne
                                                   unsigned workers, std::uint64_t first,
                                                   std::uint64_t second,
                                                   const std::vector<std::int32_t>& homes = {},
-                                                  LoopbackHub* hub_out = nullptr) {
+                                                  LoopbackHub* hub_out = nullptr,
+                                                  bool families = false) {
   LoopbackHub local_hub(ranks);
   LoopbackHub& hub = hub_out ? *hub_out : local_hub;
   std::vector<Rank> rs(ranks);
@@ -59,7 +85,7 @@ std::vector<std::vector<std::uint64_t>> run_ranks(const GraphSpec& spec, unsigne
   std::vector<std::future<void>> f;
   for (unsigned r = 0; r < ranks; ++r)
     f.push_back(std::async(std::launch::async, [&, r] {
-      build(rs[r].graph, spec);
+      build(rs[r].graph, spec, families);
       for (std::size_t l = 0; l < homes.size(); ++l)
         rs[r].graph.set_home(static_cast<std::uint32_t>(l), homes[l]);
       auto c = rt::compile(rs[r].graph);
@@ -98,6 +124,20 @@ TEST_CASE("random graphs give the sequential result on 1 to 4 ranks", "[distribu
       for (unsigned workers : {1u, 2u}) {
         INFO("seed " << seed << " ranks " << ranks << " workers " << workers);
         CHECK(run_ranks(spec, ranks, workers, 3, 2) == want);
+      }
+  }
+}
+
+TEST_CASE("random graphs declared as task families give the sequential result", "[distributed]") {
+  for (std::uint64_t seed = 0; seed < 15; ++seed) {
+    GraphSpec spec = random_spec(seed + 3000, 6, 10);
+    std::vector<std::uint32_t> order(spec.tasks.size());
+    std::iota(order.begin(), order.end(), 0u);
+    auto want = interpret(spec, order, 5);
+    for (unsigned ranks = 1; ranks <= 3; ++ranks)
+      for (unsigned workers : {1u, 2u}) {
+        INFO("seed " << seed << " ranks " << ranks << " workers " << workers);
+        CHECK(run_ranks(spec, ranks, workers, 3, 2, {}, nullptr, true) == want);
       }
   }
 }

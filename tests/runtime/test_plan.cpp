@@ -41,7 +41,7 @@ TEST_CASE("a location nobody writes needs no lock", "[plan]") {
   auto c = compile(g);
   REQUIRE(c.error.empty());
   CHECK_FALSE(c.plan.locks[x].locked);
-  CHECK(c.plan.tasks[0].locks.empty());
+  CHECK(c.plan.task_locks_of(0).empty());
 }
 
 TEST_CASE("the trailing and leading read groups merge across iterations", "[plan]") {

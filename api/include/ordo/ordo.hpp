@@ -103,6 +103,29 @@ Access write(Location<T> loc) {
   return Access{loc.id(), Mode::write, false, 0};
 }
 
+// The accesses of one member of a task family (Graph::task_family), filled by the family's
+// access pattern. Each location may appear once per member, as in Graph::task.
+class AccessList {
+ public:
+  // Adds one access; throws Error for a location of another graph or one listed twice.
+  void add(Access access);
+  // The member whose accesses are being listed.
+  std::uint32_t index() const { return index_; }
+
+  AccessList(const AccessList&) = delete;
+  AccessList& operator=(const AccessList&) = delete;
+
+ private:
+  friend class Graph;
+  AccessList(detail::GraphImpl& graph, const std::string& name, std::uint32_t count,
+             std::uint32_t index)
+      : graph_(graph), name_(name), count_(count), index_(index) {}
+  detail::GraphImpl& graph_;
+  const std::string& name_;  // of the family, for error messages
+  std::uint32_t count_;
+  std::uint32_t index_;
+};
+
 // What a running task body sees: its iteration and the locations it declared.
 // Valid only during the body's call; not thread-safe (one per running instance).
 class Context {
@@ -245,6 +268,28 @@ class Graph {
   // Declares an iterative task. Each location may appear once in `accesses`.
   // Returns the task's index (declaration order).
   std::uint32_t task(const std::string& name, std::vector<Access> accesses, Body body);
+
+  using IndexedBody = std::function<void(Context&, std::uint32_t index)>;
+  using AccessPattern = std::function<void(std::uint32_t index, AccessList& accesses)>;
+
+  // Declares a *family* of `count` iterative tasks at once: member i (0 <= i < count) is the
+  // task declared i-th in this call, with the accesses `accesses(i, list)` adds to `list`, and
+  // runs body(ctx, i). A family is exactly the same as `count` calls of task() in a loop --
+  // same FIFO order, same results -- but it stores one name and one body for all its members,
+  // so declaring it costs a few nanoseconds per member instead of a string, a std::function
+  // and a vector each. Errors name member i as "name[i]". Returns the index of member 0 (the
+  // members' indices are consecutive). `accesses` is called count times, in order, during
+  // this call only.
+  //   auto x = g.location<long>("x", 1);
+  //   g.task_family("step", n, [x](std::uint32_t, ordo::AccessList& acc) {
+  //     acc.add(ordo::write(x));
+  //   }, [x](ordo::Context& ctx, std::uint32_t i) { ctx.write(x)[0] += i; });
+  std::uint32_t task_family(const std::string& name, std::uint32_t count,
+                            const AccessPattern& accesses, IndexedBody body);
+  // A family of `count` tasks without accesses (they share nothing, so they may run in any
+  // order and in parallel; each member still runs once per iteration).
+  //   g.task_family("work", n, [&](ordo::Context&, std::uint32_t i) { out[i] = f(i); });
+  std::uint32_t task_family(const std::string& name, std::uint32_t count, IndexedBody body);
 
   using FiberBody = std::function<void(FiberContext&)>;
 
