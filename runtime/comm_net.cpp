@@ -148,6 +148,23 @@ void CommNet::detach(std::uint32_t channel) {
 
 void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
                    std::span<const std::byte> payload) {
+  if (sizeof channel + header.size() > transport_->max_header_size()) {
+    // Header and payload together in one owned buffer, kept until the send completes.
+    const std::uint64_t hlen = header.size();
+    auto big = std::make_shared<std::vector<std::byte>>(sizeof hlen + header.size() +
+                                                        payload.size());
+    std::memcpy(big->data(), &hlen, sizeof hlen);
+    std::memcpy(big->data() + sizeof hlen, header.data(), header.size());
+    if (!payload.empty())
+      std::memcpy(big->data() + sizeof hlen + header.size(), payload.data(), payload.size());
+    const std::uint32_t flagged = channel | kBigHeader;
+    std::vector<std::byte> wire(sizeof flagged);
+    std::memcpy(wire.data(), &flagged, sizeof flagged);
+    transport_->post([this, peer, wire = std::move(wire), big] {
+      transport_->send(static_cast<int>(peer), kTag, wire, *big, [big](comm::Status) {});
+    });
+    return;
+  }
   std::vector<std::byte> wire(sizeof channel + header.size());
   std::memcpy(wire.data(), &channel, sizeof channel);
   if (!header.empty()) std::memcpy(wire.data() + sizeof channel, header.data(), header.size());
@@ -182,6 +199,18 @@ void CommNet::on_incoming(comm::Incoming& m) {
 
 void CommNet::deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                       std::span<const std::byte> payload) {
+  if (channel & kBigHeader) {  // [header length][header][payload] (send())
+    std::uint64_t hlen = ~std::uint64_t{0};
+    if (payload.size() >= sizeof hlen) std::memcpy(&hlen, payload.data(), sizeof hlen);
+    if (payload.size() < sizeof hlen || payload.size() - sizeof hlen < hlen) {
+      on_peer_failure("rank " + std::to_string(from) + " sent a malformed large-header message");
+      return;
+    }
+    const std::vector<std::byte> big_header(payload.begin() + sizeof hlen,
+                                            payload.begin() + static_cast<std::ptrdiff_t>(sizeof hlen + hlen));
+    deliver(channel & ~kBigHeader, from, big_header, payload.subspan(sizeof hlen + hlen));
+    return;
+  }
   Receiver receiver;
   {
     std::lock_guard lock(mu_);

@@ -7,6 +7,10 @@
 //
 // Wire: comm tag kTag; the comm header is [channel (4 bytes)][runtime header]; the payload goes
 // as it is (zero copy; rendezvous for large ones, received into a buffer then delivered).
+// A runtime header larger than the transport's limit (the graph check's hashes of a graph with
+// hundreds of locations) travels in the payload instead: channel | kBigHeader, then
+// [header length (8 bytes)][header][payload] in one buffer this side owns until the send
+// completes. Rare (control rounds), so the copy does not matter.
 //
 // Shutdown (destructor): stop and join the progress thread, then the transport's collective
 // close (every rank destroys its Runtime; after a peer failure the close is local only).
@@ -48,6 +52,7 @@ class CommNet final : public Net {
  private:
   static constexpr comm::Tag kTag = 7;
   static constexpr comm::Tag kClockTag = 8;  // start-up clock pings to rank 0 and replies
+  static constexpr std::uint32_t kBigHeader = 1u << 31;  // channel flag: header in the payload
   struct Pending {
     unsigned from;
     std::vector<std::byte> header, payload;
