@@ -13,6 +13,8 @@
       same bytes as 7 steps on one rank.
   ranks_test.py ORDORUN too_few_blocks BIN RANKS -- ARGS...
       more ranks than blocks: exit 2 and the message from every rank, no hang, no file.
+  ranks_test.py ORDORUN output_error BIN RANKS -- ARGS...
+      --output into a missing directory: every rank says so, exit 2, no hang.
   ranks_test.py ORDORUN netns BIN -- ARGS...
       two ranks in two network namespaces (ordorun --hosts --rsh "ip netns exec", UCX over TCP).
   ranks_test.py ORDORUN mpirun BIN -- ARGS...      mpirun -n 2 (PMIx bootstrap)
@@ -153,6 +155,20 @@ def case_too_few_blocks(binary, n, args):
         print("refused on every rank in %.1f s" % elapsed)
 
 
+def case_output_error(binary, n, args):
+    n = int(n)
+    p, _ = run(ordorun(n, [binary] + args + ["--workers", "1", "--output",
+                                             "/nonexistent-dir/never.npy"], timeout=30),
+               env=mp.ucx_env("shm,self"), timeout=60)
+    if p.returncode != 2:
+        fail("expected exit 2, got %d" % p.returncode)
+    for r in range(n):
+        if not re.search(r"^\[%d\] .*error: cannot write '/nonexistent-dir/never.npy'" % r,
+                         p.stderr, re.M):
+            fail("rank %d does not say it cannot write the output" % r)
+    print("every rank reports the failed write, exit 2")
+
+
 def reference(binary, args, d):
     """The one-rank output from a random input; returns (its path, args with that input)."""
     args = random_input(args, d)
@@ -223,6 +239,7 @@ def main():
     sep = rest.index("--")
     pos, args = rest[:sep], rest[sep + 1:]
     cases = {"det": case_det, "restart": case_restart, "too_few_blocks": case_too_few_blocks,
+             "output_error": case_output_error,
              "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
     if case not in cases:
         fail("unknown case %s" % case)
