@@ -583,19 +583,24 @@ std::vector<double> Stencil::get(std::size_t level) const {
 }
 
 void Stencil::Impl::place(unsigned ranks) {
+  // A graph already run (another stencil of it ran first) keeps its placement: home_rank()
+  // still tells where each block is.
+  if (ranks == 1 || graph->iterations_done() > 0) {
+    placed = true;
+    return;
+  }
   if (ranks > blocks.size())
     throw Error("stencil '" + spec.name + "': " + std::to_string(blocks.size()) +
                 " block(s) (" + join(spec.blocks) + ") cannot give each of the " +
                 std::to_string(ranks) + " ranks a block; use at least " + std::to_string(ranks) +
                 " blocks or fewer ranks");
-  if (ranks > 1)
-    for (std::size_t i = 0; i < blocks.size(); ++i) {
-      const auto r = static_cast<unsigned>(i * ranks / blocks.size());
-      BlockState& b = blocks[i];
-      graph->set_home_rank(b.main, r);
-      if (spec.aux_grids > 0) graph->set_home_rank(b.aux, r);
-      for (const Export& e : b.exports) graph->set_home_rank(e.loc, r);
-    }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const auto r = static_cast<unsigned>(i * ranks / blocks.size());
+    BlockState& b = blocks[i];
+    graph->set_home_rank(b.main, r);
+    if (spec.aux_grids > 0) graph->set_home_rank(b.aux, r);
+    for (const Export& e : b.exports) graph->set_home_rank(e.loc, r);
+  }
   placed = true;
 }
 

@@ -159,7 +159,8 @@ class Stencil {
   // Across ranks (docs/distributed.md) the first run puts block b (row-major index over the
   // block grid) and all its locations on rank b * ranks / block_count(): each rank holds a
   // contiguous run of blocks, a slab when the first dimension has a block per rank. A job with
-  // more ranks than blocks is refused (Error) on every rank before anything runs.
+  // more ranks than blocks is refused (Error) on every rank before anything runs. (A graph that
+  // already ran, e.g. through another stencil declared in it, keeps its placement.)
   RunStats run(Runtime& runtime, std::uint64_t steps);
   std::size_t block_count() const;
   // The rank holding block b's results, after the first run: across ranks get() returns the
