@@ -1,6 +1,7 @@
 #include "comm_net.hpp"
 
 #include <cstring>
+#include <exception>
 #include <future>
 
 namespace ordo::rt {
@@ -140,38 +141,84 @@ void CommNet::attach(std::uint32_t channel, Receiver on_message, Failure on_fail
   });
 }
 
+void CommNet::set_placer(std::uint32_t channel, Placer placer) {
+  std::lock_guard lock(mu_);
+  channels_[channel].placer = std::move(placer);
+}
+
 void CommNet::detach(std::uint32_t channel) {
   std::unique_lock lock(mu_);
   channels_.erase(channel);
   cv_.wait(lock, [&] { return delivering_ != static_cast<std::int64_t>(channel); });
+  // Placed receives end with their data or with the peer's failure; bounded all the same, for
+  // a peer that died where UCX cannot tell (shared memory): the launcher ends the job then.
+  cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !placing_.count(channel); });
 }
 
 void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
                    std::span<const std::byte> payload) {
-  if (sizeof channel + header.size() > transport_->max_header_size()) {
-    // Header and payload together in one owned buffer, kept until the send completes.
-    const std::uint64_t hlen = header.size();
-    auto big = std::make_shared<std::vector<std::byte>>(sizeof hlen + header.size() +
-                                                        payload.size());
-    std::memcpy(big->data(), &hlen, sizeof hlen);
-    std::memcpy(big->data() + sizeof hlen, header.data(), header.size());
-    if (!payload.empty())
-      std::memcpy(big->data() + sizeof hlen + header.size(), payload.data(), payload.size());
-    const std::uint32_t flagged = channel | kBigHeader;
-    std::vector<std::byte> wire(sizeof flagged);
-    std::memcpy(wire.data(), &flagged, sizeof flagged);
-    transport_->post([this, peer, wire = std::move(wire), big] {
-      transport_->send(static_cast<int>(peer), kTag, wire, *big, [big](comm::Status) {});
-    });
-    return;
+  bool first;
+  {
+    std::lock_guard lock(outbox_mu_);
+    first = outbox_used_ == 0;
+    if (outbox_used_ == outbox_.size()) outbox_.emplace_back();
+    Outgoing& o = outbox_[outbox_used_++];
+    o.peer = peer;
+    if (sizeof channel + header.size() > transport_->max_header_size()) {
+      // Header and payload together in one owned buffer, kept until the send completes.
+      const std::uint64_t hlen = header.size();
+      o.owned = std::make_shared<std::vector<std::byte>>(sizeof hlen + header.size() +
+                                                         payload.size());
+      std::memcpy(o.owned->data(), &hlen, sizeof hlen);
+      std::memcpy(o.owned->data() + sizeof hlen, header.data(), header.size());
+      if (!payload.empty())
+        std::memcpy(o.owned->data() + sizeof hlen + header.size(), payload.data(), payload.size());
+      const std::uint32_t flagged = channel | kBigHeader;
+      o.wire.resize(sizeof flagged);
+      std::memcpy(o.wire.data(), &flagged, sizeof flagged);
+      o.payload = *o.owned;
+    } else {
+      o.wire.resize(sizeof channel + header.size());
+      std::memcpy(o.wire.data(), &channel, sizeof channel);
+      if (!header.empty())
+        std::memcpy(o.wire.data() + sizeof channel, header.data(), header.size());
+      // safety: the payload stays valid until the peer answers (rt::Net's contract).
+      o.payload = payload;
+    }
   }
-  std::vector<std::byte> wire(sizeof channel + header.size());
-  std::memcpy(wire.data(), &channel, sizeof channel);
-  if (!header.empty()) std::memcpy(wire.data() + sizeof channel, header.data(), header.size());
-  // safety: the payload stays valid until the peer answers (rt::Net's contract).
-  transport_->post([this, peer, wire = std::move(wire), payload] {
-    transport_->send(static_cast<int>(peer), kTag, wire, payload, [](comm::Status) {});
-  });
+  // One drain per batch: the send that found the outbox empty posts it; later ones find it
+  // non-empty, so a drain is posted (or about to be, by that send) that has not taken the
+  // outbox yet (a drain empties it under the same lock). Every send has returned, drain posted,
+  // before the destructor posts its flush, so the flush still runs after all of them.
+  if (first) transport_->post([this] { drain_outbox(); });
+}
+
+// Progress thread: sends everything in the outbox. The transport copies each header, so the
+// records are free again when send returns.
+void CommNet::drain_outbox() {
+  std::size_t n;
+  {
+    std::lock_guard lock(outbox_mu_);
+    n = outbox_used_;
+    outbox_used_ = 0;
+    outbox_.swap(sending_);  // sending_'s records of the last batch become the spare outbox
+  }
+  // A send that throws (a header over the transport's limit) must not drop the rest of the
+  // batch: the first error is rethrown after it, into progress_loop's failure report.
+  std::exception_ptr error;
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      Outgoing& o = sending_[i];
+      if (o.owned)  // the completion keeps the owned buffer alive; the record lets it go
+        transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload,
+                         [owned = std::move(o.owned)](comm::Status) {});
+      else
+        transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload, [](comm::Status) {});
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void CommNet::on_incoming(comm::Incoming& m) {
@@ -189,8 +236,46 @@ void CommNet::on_incoming(comm::Incoming& m) {
     deliver(channel, from, header, *eager);
     return;
   }
-  // Rendezvous: pull the bytes into a buffer, deliver when they are in.
-  auto buffer = std::make_shared<std::vector<std::byte>>(m.payload_size());
+  // Rendezvous: pull the bytes where the channel's placer says, if it says so. It runs under
+  // the delivering_ mark, like a receiver, so detach() cannot return while it does; and the
+  // receive counts as placing only if the channel is still attached when the placer returns.
+  const std::size_t size = m.payload_size();
+  Placer placer;
+  {
+    std::lock_guard lock(mu_);
+    auto it = channels_.find(channel);
+    if (it != channels_.end() && it->second.attached && it->second.pending.empty() &&
+        it->second.placer) {
+      placer = it->second.placer;
+      delivering_ = channel;
+    }
+  }
+  if (placer) {
+    std::span<std::byte> dst = placer(from, header, size);
+    bool placing = false;
+    {
+      std::lock_guard lock(mu_);
+      delivering_ = -1;
+      auto it = channels_.find(channel);
+      if (dst.size() == size && it != channels_.end() && it->second.attached) {
+        ++placing_[channel];
+        placing = true;
+      }
+      cv_.notify_all();
+    }
+    if (placing) {
+      m.receive_into(dst, [this, channel, from, header = std::move(header), dst](comm::Status s) {
+        if (s == comm::Status::ok) deliver(channel, from, header, dst);
+        // else: the peer failure callback reports it
+        std::lock_guard lock(mu_);
+        if (--placing_[channel] == 0) placing_.erase(channel);
+        cv_.notify_all();
+      });
+      return;
+    }
+  }
+  // Else into a buffer, delivered when the bytes are in.
+  auto buffer = std::make_shared<std::vector<std::byte>>(size);
   m.receive_into(*buffer, [this, channel, from, header = std::move(header), buffer](comm::Status s) {
     if (s != comm::Status::ok) return;  // the peer failure callback reports it
     deliver(channel, from, header, *buffer);
@@ -206,8 +291,8 @@ void CommNet::deliver(std::uint32_t channel, unsigned from, std::span<const std:
       on_peer_failure("rank " + std::to_string(from) + " sent a malformed large-header message");
       return;
     }
-    const std::vector<std::byte> big_header(payload.begin() + sizeof hlen,
-                                            payload.begin() + static_cast<std::ptrdiff_t>(sizeof hlen + hlen));
+    const std::vector<std::byte> big_header(
+        payload.begin() + sizeof hlen, payload.begin() + static_cast<std::ptrdiff_t>(sizeof hlen + hlen));
     deliver(channel & ~kBigHeader, from, big_header, payload.subspan(sizeof hlen + hlen));
     return;
   }

@@ -2,15 +2,23 @@
 //
 // Threads: one progress thread owns the transport (UCX workers are single-threaded here). It
 // sleeps on the transport's event descriptor when idle, runs the receive handlers, and calls
-// the engines' receivers. Other threads send by posting a closure to it (Transport::post), so a
-// worker's send costs one lock and a wake-up, never a UCX call.
+// the engines' receivers. Other threads send through an outbox: send() copies the header into a
+// reused record under outbox_mu_ and, only when the outbox was empty, posts one drain to the
+// progress thread (Transport::post: a lock and a wake-up). Sends that pile up while the progress
+// thread is busy or asleep go out in one batch with one wake-up, and a warm CommNet sends
+// without allocating (records keep their header capacity; the drain closure captures only
+// `this`, which std::function stores inline).
 //
 // Wire: comm tag kTag; the comm header is [channel (4 bytes)][runtime header]; the payload goes
-// as it is (zero copy; rendezvous for large ones, received into a buffer then delivered).
+// as it is (zero copy; rendezvous for large ones). A rendezvous payload lands where the
+// channel's placer says (the engine's replica: no copy), else in a buffer, then is delivered.
+// detach() waits for the placed receives of its channel, so the transport never writes into
+// memory an engine has given up.
 // A runtime header larger than the transport's limit (the graph check's hashes of a graph with
-// hundreds of locations) travels in the payload instead: channel | kBigHeader, then
-// [header length (8 bytes)][header][payload] in one buffer this side owns until the send
-// completes. Rare (control rounds), so the copy does not matter.
+// hundreds of locations: jacobi3d27 across ranks) travels in the payload instead: channel |
+// kBigHeader, then [header length (8 bytes)][header][payload] in one buffer the send owns until
+// it completes. Rare (control rounds), so the copy does not matter; the receiver unwraps it
+// in deliver() (never placed: no channel has the flag).
 //
 // Shutdown (destructor): stop and join the progress thread, then the transport's collective
 // close (every rank destroys its Runtime; after a peer failure the close is local only).
@@ -44,6 +52,7 @@ class CommNet final : public Net {
   // local steady-clock time to get rank 0's. Ranks on one host measure about 0.
   std::int64_t clock_offset_ns() const { return clock_offset_ns_; }
 
+  void set_placer(std::uint32_t channel, Placer placer) override;
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
   void detach(std::uint32_t channel) override;
   void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
@@ -57,13 +66,22 @@ class CommNet final : public Net {
     unsigned from;
     std::vector<std::byte> header, payload;
   };
+  struct Outgoing {
+    unsigned peer = 0;
+    std::vector<std::byte> wire;  // [channel][runtime header]; capacity reused
+    std::span<const std::byte> payload;
+    // A header over the transport's limit: [length][header][payload], payload points into it.
+    std::shared_ptr<std::vector<std::byte>> owned;
+  };
   struct Channel {
     Receiver receiver;
     Failure failure;
+    Placer placer;
     bool attached = false;
     std::deque<Pending> pending;  // arrived before attach
   };
 
+  void drain_outbox();
   void on_incoming(comm::Incoming& m);
   void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                std::span<const std::byte> payload);
@@ -76,11 +94,19 @@ class CommNet final : public Net {
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
+  // Outbox: records [0, outbox_used_) wait to be sent; those past it are spare (their header
+  // buffers keep their capacity). The progress thread swaps the whole vector with sending_.
+  std::mutex outbox_mu_;
+  std::vector<Outgoing> outbox_;  // guarded by outbox_mu_
+  std::size_t outbox_used_ = 0;   // guarded by outbox_mu_
+  std::vector<Outgoing> sending_;  // progress thread only
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::uint32_t, Channel> channels_;  // guarded by mu_
   std::string failure_;                        // first peer failure, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
+  std::map<std::uint32_t, std::size_t> placing_;  // placed receives in flight, guarded by mu_
 
   std::int64_t clock_offset_ns_ = 0;
   std::mutex clock_mu_;

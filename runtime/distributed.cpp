@@ -131,6 +131,29 @@ void Engine::distribute() {
     recv_[r].store(0, std::memory_order_relaxed);
   }
   ctl_in_.assign(nranks_, {});
+  // Large payloads land in the location's own buffer, not in a transport buffer copied over:
+  // a GRANT's into this rank's replica, a write phase's RELEASE into the home's copy. Nothing
+  // touches that buffer meanwhile, for the reason zero-copy sends are safe (engine.hpp: a rank
+  // holds at most one phase of a location, and the home moves on only after its release).
+  net_->set_placer(channel_, [this](unsigned, std::span<const std::byte> header,
+                                    std::size_t size) -> std::span<std::byte> {
+    Header h{};
+    if (header.size() < sizeof h) return {};
+    std::memcpy(&h, header.data(), sizeof h);
+    const auto& locs = graph_.locations();
+    if (h.location >= locs.size() || !plan_.locks[h.location].locked ||
+        h.phase >= dist_.phases[h.location].size())
+      return {};
+    const LocationDesc& d = locs[h.location];
+    if (size != d.elem_size * d.count) return {};  // on_message reports the mismatch
+    const bool home = dist_.home[h.location] == rank_;
+    const bool into = h.kind == Kind::grant ? !home
+                      : h.kind == Kind::release
+                          ? home && plan_.locks[h.location].phases[h.phase].mode == Mode::write
+                          : false;
+    if (!into) return {};
+    return {graph_.data(h.location), size};
+  });
   net_->attach(
       channel_,
       [this](unsigned from, std::span<const std::byte> h, std::span<const std::byte> p) {
@@ -305,7 +328,8 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
                    std::to_string(d.elem_size * d.count));
         return;
       }
-      std::memcpy(graph_.data(h.location), payload.data(), payload.size());
+      if (payload.data() != graph_.data(h.location))  // else placed there already
+        std::memcpy(graph_.data(h.location), payload.data(), payload.size());
       const std::uint64_t tag = trace_tag(true, h.location, from);
       // Initial grants are sent while the engine is built, before tracing is attached.
       if (trace_ && !h.initial) [[unlikely]]
@@ -333,7 +357,8 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
                      std::to_string(d.elem_size * d.count));
           return;
         }
-        std::memcpy(graph_.data(h.location), payload.data(), payload.size());
+        if (payload.data() != graph_.data(h.location))  // else placed there already
+          std::memcpy(graph_.data(h.location), payload.data(), payload.size());
       }
       const std::uint64_t tag = trace_tag(false, h.location, from);
       if (trace_) [[unlikely]]

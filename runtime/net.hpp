@@ -29,9 +29,23 @@ class Net {
   // Runs at most once per channel (at once on attach if a peer already failed).
   using Failure = std::function<void(const std::string& what)>;
 
+  // Where a message's payload of `size` bytes should land, asked on the transport's thread
+  // before the bytes arrive when the transport can place them itself (rendezvous): a span of
+  // exactly `size` bytes that nothing reads or writes until the message is delivered, or an
+  // empty span to let the transport buffer them. When given, the Receiver's `payload` is that
+  // span, the bytes already in place (no copy needed). Called only while `channel` is attached.
+  using Placer = std::function<std::span<std::byte>(
+      unsigned from, std::span<const std::byte> header, std::size_t size)>;
+
+  // Sets the placer of `channel`, before attach. Transports that always buffer ignore it.
+  virtual void set_placer(std::uint32_t channel, Placer placer) {
+    (void)channel;
+    (void)placer;
+  }
   // Starts delivery for `channel`, including the messages that arrived for it before.
   virtual void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) = 0;
-  // Stops delivery for `channel`: when it returns, no callback for it runs or will run.
+  // Stops delivery for `channel`: when it returns, no callback for it runs or will run, and no
+  // payload is being placed into a span its placer gave.
   virtual void detach(std::uint32_t channel) = 0;
 
   // Sends `header` and `payload` to `peer` (never to self), from any thread. The header is

@@ -13,8 +13,14 @@
 // gstencils / bound_gstencils.
 //
 // With --reps R every system runs R times, round-robin (so background load hits all systems
-// alike), and the best run counts. A later issue adds --ranks (ordo on 2 ranks x 1 worker vs
-// 1 rank x 2 workers vs MPI) as one more system in the same list.
+// alike), and the best run counts.
+//
+// --ranks compares processes with threads instead (run_ranks): heat2d as 1 rank x 2 workers,
+// 2 ranks x 1 worker under ordorun, and the MPI baseline on 2 ranks; then ordo's halo
+// throughput between two ranks (ordo-bench-halo) against ucx_perftest's tag bandwidth.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -151,6 +158,276 @@ std::string fmt_ratio(double num, double den) {
   return fmt::format("{:.3f}", num / den);
 }
 
+// ---- --ranks ----------------------------------------------------------------------------------
+
+// ordorun: --bin-dir, this executable's folder, the build tree's tools/ordorun (this executable
+// sits in <build>/apps/bench-stencil/), then PATH.
+std::optional<fs::path> find_ordorun(const std::string& bin_dir) {
+  if (auto p = find_binary("ordorun", bin_dir)) return p;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path p = self.parent_path().parent_path().parent_path() / "tools" / "ordorun" / "ordorun";
+    if (fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0) return p;
+  }
+  return find_in_path("ordorun");
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// A TCP port free on loopback now (the kernel's pick), for ucx_perftest's connection setup.
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 13337;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 13337;
+  // safety: sockaddr_in is the sockaddr the AF_INET calls expect.
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+// One ucx_perftest tag_bw measurement on loopback: a server process, then the client (retried
+// while the server is not listening yet). The client's output, or empty on failure.
+std::string run_ucx_perftest(const fs::path& perftest, std::size_t bytes, std::uint64_t iters,
+                             const char* wait, bool error_handling, unsigned timeout_s) {
+  const int port = free_port();
+  std::vector<std::string> args{perftest.string(), "-t", "tag_bw", "-s", std::to_string(bytes),
+                                "-n", std::to_string(iters), "-w",
+                                std::to_string(std::max<std::uint64_t>(10, iters / 10)), "-p",
+                                std::to_string(port), "-E", wait};
+  // Ordo's endpoints ask for peer failure handling (TransportOptions::detect_peer_failure),
+  // which steers UCX's transport choice: the peer must ask for it too to be comparable.
+  if (error_handling) args.push_back("-e");
+  std::fflush(stdout);
+  const pid_t server = fork();
+  if (server < 0) return {};
+  if (server == 0) {
+    std::vector<char*> av;
+    for (auto& a : args) av.push_back(a.data());
+    av.push_back(nullptr);
+    if (std::FILE* f = std::freopen("/dev/null", "w", stdout)) (void)f;
+    if (std::FILE* f = std::freopen("/dev/null", "w", stderr)) (void)f;
+    execv(av[0], av.data());
+    _exit(127);
+  }
+  std::vector<std::string> client = args;
+  client.insert(client.begin() + 1, "127.0.0.1");
+  Output out;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    usleep(200000);  // the server sets up its listening socket
+    out = run_command(client, timeout_s);
+    if (out.status == 0 || out.text.find("Final:") != std::string::npos) break;
+    int st = 0;
+    if (waitpid(server, &st, WNOHANG) == server) return {};  // the server gave up
+  }
+  kill(server, SIGTERM);
+  int st = 0;
+  waitpid(server, &st, 0);
+  return out.status == 0 ? out.text : std::string();
+}
+
+struct RanksOptions {
+  std::string app, size, bin_dir, mpirun, halo_bytes;
+  std::uint64_t iters;
+  unsigned reps, timeout_s, halo_window;
+  double halo_mib;
+  bool quick;
+};
+
+std::vector<std::size_t> split_sizes(const std::string& text) {
+  std::vector<std::size_t> out;
+  for (std::size_t pos = 0; pos <= text.size();) {
+    std::size_t c = text.find(',', pos);
+    if (c == std::string::npos) c = text.size();
+    auto v = ordo::bench::parse_number(text.substr(pos, c - pos));
+    if (!v || *v < 8 || *v != static_cast<double>(static_cast<std::size_t>(*v)) ||
+        static_cast<std::size_t>(*v) % 8 != 0)
+      throw ordo::Error("--halo-bytes: '" + text.substr(pos, c - pos) +
+                        "' is not a size in bytes (a multiple of 8); give a list like 8192,65536");
+    out.push_back(static_cast<std::size_t>(*v));
+    pos = c + 1;
+  }
+  return out;
+}
+
+// heat2d (or heat3d) as 1 rank x 2 workers, 2 ranks x 1 worker and MPI on 2 ranks, round-robin,
+// median of the repetitions; then the halo throughput of ordo and ucx_perftest, round-robin too.
+int run_ranks(const RanksOptions& o) {
+  const std::string head = "bench=stencil app=" + o.app;
+  const std::vector<std::string> common{"--size", o.size, "--iters", std::to_string(o.iters)};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  struct RankSystem {
+    std::string name;
+    unsigned ranks, workers;
+    std::vector<std::string> argv;  // empty: skipped
+    std::string skip_reason, failure;
+    std::vector<double> gst;
+  };
+  std::vector<RankSystem> systems{{"ordo-threads", 1, 2, {}, {}, {}, {}},
+                                  {"ordo-ranks", 2, 1, {}, {}, {}, {}},
+                                  {"mpi", 2, 1, {}, {}, {}, {}}};
+  const auto app_bin = find_binary("ordo-" + o.app, o.bin_dir);
+  const auto ordorun = find_ordorun(o.bin_dir);
+  if (app_bin) {
+    systems[0].argv = with(with({app_bin->string()}, common), {"--workers", "2"});
+    if (ordorun)
+      systems[1].argv = with(with({ordorun->string(), "--timeout", std::to_string(o.timeout_s),
+                                   "-n", "2", app_bin->string()},
+                                  common),
+                             {"--workers", "1"});
+    else
+      systems[1].skip_reason = "ordorun_not_found";
+  } else {
+    systems[0].skip_reason = systems[1].skip_reason = "ordo-" + o.app + "_not_built";
+  }
+  {
+    auto bin = find_binary("ordo-mpi-" + o.app, o.bin_dir);
+    auto launcher = find_in_path(o.mpirun);
+    if (!bin) {
+      systems[2].skip_reason = "ordo-mpi-" + o.app + "_not_built_(no_MPI?)";
+    } else if (!launcher) {
+      systems[2].skip_reason = o.mpirun + "_not_found";
+    } else {
+      set_mpi_environment();
+      // The baseline's --workers counts ranks (one worker each).
+      systems[2].argv =
+          with({launcher->string(), "-n", "2", bin->string()}, with(common, {"--workers", "2"}));
+    }
+  }
+  for (unsigned r = 0; r < o.reps; ++r)
+    for (RankSystem& s : systems) {
+      if (s.argv.empty() || !s.failure.empty()) continue;
+      Output out = run_command(s.argv, o.timeout_s);
+      // Every rank of an ordo job prints its line (its own run time over the whole grid); the
+      // slowest rank is the job's speed. mpirun's ranks print one line (rank 0).
+      auto res = ordo::bench::find_rank_results(out.text, o.app);
+      if (out.status != 0 || res.empty() || (s.name == "ordo-ranks" && res.size() != s.ranks)) {
+        s.failure = out.status != 0 ? "rc=" + std::to_string(out.status) : "no_result_line";
+        std::fprintf(stderr, "ordo-bench-stencil: %s failed (%s); its last output:\n%s\n",
+                     s.name.c_str(), s.failure.c_str(), last_lines(out.text, 8).c_str());
+        continue;
+      }
+      double g = res[0].gstencils;
+      for (const auto& x : res) g = std::min(g, x.gstencils);
+      s.gst.push_back(g);
+    }
+  bool failed = false;
+  for (const RankSystem& s : systems) {
+    if (!s.gst.empty())
+      fmt::print("{} system={} ranks={} workers={} size={} iters={} reps={} gstencils={:.4f}\n",
+                 head, s.name, s.ranks, s.workers, o.size, o.iters, s.gst.size(), median(s.gst));
+    else if (!s.failure.empty())
+      failed = true, fmt::print("{} system={} ranks={} workers={} failed {}\n", head, s.name,
+                                s.ranks, s.workers, s.failure);
+    else
+      fmt::print("{} system={} ranks={} workers={} skipped reason={}\n", head, s.name, s.ranks,
+                 s.workers, s.skip_reason);
+  }
+  const double threads = median(systems[0].gst), ranks = median(systems[1].gst),
+               mpi = median(systems[2].gst);
+  fmt::print("{} ranks_vs_threads={}\n", head, fmt_ratio(ranks, threads));
+  fmt::print("{} ranks_vs_mpi={}\n", head, fmt_ratio(ranks, mpi));
+
+  // Halo throughput.
+  const std::vector<std::size_t> sizes = split_sizes(o.halo_bytes);
+  const auto halo_bin = find_binary("ordo-bench-halo", o.bin_dir);
+  const auto perftest = find_in_path("ucx_perftest");
+  if (!halo_bin) std::printf("# bench=halo: ordo-bench-halo not built: ordo side skipped\n");
+  if (!ordorun) std::printf("# bench=halo: ordorun not found: ordo side skipped\n");
+  if (!perftest)
+    std::printf("# bench=halo: ucx_perftest not found (Debian package ucx-utils): its side "
+                "skipped\n");
+  std::map<std::size_t, std::vector<double>> ordo_mbps;
+  std::map<std::pair<std::size_t, std::string>, std::vector<double>> ucx_mbps;  // by size, wait
+  std::map<std::size_t, std::string> ucx_ep;  // endpoint mode ucx_perftest ran with
+  const char* tls = std::getenv("UCX_TLS");
+  std::printf("# bench=halo: UCX_TLS=%s for both ordo and ucx_perftest (tag_bw, loopback, "
+              "server and client on this host)\n", tls ? tls : "unset (all)");
+  bool halo_failed = false;
+  for (unsigned r = 0; r < o.reps; ++r) {
+    if (halo_bin && ordorun && !halo_failed) {
+      Output out = run_command({ordorun->string(), "--timeout", std::to_string(o.timeout_s), "-n",
+                                "2", halo_bin->string(), "--bytes", o.halo_bytes, "--window",
+                                std::to_string(o.halo_window), "--mib",
+                                fmt::format("{}", o.halo_mib)},
+                               o.timeout_s);
+      std::size_t found = 0;
+      for (std::size_t pos = 0; pos < out.text.size();) {
+        std::size_t nl = out.text.find('\n', pos);
+        if (nl == std::string::npos) nl = out.text.size();
+        auto f = ordo::bench::parse_fields(std::string_view(out.text).substr(pos, nl - pos));
+        pos = nl + 1;
+        if (f["bench"] != "halo" || f["system"] != "ordo") continue;
+        auto b = ordo::bench::parse_number(f["bytes"]);
+        auto m = ordo::bench::parse_number(f["mbps"]);
+        if (b && m) ordo_mbps[static_cast<std::size_t>(*b)].push_back(*m), ++found;
+      }
+      if (out.status != 0 || found != sizes.size()) {
+        halo_failed = failed = true;
+        std::fprintf(stderr, "ordo-bench-stencil: ordo-bench-halo failed (rc=%d); its last "
+                             "output:\n%s\n", out.status, last_lines(out.text, 8).c_str());
+      }
+    }
+    if (perftest)
+      for (std::size_t bytes : sizes)
+        for (const char* wait : {"poll", "sleep"}) {
+          const double total = o.halo_mib * 1048576.0;
+          const auto iters = std::clamp<std::uint64_t>(
+              static_cast<std::uint64_t>(total / static_cast<double>(bytes)), 50, 200000);
+          // As ordo's transport does (comm/transport.cpp, connect): endpoints with peer failure
+          // handling where the transports allow it (then UCX picks TCP between ranks of one
+          // host with the default UCX_TLS), else without (shared memory with UCX_TLS=shm,self).
+          std::string text = run_ucx_perftest(*perftest, bytes, iters, wait, true, 60);
+          std::string ep = "peer_failure";
+          if (!ordo::bench::parse_ucx_perftest_mbps(text, bytes)) {
+            text = run_ucx_perftest(*perftest, bytes, iters, wait, false, 60);
+            ep = "plain";
+          }
+          if (auto m = ordo::bench::parse_ucx_perftest_mbps(text, bytes)) {
+            ucx_mbps[{bytes, wait}].push_back(*m);
+            ucx_ep[bytes] = ep;
+          } else if (r == 0) {
+            std::printf("# bench=halo bytes=%zu wait=%s: ucx_perftest gave no result (%s)\n",
+                        bytes, wait,
+                        text.empty() ? "it failed or timed out" : "no Final row in its output");
+          }
+        }
+  }
+  for (std::size_t bytes : sizes) {
+    const double om = median(ordo_mbps[bytes]);
+    double best = 0;
+    if (om > 0)
+      fmt::print("bench=halo system=ordo bytes={} window={} reps={} mbps={:.2f}\n", bytes,
+                 o.halo_window, ordo_mbps[bytes].size(), om);
+    for (const char* wait : {"poll", "sleep"}) {
+      const auto& v = ucx_mbps[{bytes, wait}];
+      if (v.empty()) continue;
+      best = std::max(best, median(v));
+      fmt::print("bench=halo system=ucx_perftest bytes={} test=tag_bw wait={} endpoints={} "
+                 "reps={} mbps={:.2f}\n", bytes, wait, ucx_ep[bytes], v.size(), median(v));
+    }
+    // Against the better of ucx_perftest's two wait modes: busy polling wins on an idle
+    // machine, sleeping (as ordo's progress thread does) on a loaded one.
+    fmt::print("bench=halo bytes={} ordo_vs_ucx_perftest={}\n", bytes, fmt_ratio(om, best));
+  }
+  return failed ? 1 : 0;
+}
+
 int run(int argc, char** argv) {
   CLI::App cli{"Runs a stencil app under ordo (with and without temporal blocking), the OpenMP "
                "and MPI baselines and a STREAM triad in one invocation; prints gstencils per "
@@ -159,7 +436,18 @@ int run(int argc, char** argv) {
   std::string app = "heat2d", size, bin_dir, ordo_blocks, mpirun = "mpirun";
   std::uint64_t iters = 0;
   unsigned workers = 2, tb = 4, reps = 0, timeout_s = 600;
-  bool quick = false;
+  bool quick = false, ranks = false;
+  std::string halo_bytes;
+  unsigned halo_window = 8;
+  double halo_mib = 0;
+  cli.add_flag("--ranks", ranks, "compare 2 ranks x 1 worker with 1 rank x 2 workers and MPI "
+               "on 2 ranks, then ordo's halo throughput with ucx_perftest (docs/benchmarks.md)");
+  cli.add_option("--halo-bytes", halo_bytes, "--ranks: halo message sizes (default "
+                 "8192,16384,65536,262144,1048576,4194304; --quick: 8192,65536,1048576)");
+  cli.add_option("--halo-window", halo_window, "--ranks: halos in flight in ordo's measurement")
+      ->capture_default_str();
+  cli.add_option("--halo-mib", halo_mib, "--ranks: MiB moved per size and run (default 64; "
+                 "--quick: 8)");
   cli.add_option("--app", app, "heat2d or heat3d")->capture_default_str();
   cli.add_option("--size", size,
                  "grid size (default heat2d 8192x8192, heat3d 512x512x512; --quick: "
@@ -169,7 +457,8 @@ int run(int argc, char** argv) {
                  "for the triad")->capture_default_str();
   cli.add_option("--tb", tb, "temporal-blocking depth of the ordo-tb run")
       ->capture_default_str();
-  cli.add_option("--reps", reps, "runs per system, best counts (default 3; --quick: 1)");
+  cli.add_option("--reps", reps, "runs per system, best counts (default 3; --quick: 1); "
+                 "--ranks: the median counts (default 3, --quick too)");
   cli.add_flag("--quick", quick, "small grid and one run per system (well under 40 s)");
   cli.add_option("--bin-dir", bin_dir,
                  "folder holding the app binaries (default: found from this executable)");
@@ -188,11 +477,21 @@ int run(int argc, char** argv) {
                      : (quick ? "192x192x192" : "512x512x512");
   ordo::app::parse_shape(size, dims, "--size");  // validates; the apps parse it again
   if (iters == 0) iters = quick ? 10 : (dims == 2 ? 20 : 10);
-  if (reps == 0) reps = quick ? 1 : 3;
+  if (reps == 0) reps = quick && !ranks ? 1 : 3;
   if (workers == 0) throw ordo::Error("--workers 0: use at least one worker");
   if (tb == 0) throw ordo::Error("--tb 0: the depth is at least 1 (1 = no temporal blocking)");
   if (!bin_dir.empty() && !fs::is_directory(bin_dir))
     throw ordo::Error("--bin-dir " + bin_dir + " is not a folder");
+  if (ranks) {
+    if (halo_window == 0) throw ordo::Error("--halo-window 0: use at least one halo");
+    if (halo_mib < 0) throw ordo::Error("--halo-mib must be positive");
+    if (halo_mib == 0) halo_mib = quick ? 8 : 64;
+    if (halo_bytes.empty())
+      halo_bytes = quick ? "8192,65536,1048576" : "8192,16384,65536,262144,1048576,4194304";
+    split_sizes(halo_bytes);  // validates
+    return run_ranks(RanksOptions{app, size, bin_dir, mpirun, halo_bytes, iters, reps,
+                                  timeout_s, halo_window, halo_mib, quick});
+  }
 
   const std::string w = std::to_string(workers);
   const std::vector<std::string> common{"--size", size, "--iters", std::to_string(iters),

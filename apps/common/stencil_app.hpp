@@ -49,6 +49,9 @@ struct AppDesc {
   std::string default_size, default_blocks;
   bool has_order = false;    // --order k (wave3d)
   bool supports_tb = true;   // Jacobi apps; Gauss-Seidel ones refuse --tb > 1
+  // Completes "--tb D: <name> ..." when supports_tb is false.
+  std::string no_tb_reason =
+      "is a Gauss-Seidel sweep; temporal blocking applies to Jacobi apps only";
   std::function<stencil::Spec(const AppParams&)> spec;
   std::function<stencil::Kernel(const AppParams&)> kernel;
   // The initial newest level when no --input is given.
@@ -159,8 +162,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   if (workers == 0) throw Error("--workers 0: use at least one worker");
   if (tb == 0) throw Error("--tb 0: the temporal-blocking depth is at least 1");
   if (tb > 1 && !app.supports_tb)
-    throw Error("--tb " + std::to_string(tb) + ": " + app.name +
-                " is a Gauss-Seidel sweep; temporal blocking applies to Jacobi apps only");
+    throw Error("--tb " + std::to_string(tb) + ": " + app.name + " " + app.no_tb_reason);
   if (app.has_order && (order < 2 || order > 12 || order % 2 != 0))
     throw Error("--order " + std::to_string(order) + " is out of range: give 2, 4, 6, 8, 10 or 12");
 

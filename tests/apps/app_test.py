@@ -5,6 +5,8 @@
   app_test.py error BIN TEXT ARGS...    exit 2, TEXT in the error message
   app_test.py roundtrip BIN ARGS...     .npy written, read back, continued: same bits as one run
   app_test.py steady BIN                heat2d converges to the analytic discrete solution
+  app_test.py harris BIN ARGS...        ordo-harris's .npy output equals a Python Harris
+  app_test.py badnpy BIN TEXT           an input of the wrong rank or truncated exits 2
 """
 import math
 import os
@@ -134,6 +136,73 @@ def cmd_npyinput(binary, shape, args):
         print(line)
 
 
+def harris_python(img, n, m, k=0.04):
+    """Harris corner response, plain Python floats (IEEE doubles), the same operation order
+    as ordo-harris's stages, 0 outside the image."""
+    def at(g, i, j):
+        return g[i * m + j] if 0 <= i < n and 0 <= j < m else 0.0
+    ix = [0.0] * (n * m)
+    iy = [0.0] * (n * m)
+    for i in range(n):
+        for j in range(m):
+            ix[i * m + j] = ((at(img, i - 1, j + 1) + 2.0 * at(img, i, j + 1)) + at(img, i + 1, j + 1)) - \
+                            ((at(img, i - 1, j - 1) + 2.0 * at(img, i, j - 1)) + at(img, i + 1, j - 1))
+            iy[i * m + j] = ((at(img, i + 1, j - 1) + 2.0 * at(img, i + 1, j)) + at(img, i + 1, j + 1)) - \
+                            ((at(img, i - 1, j - 1) + 2.0 * at(img, i - 1, j)) + at(img, i - 1, j + 1))
+    xx = [a * a for a in ix]
+    yy = [b * b for b in iy]
+    xy = [a * b for a, b in zip(ix, iy)]
+
+    def box(g, i, j):
+        r = [(at(g, i + d, j - 1) + at(g, i + d, j)) + at(g, i + d, j + 1) for d in (-1, 0, 1)]
+        return (r[0] + r[1]) + r[2]
+    out = []
+    for i in range(n):
+        for j in range(m):
+            sxx, syy, sxy = box(xx, i, j), box(yy, i, j), box(xy, i, j)
+            tr = sxx + syy
+            out.append((sxx * syy - sxy * sxy) - k * (tr * tr))
+    return out
+
+
+def cmd_harris(binary, args):
+    n, m = 18, 12
+    img = [((i * 2654435761) % 997) / 997.0 + (1.0 if (i // m) % 6 < 3 and (i % m) % 8 < 4 else 0.0)
+           for i in range(n * m)]
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "img.npy"), os.path.join(d, "r.npy")
+        write_npy(src, [n, m], img)
+        rc, so, se = run([binary, "--input", src, "--output", out, "--iters", "2"] + args)
+        if rc != 0:
+            fail("exit %d\n%s%s" % (rc, so, se))
+        result_line(so)
+        shape, r = read_npy(out)
+    if shape != (n, m):
+        fail("output shape %r" % (shape,))
+    want = harris_python(img, n, m)
+    bad = [i for i in range(n * m) if struct.pack("<d", r[i]) != struct.pack("<d", want[i])]
+    if bad:
+        i = bad[0]
+        fail("%d of %d points differ from Python; first at %d: %r != %r" % (len(bad), n * m, i, r[i], want[i]))
+    print("ordo-harris output equals the Python Harris response bit for bit (%dx%d)" % (n, m))
+
+
+def cmd_badnpy(binary, text):
+    with tempfile.TemporaryDirectory() as d:
+        flat, cut = os.path.join(d, "flat.npy"), os.path.join(d, "cut.npy")
+        write_npy(flat, [12], [0.5] * 12)
+        write_npy(cut, [4, 4], [0.5] * 16)
+        with open(cut, "rb") as f:
+            data = f.read()
+        with open(cut, "wb") as f:
+            f.write(data[:-8])
+        for path, want in ((flat, text), (cut, "truncated")):
+            rc, so, se = run([binary, "--input", path])
+            if rc != 2 or want not in se:
+                fail("%s: expected exit 2 and %r, got %d\n%s%s" % (path, want, rc, so, se))
+            print(se.strip())
+
+
 def cmd_steady(binary):
     """heat2d on n x m: the fixed point of the Jacobi iteration is the discrete Laplace
     solution with 1 on the row above the grid and 0 elsewhere, known in closed form by
@@ -176,6 +245,10 @@ def main():
         cmd_npyinput(binary, sys.argv[3], sys.argv[4:])
     elif mode == "steady":
         cmd_steady(binary)
+    elif mode == "harris":
+        cmd_harris(binary, sys.argv[3:])
+    elif mode == "badnpy":
+        cmd_badnpy(binary, sys.argv[3])
     else:
         fail("unknown mode " + mode)
 

@@ -83,3 +83,37 @@ TEST_CASE("help_lists_flag finds option names, not substrings") {
   CHECK(help_lists_flag("  --tb=DEPTH\n", "--tb"));
   CHECK_FALSE(help_lists_flag("", "--tb"));
 }
+
+TEST_CASE("find_rank_results reads each rank's line out of ordorun's prefixed output") {
+  const std::string out =
+      "[1] app=heat2d size=64x64 blocks=2x1 iters=5 workers=1 seconds=0.2 gstencils=0.1 "
+      "verify=skipped\n"
+      "[0] ordo-heat2d: --verify ... skipped\n"
+      "[0] app=heat2d size=64x64 blocks=2x1 iters=5 workers=1 seconds=0.1 gstencils=0.2 "
+      "verify=skipped\n"
+      "[10] app=heat2d gstencils=bad\n"
+      "[x] app=heat2d gstencils=5\n";
+  auto r = find_rank_results(out, "heat2d");
+  REQUIRE(r.size() == 2);  // rank 10's line is invalid; "[x] ..." is rank 0's, not a result
+  CHECK(r[0].gstencils == Approx(0.2));
+  CHECK(r[1].gstencils == Approx(0.1));
+}
+
+TEST_CASE("parse_ucx_perftest_mbps reads the Final row") {
+  const std::string out =
+      "+--------------+\n"
+      "|    Stage     | # iterations | 50.0%ile | average | overall |  average |  overall |\n"
+      "[thread 0]              1506      4.271   669.812   669.812       93.31      93.31   1493   1493\n"
+      "Final:                  2000      6.923    73.119    73.119      854.77     854.77  13676  13676\n";
+  auto v = parse_ucx_perftest_mbps(out, 65536);
+  REQUIRE(v);
+  CHECK(*v == Approx(13676.0 * 65536 / 1e6));
+  // Without the rate columns: the overall bandwidth, MiB/s.
+  auto w = parse_ucx_perftest_mbps("Final: 10 1.0 2.0 3.0 100.0 200.0\n", 8);
+  REQUIRE(w);
+  CHECK(*w == Approx(200.0 * 1.048576));
+  CHECK(parse_ucx_perftest_mbps("Final: 1,000 1.0 2.0 3.0 4.0 5.0 6 7\n", 8));
+  CHECK_FALSE(parse_ucx_perftest_mbps("", 8));
+  CHECK_FALSE(parse_ucx_perftest_mbps("connection refused\nFinal: n/a\n", 8));
+  CHECK_FALSE(parse_ucx_perftest_mbps("Final: 1 2 3\n", 8));
+}

@@ -111,8 +111,9 @@ using Kernel = std::function<void(const Block&)>;
 // Calls f(at, len, x) for every row of b's range in lexicographic order: `len` consecutive
 // points along the last dimension starting at element offset `at` (relative to b.in[0]/b.out)
 // and at block-local coordinate x. Inline so that the kernel's inner loop is compiled with it.
-template <class F>
-void for_each_row(const Block& b, F&& f) {
+// B is Block or StageBlock (a pipeline stage's view; see Pipeline below).
+template <class B, class F>
+void for_each_row(const B& b, F&& f) {
   const std::size_t d = b.dims;
   if (d == 0) return;
   for (std::size_t i = 0; i < d; ++i)
@@ -182,5 +183,122 @@ std::vector<std::vector<double>> reference(const Spec& spec, const Kernel& kerne
                                            std::vector<std::vector<double>> levels,
                                            const std::vector<std::vector<double>>& aux,
                                            std::uint64_t steps);
+
+// ---------------------------------------------------------------------------------------------
+// Pipelines: multi-stage stencils over several grids (papers/003 §3, Harris corner detection).
+//
+// A pipeline is a list of stages over named grids of one size and block grid. Each stage is a
+// stencil: it reads one or more grids (the pipeline's inputs, or grids written by other
+// stages) at the offsets of its own neighbourhood (empty: pointwise) and writes one or more
+// new grids at every point. One run iteration runs every stage once, in list order, and the
+// result is that of this sequential program over global arrays, bit for bit, whatever the
+// block grid or the number of workers:
+//
+//   for each iteration:
+//     for each stage s, in order:
+//       for each point x: s.writes[...](x) = s.kernel(s.reads[...] at x + offsets)
+//
+// where a read outside the grid gives the fixed value (Boundary::fixed, default 0) or wraps
+// (Boundary::periodic). Grids keep their values between iterations: a stage that reads a grid
+// written by a later stage sees the previous iteration's value (the value given to set() in
+// the first iteration) -- that is how a pipeline feeds back (u -> stencil -> v, then v -> u).
+// Inputs never change during a run. A stage may not read a grid it writes (that would be an
+// in-place sweep: write a new grid and feed it back).
+//
+// The layer makes one task per stage per block, writing the block of every grid the stage
+// writes. Halos are exchanged only for grids some stage reads with a neighbourhood, only in
+// the directions those offsets reach, and only as wide as the farthest offset: the writer
+// packs its edges into export locations and one import task per block and grid unpacks the
+// neighbours' edges into the grid's padded block. A block of a later stage starts as soon as
+// the blocks it reads are done (a dataflow pipeline, no barrier between stages); its
+// neighbours' blocks of the previous stage are what it waits for when it reads a
+// neighbourhood. The user never writes a halo index. Design: docs/stencil.md, "Pipelines".
+//
+//   ordo::stencil::PipelineSpec p;
+//   p.size = {512, 512};
+//   p.blocks = {4, 4};
+//   p.inputs = {"img"};
+//   p.stages.push_back({"blur", {"img"}, {"b"}, ordo::stencil::moore(2, 1),
+//                       [](const ordo::stencil::StageBlock& b) { ... b.in[0], b.out[0] ... }});
+//   p.stages.push_back({"square", {"b"}, {"sq"}, {}, [](const StageBlock& b) { ... }});
+//   ordo::Graph g;
+//   ordo::stencil::Pipeline pipe(g, p);
+//   pipe.set("img", image);
+//   ordo::Runtime rt({.workers = 2});
+//   pipe.run(rt, 1);
+//   std::vector<double> sq = pipe.get("sq");
+
+inline constexpr std::size_t kMaxStageGrids = 8;  // grids one stage reads, and writes
+
+// What a stage's kernel sees for one block. Like Block: coordinates are block-local, the
+// pointers point at local point 0 of each grid, and every grid of the pipeline has the same
+// padded layout, so one `at + sum(o[d] * stride[d])` addresses all of them. Reading offset o
+// is valid for the offsets of the stage's neighbourhood (the halo is filled for those only).
+struct StageBlock {
+  std::size_t dims = 0;
+  std::array<std::ptrdiff_t, kMaxDims> stride{};
+  std::array<std::ptrdiff_t, kMaxDims> lo{}, hi{};  // the block: 0 <= x[d] < extent[d]
+  std::array<std::int64_t, kMaxDims> origin{};      // global coordinate of local point 0
+  std::array<const double*, kMaxStageGrids> in{};   // Stage::reads, in that order
+  std::array<double*, kMaxStageGrids> out{};        // Stage::writes, in that order
+  std::uint64_t iteration = 0;                      // counted over every run
+};
+
+using StageKernel = std::function<void(const StageBlock&)>;
+
+struct Stage {
+  std::string name;                   // unique in the pipeline (task names)
+  std::vector<std::string> reads;     // grids read, in the order of StageBlock::in
+  std::vector<std::string> writes;    // grids written (new names), order of StageBlock::out
+  std::vector<Offset> neighbourhood;  // offsets read in every grid of `reads`; {}: pointwise
+  StageKernel kernel;                 // computes every point of the block (for_each_row)
+};
+
+struct PipelineSpec {
+  std::string name = "p";           // prefix of location and task names (unique per graph)
+  std::vector<std::size_t> size;    // global extents, slowest first (1 to 5 of them)
+  std::vector<std::size_t> blocks;  // blocks per dimension; each must divide size
+  Boundary boundary = Boundary::fixed;
+  // For Boundary::fixed: the value of grid `grid` at a point outside the grid (global
+  // coordinate, some component < 0 or >= size). Default 0.
+  std::function<double(const std::string& grid, Coord)> fixed_value;
+  std::vector<std::string> inputs;  // grids no stage writes; load them with set()
+  std::vector<Stage> stages;        // run in this order every iteration
+};
+
+// A pipeline declared into a Graph (the Graph must outlive it; declare everything before the
+// first run). Not thread-safe (like Graph).
+class Pipeline {
+ public:
+  // Checks the spec (throws Error saying what is wrong) and declares locations and tasks.
+  Pipeline(Graph& graph, PipelineSpec spec);
+  ~Pipeline();
+  Pipeline(Pipeline&&) noexcept;
+  Pipeline& operator=(Pipeline&&) noexcept;
+
+  const PipelineSpec& spec() const;
+  // The grids: inputs first, then each stage's writes in stage order.
+  std::vector<std::string> grids() const;
+  // Halo width the layer derived for a grid: the farthest offset any stage reads it at
+  // (0: read pointwise only, never exchanged).
+  std::size_t halo(const std::string& grid) const;
+  // Loads a global grid (C order, points() values): an input, or the initial value of a grid
+  // a stage writes (what a feedback read sees in the first iteration). Between runs only.
+  void set(const std::string& grid, std::span<const double> global);
+  // Gathers a grid.
+  std::vector<double> get(const std::string& grid) const;
+  // Runs `iterations` iterations of the whole pipeline.
+  RunStats run(Runtime& runtime, std::uint64_t iterations);
+  std::size_t points() const;
+  std::size_t block_count() const;
+  // The rank holding block `block` (row-major over the block grid) of `grid`, after the first
+  // run: across ranks get(grid) returns the final values only on the blocks whose home_rank()
+  // is this rank (Runtime::rank()).
+  unsigned home_rank(const std::string& grid, std::size_t block) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ordo::stencil
