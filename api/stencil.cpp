@@ -286,6 +286,11 @@ struct Stencil::Impl {
   };
   std::vector<BlockState> blocks;
   std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+  bool placed = false;  // blocks put on ranks (first run)
+
+  // Block b and all its locations on rank b * ranks / blocks: contiguous runs of blocks in
+  // row-major order, so compute and export of a block run on one rank and only halos travel.
+  void place(unsigned ranks);
 
   std::size_t buffer(std::uint64_t rot, std::ptrdiff_t delta) const {
     const auto n = static_cast<std::int64_t>(nb);
@@ -577,9 +582,42 @@ std::vector<double> Stencil::get(std::size_t level) const {
   return out;
 }
 
+void Stencil::Impl::place(unsigned ranks) {
+  // A graph already run (another stencil of it ran first) keeps its placement: home_rank()
+  // still tells where each block is.
+  if (ranks == 1 || graph->iterations_done() > 0) {
+    placed = true;
+    return;
+  }
+  if (ranks > blocks.size())
+    throw Error("stencil '" + spec.name + "': " + std::to_string(blocks.size()) +
+                " block(s) (" + join(spec.blocks) + ") cannot give each of the " +
+                std::to_string(ranks) + " ranks a block; use at least " + std::to_string(ranks) +
+                " blocks or fewer ranks");
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const auto r = static_cast<unsigned>(i * ranks / blocks.size());
+    BlockState& b = blocks[i];
+    graph->set_home_rank(b.main, r);
+    if (spec.aux_grids > 0) graph->set_home_rank(b.aux, r);
+    for (const Export& e : b.exports) graph->set_home_rank(e.loc, r);
+  }
+  placed = true;
+}
+
+std::size_t Stencil::block_count() const { return impl_->blocks.size(); }
+
+unsigned Stencil::home_rank(std::size_t block) const {
+  const Impl& m = *impl_;
+  if (block >= m.blocks.size())
+    throw Error("stencil '" + m.spec.name + "': block " + std::to_string(block) +
+                " out of range; the stencil has " + std::to_string(m.blocks.size()));
+  return m.graph->home_rank(m.blocks[block].main);
+}
+
 RunStats Stencil::run(Runtime& runtime, std::uint64_t steps) {
   Impl& m = *impl_;
   RunStats total;
+  if (!m.placed) m.place(runtime.ranks());
   if (steps == 0) return total;
   const std::uint64_t D = m.spec.tb_depth;
   // Written only here, between runs; Runtime::run publishes it to the workers.

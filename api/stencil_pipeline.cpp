@@ -545,6 +545,17 @@ void Pipeline::set(const std::string& grid, std::span<const double> global) {
     m.fill(m.graph->data(g.block[b]).data(), g, b, global.data());
 }
 
+std::size_t Pipeline::block_count() const { return impl_->blocks.size(); }
+
+unsigned Pipeline::home_rank(const std::string& grid, std::size_t block) const {
+  const Impl& m = *impl_;
+  const auto& g = m.grid(grid);
+  if (block >= m.blocks.size())
+    throw Error("pipeline '" + m.spec.name + "': block " + std::to_string(block) +
+                " out of range; the pipeline has " + std::to_string(m.blocks.size()));
+  return m.graph->home_rank(g.block[block]);
+}
+
 std::vector<double> Pipeline::get(const std::string& grid) const {
   const Impl& m = *impl_;
   const auto& g = m.grid(grid);

@@ -164,11 +164,27 @@ void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::by
     if (outbox_used_ == outbox_.size()) outbox_.emplace_back();
     Outgoing& o = outbox_[outbox_used_++];
     o.peer = peer;
-    o.wire.resize(sizeof channel + header.size());
-    std::memcpy(o.wire.data(), &channel, sizeof channel);
-    if (!header.empty()) std::memcpy(o.wire.data() + sizeof channel, header.data(), header.size());
-    // safety: the payload stays valid until the peer answers (rt::Net's contract).
-    o.payload = payload;
+    if (sizeof channel + header.size() > transport_->max_header_size()) {
+      // Header and payload together in one owned buffer, kept until the send completes.
+      const std::uint64_t hlen = header.size();
+      o.owned = std::make_shared<std::vector<std::byte>>(sizeof hlen + header.size() +
+                                                         payload.size());
+      std::memcpy(o.owned->data(), &hlen, sizeof hlen);
+      std::memcpy(o.owned->data() + sizeof hlen, header.data(), header.size());
+      if (!payload.empty())
+        std::memcpy(o.owned->data() + sizeof hlen + header.size(), payload.data(), payload.size());
+      const std::uint32_t flagged = channel | kBigHeader;
+      o.wire.resize(sizeof flagged);
+      std::memcpy(o.wire.data(), &flagged, sizeof flagged);
+      o.payload = *o.owned;
+    } else {
+      o.wire.resize(sizeof channel + header.size());
+      std::memcpy(o.wire.data(), &channel, sizeof channel);
+      if (!header.empty())
+        std::memcpy(o.wire.data() + sizeof channel, header.data(), header.size());
+      // safety: the payload stays valid until the peer answers (rt::Net's contract).
+      o.payload = payload;
+    }
   }
   // One drain per batch: the send that found the outbox empty posts it; later ones find it
   // non-empty, so a drain is posted (or about to be, by that send) that has not taken the
@@ -192,8 +208,12 @@ void CommNet::drain_outbox() {
   std::exception_ptr error;
   for (std::size_t i = 0; i < n; ++i) {
     try {
-      transport_->send(static_cast<int>(sending_[i].peer), kTag, sending_[i].wire,
-                       sending_[i].payload, [](comm::Status) {});
+      Outgoing& o = sending_[i];
+      if (o.owned)  // the completion keeps the owned buffer alive; the record lets it go
+        transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload,
+                         [owned = std::move(o.owned)](comm::Status) {});
+      else
+        transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload, [](comm::Status) {});
     } catch (...) {
       if (!error) error = std::current_exception();
     }
@@ -264,6 +284,18 @@ void CommNet::on_incoming(comm::Incoming& m) {
 
 void CommNet::deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                       std::span<const std::byte> payload) {
+  if (channel & kBigHeader) {  // [header length][header][payload] (send())
+    std::uint64_t hlen = ~std::uint64_t{0};
+    if (payload.size() >= sizeof hlen) std::memcpy(&hlen, payload.data(), sizeof hlen);
+    if (payload.size() < sizeof hlen || payload.size() - sizeof hlen < hlen) {
+      on_peer_failure("rank " + std::to_string(from) + " sent a malformed large-header message");
+      return;
+    }
+    const std::vector<std::byte> big_header(
+        payload.begin() + sizeof hlen, payload.begin() + static_cast<std::ptrdiff_t>(sizeof hlen + hlen));
+    deliver(channel & ~kBigHeader, from, big_header, payload.subspan(sizeof hlen + hlen));
+    return;
+  }
   Receiver receiver;
   {
     std::lock_guard lock(mu_);

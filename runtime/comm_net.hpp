@@ -14,6 +14,11 @@
 // channel's placer says (the engine's replica: no copy), else in a buffer, then is delivered.
 // detach() waits for the placed receives of its channel, so the transport never writes into
 // memory an engine has given up.
+// A runtime header larger than the transport's limit (the graph check's hashes of a graph with
+// hundreds of locations: jacobi3d27 across ranks) travels in the payload instead: channel |
+// kBigHeader, then [header length (8 bytes)][header][payload] in one buffer the send owns until
+// it completes. Rare (control rounds), so the copy does not matter; the receiver unwraps it
+// in deliver() (never placed: no channel has the flag).
 //
 // Shutdown (destructor): stop and join the progress thread, then the transport's collective
 // close (every rank destroys its Runtime; after a peer failure the close is local only).
@@ -56,6 +61,7 @@ class CommNet final : public Net {
  private:
   static constexpr comm::Tag kTag = 7;
   static constexpr comm::Tag kClockTag = 8;  // start-up clock pings to rank 0 and replies
+  static constexpr std::uint32_t kBigHeader = 1u << 31;  // channel flag: header in the payload
   struct Pending {
     unsigned from;
     std::vector<std::byte> header, payload;
@@ -64,6 +70,8 @@ class CommNet final : public Net {
     unsigned peer = 0;
     std::vector<std::byte> wire;  // [channel][runtime header]; capacity reused
     std::span<const std::byte> payload;
+    // A header over the transport's limit: [length][header][payload], payload points into it.
+    std::shared_ptr<std::vector<std::byte>> owned;
   };
   struct Channel {
     Receiver receiver;

@@ -1,8 +1,11 @@
 // The driver every stencil app shares: flags, .npy input/output, progress on a terminal,
 // verification against the sequential reference, and the one result line
 //   app=<name> size=<NxM..> blocks=<BxC..> iters=I workers=W seconds=S gstencils=G
-//   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1]
+//   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1] [ranks=R when R > 1]
 // (bandwidth_fraction only when the grid is larger than the last-level cache).
+// Across ranks every rank runs the app unchanged: each verifies and writes (its slab of the
+// one .npy) only the blocks it holds, the ranks agree on one verdict, and rank 0 alone prints
+// the result line (docs/distributed.md, "Apps across ranks").
 // An app describes itself with an AppDesc (spec, kernel, initial grids) and calls
 // run_stencil_app from main.
 #pragma once
@@ -14,12 +17,14 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <ordo/stencil.hpp>
 
+#include "all_gather.hpp"
 #include "app_cli.hpp"
 #include "npy.hpp"
 #include "stream.hpp"
@@ -62,14 +67,17 @@ struct AppDesc {
                                     std::uint64_t iters)> reference;
   // Optional hand-written graph used instead of the layer when --tb is 1 (heat2d keeps its
   // in-place version, which moves fewer bytes than the layer's double buffer). It loads u0,
-  // runs `steps` steps by calling `run_chunk(graph_runner)` pieces, and returns the grid.
+  // runs `steps` steps on `runtime` (calling progress(done) between pieces), and returns the
+  // grid. Across ranks it places block b on rank b * ranks / blocks like the layer (the driver
+  // has refused more ranks than blocks) and tells where each block's results are: `grid` is
+  // the result on the blocks whose block_home is this rank.
   struct FastResult {
     std::vector<double> grid;
     double seconds = 0;
-    unsigned ranks = 1;  // of the job the Runtime joined (ordorun, mpirun, srun)
+    std::vector<unsigned> block_home;  // per block, row-major over the block grid
   };
   std::function<FastResult(const AppParams&, const std::vector<double>& u0,
-                           const ordo::RuntimeOptions& runtime, std::uint64_t steps,
+                           ordo::Runtime& runtime, std::uint64_t steps,
                            const std::function<void(std::uint64_t done)>& progress)>
       fast_path;
   // --input loads coefficient grid 0 (harris: the image) instead of the newest level; the
@@ -80,6 +88,31 @@ struct AppDesc {
   // Layer steps per app iteration (gsrb3d: a red and a black half-sweep).
   std::uint64_t steps_per_iter = 1;
 };
+
+// Calls f(at, len) for every row (run along the last dimension) of block b, row-major index
+// over p.blocks: `len` points starting at global element `at` (C order).
+template <class F>
+void for_each_block_row(const AppParams& p, std::size_t b, F&& f) {
+  const std::size_t d = p.size.size();
+  std::vector<std::size_t> ext(d), origin(d), x(d, 0);
+  for (std::size_t k = d; k-- > 0;) {
+    ext[k] = p.size[k] / p.blocks[k];
+    origin[k] = b % p.blocks[k] * ext[k];
+    b /= p.blocks[k];
+  }
+  for (;;) {
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < d; ++k) at = at * p.size[k] + origin[k] + x[k];
+    f(at, ext[d - 1]);
+    std::size_t k = d - 1;  // odometer over the dimensions before the last
+    for (;;) {
+      if (k == 0) return;
+      --k;
+      if (++x[k] < ext[k]) break;
+      x[k] = 0;
+    }
+  }
+}
 
 // A deterministic pseudo-random value in [0, 1) for grid index i (splitmix64).
 inline double hash01(std::uint64_t i) {
@@ -213,69 +246,99 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                  100.0 * static_cast<double>(done) / static_cast<double>(steps));
     if (done == steps) std::fprintf(stderr, "\r\033[K");
   };
+  // Across ranks (ordorun, mpirun, srun) every rank runs this same code (SPMD) and ends up
+  // with the final values of its own blocks only; block b lives on rank b * ranks / blocks.
+  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
+  const unsigned rank = rt.rank(), ranks = rt.ranks();
+  std::size_t nblocks = 1;
+  for (auto b : p.blocks) nblocks *= b;
+  if (ranks > nblocks)  // the same verdict on every rank, before any rank runs: no hang
+    throw Error("--blocks " + blocks_text + " gives " + std::to_string(nblocks) +
+                " block(s) for " + std::to_string(ranks) + " ranks: every rank needs at least "
+                "one block; give at least " + std::to_string(ranks) +
+                " blocks (e.g. " + std::to_string(ranks) + " along the first dimension) or "
+                "start fewer ranks");
   std::vector<double> result;
-  unsigned ranks = 1;
+  std::vector<unsigned> home(nblocks, 0);
   if (fast) {
-    auto r = app.fast_path(
-        p, levels[0], ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path}, steps,
-        show);
+    auto r = app.fast_path(p, levels[0], rt, steps, show);
     result = std::move(r.grid);
     seconds = r.seconds;
-    ranks = r.ranks;
-  }
-  std::optional<ordo::Runtime> rt;
-  if (!fast) rt.emplace(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
-  if (fast) {
+    home = std::move(r.block_home);
+    if (home.size() != nblocks)  // an invariant of AppDesc::fast_path
+      throw std::logic_error(app.name + ": the hand-written graph reported " +
+                             std::to_string(home.size()) + " block homes for " +
+                             std::to_string(nblocks) + " blocks");
   } else if (progress && steps >= 2 * tb) {
     // Chunks of about 2% (whole temporal-blocking groups) so the line moves.
     std::uint64_t chunk = std::max<std::uint64_t>(tb, steps / 50 / tb * tb);
     for (std::uint64_t done = 0; done < steps;) {
       std::uint64_t n = std::min(chunk, steps - done);
-      seconds += st->run(*rt, n).seconds;
+      seconds += st->run(rt, n).seconds;
       done += n;
       show(done);
     }
   } else {
-    seconds = st->run(*rt, steps).seconds;
+    seconds = st->run(rt, steps).seconds;
   }
   if (!fast) {
     result = st->get();
-    ranks = rt->ranks();
+    for (std::size_t b = 0; b < nblocks; ++b) home[b] = st->home_rank(b);
   }
-  // Across ranks each rank holds only the blocks it owns: comparing or writing the whole grid
-  // would be wrong. Until the apps gather per rank, say so rather than fail or corrupt a file.
-  if (ranks > 1 && !output.empty())
-    throw Error("--output is not available across ranks yet (each rank holds only its own "
-                "blocks, and every rank would write the file); run on one rank to write it");
-  if (ranks > 1 && verify) {
-    std::fprintf(stderr, "ordo-%s: --verify compares the whole grid, which no single rank holds "
-                         "across ranks yet: skipped (run on one rank to verify)\n",
-                 app.name.c_str());
-    verify = false;
-  }
-  std::string verdict = "skipped";
+  std::vector<std::size_t> mine;  // the blocks whose results this rank holds
+  for (std::size_t b = 0; b < nblocks; ++b)
+    if (home[b] == rank) mine.push_back(b);
+
+  // Each rank checks its own blocks against the whole sequential reference (small grids).
+  int outcome = 0;  // bit 0: this rank's blocks differ from the reference; bit 1: --output failed
   if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
     std::vector<double> want =
         app.reference ? app.reference(p, app.input_is_aux ? aux.at(0) : levels[0], iters)
                       : stencil::reference(spec, kernel, levels, aux, steps)[0];
-    verdict = want.size() == result.size() &&
-                      std::memcmp(want.data(), result.data(), want.size() * sizeof(double)) == 0
-                  ? "ok"
-                  : "fail";
+    if (want.size() != result.size()) outcome |= 1;
+    if (outcome == 0)
+      for (std::size_t b : mine)
+        for_each_block_row(p, b, [&](std::size_t at, std::size_t len) {
+          if (std::memcmp(&want[at], &result[at], len * sizeof(double)) != 0) outcome |= 1;
+        });
   }
+  // Each rank writes the rows of its own blocks into the one file, every time level (newest
+  // first, so that --input restarts the run exactly), rank 0 the header (write_npy_part).
+  std::string output_error;
   if (!output.empty()) {
-    if (spec.time_levels == 1) {
-      write_npy(output, p.size, result);
-    } else {  // every level, newest first, so that --input restarts the run exactly
-      std::vector<std::size_t> shape{spec.time_levels};
-      shape.insert(shape.end(), p.size.begin(), p.size.end());
-      std::vector<double> all = result;
-      for (std::size_t l = 1; l < spec.time_levels; ++l) {
-        std::vector<double> older = st->get(l);
-        all.insert(all.end(), older.begin(), older.end());
+    try {
+      std::vector<std::vector<double>> older;  // levels 1.. (kept alive for the writes)
+      for (std::size_t l = 1; l < spec.time_levels; ++l) older.push_back(st->get(l));
+      std::vector<std::size_t> shape = p.size;
+      if (spec.time_levels > 1) shape.insert(shape.begin(), spec.time_levels);
+      std::vector<NpySegment> segments;
+      const std::size_t n = p.points();
+      for (std::size_t l = 0; l < spec.time_levels; ++l) {
+        const std::vector<double>& grid = l == 0 ? result : older[l - 1];
+        for (std::size_t b : mine)
+          for_each_block_row(p, b, [&](std::size_t at, std::size_t len) {
+            segments.push_back({l * n + at, std::span<const double>(&grid[at], len)});
+          });
       }
-      write_npy(output, shape, all);
+      write_npy_part(output, shape, rank == 0, std::move(segments));
+    } catch (const Error& e) {
+      output_error = e.what();
+      outcome |= 2;
     }
+  }
+  // One verdict for the job: every rank learns every rank's outcome. It is also the barrier
+  // that makes the file complete on every rank once this returns (all_gather.hpp).
+  const std::vector<int> outcomes = all_gather(rt, outcome);
+  if (!output_error.empty()) throw Error(output_error);
+  for (unsigned r = 0; r < ranks; ++r)
+    if (outcomes[r] & 2)
+      throw Error("rank " + std::to_string(r) + " could not write its part of --output '" +
+                  output + "' (its message says why); the file is incomplete");
+  std::string verdict = "skipped";
+  if (verify) {
+    verdict = "ok";
+    for (int o : outcomes)
+      if (o & 1) verdict = "fail";
   }
 
   const double pts = static_cast<double>(p.points());
@@ -290,7 +353,9 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     line += fmt::format(" bandwidth_fraction={:.3f}", moved / stream_triad_bytes_per_second(workers));
   }
   if (tb > 1) line += fmt::format(" tb={}", tb);
-  fmt::print("{}\n", line);
+  if (ranks > 1) line += fmt::format(" ranks={}", ranks);
+  // Across ranks only rank 0 prints it: the verdict is the job's, the seconds rank 0's run.
+  if (rank == 0) fmt::print("{}\n", line);
   return verdict == "fail" ? 1 : 0;
 }
 

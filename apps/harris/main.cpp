@@ -97,13 +97,11 @@ st::PipelineSpec harris_pipeline(const ordo::app::AppParams& p) {
 // The graph: the pipeline, the image loaded, `steps` iterations, R gathered.
 ordo::app::AppDesc::FastResult run_pipeline(const ordo::app::AppParams& p,
                                             const std::vector<double>& img,
-                                            const ordo::RuntimeOptions& runtime,
-                                            std::uint64_t steps,
+                                            ordo::Runtime& rt, std::uint64_t steps,
                                             const std::function<void(std::uint64_t)>& progress) {
   ordo::Graph g;
   st::Pipeline pipe(g, harris_pipeline(p));
   pipe.set("img", img);
-  ordo::Runtime rt(runtime);
   ordo::app::AppDesc::FastResult out;
   const std::uint64_t chunk =
       isatty(STDERR_FILENO) ? std::max<std::uint64_t>(1, steps / 50) : steps;
@@ -114,7 +112,7 @@ ordo::app::AppDesc::FastResult run_pipeline(const ordo::app::AppParams& p,
     if (chunk < steps) progress(done);
   }
   out.grid = pipe.get("R");
-  out.ranks = rt.ranks();
+  for (std::size_t b = 0; b < pipe.block_count(); ++b) out.block_home.push_back(pipe.home_rank("R", b));
   return out;
 }
 

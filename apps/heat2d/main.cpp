@@ -210,15 +210,27 @@ std::vector<double> gather(ordo::Graph& g, const Problem& p, const std::vector<B
 }
 
 
-// The hand-written graph: loads u0, runs, gathers.
+// The hand-written graph: loads u0, runs, gathers. Across ranks block b and its edge
+// locations live on rank b * ranks / blocks (like the stencil layer's placement), so a block's
+// step and export run on one rank and only the edges travel; the gathered grid holds the
+// final values on this rank's blocks only (block_home says which).
 ordo::app::AppDesc::FastResult run_handwritten(
-    const ordo::app::AppParams& ap, const std::vector<double>& u0,
-    const ordo::RuntimeOptions& runtime, std::uint64_t steps,
-    const std::function<void(std::uint64_t)>& progress) {
+    const ordo::app::AppParams& ap, const std::vector<double>& u0, ordo::Runtime& rt,
+    std::uint64_t steps, const std::function<void(std::uint64_t)>& progress) {
   Problem p{ap.size[0], ap.size[1], ap.blocks[0], ap.blocks[1]};
   const std::size_t bn = p.bn(), bm = p.bm();
   ordo::Graph g;
   auto blocks = build(g, p);
+  const std::size_t nb = blocks.size();
+  for (std::size_t i = 0; i < nb && rt.ranks() > 1; ++i) {
+    const auto r = static_cast<unsigned>(i * rt.ranks() / nb);
+    const Block& b = blocks[i];
+    g.set_home_rank(b.u, r);
+    if (b.has_north) g.set_home_rank(b.north, r);
+    if (b.has_south) g.set_home_rank(b.south, r);
+    if (b.has_west) g.set_home_rank(b.west, r);
+    if (b.has_east) g.set_home_rank(b.east, r);
+  }
   for (std::size_t r = 0; r < p.br; ++r)
     for (std::size_t c = 0; c < p.bc; ++c) {
       const Block& b = blocks[r * p.bc + c];
@@ -227,7 +239,6 @@ ordo::app::AppDesc::FastResult run_handwritten(
         std::memcpy(&u[i * bm], &u0[(r * bn + i) * p.m + c * bm], bm * sizeof(double));
       export_edges(g.data(b.u), bn, bm, b, [&](ordo::Location<double> l) { return g.data(l); });
     }
-  ordo::Runtime rt(runtime);
   ordo::app::AppDesc::FastResult out;
   const std::uint64_t chunk = isatty(STDERR_FILENO) ? std::max<std::uint64_t>(1, steps / 50) : steps;
   for (std::uint64_t done = 0; done < steps;) {
@@ -237,7 +248,7 @@ ordo::app::AppDesc::FastResult run_handwritten(
     if (chunk < steps) progress(done);
   }
   out.grid = gather(g, p, blocks);
-  out.ranks = rt.ranks();
+  for (const Block& b : blocks) out.block_home.push_back(g.home_rank(b.u));
   return out;
 }
 }  // namespace

@@ -18,7 +18,8 @@ import tempfile
 
 LINE = re.compile(
     r"^app=(\w+) size=(\d+(x\d+)*) blocks=(\d+(x\d+)*) iters=\d+ workers=\d+ seconds=[0-9.]+ "
-    r"gstencils=[0-9.]+ verify=(ok|fail|skipped)( bandwidth_fraction=[0-9.]+)?( tb=\d+)?$")
+    r"gstencils=[0-9.]+ verify=(ok|fail|skipped)( bandwidth_fraction=[0-9.]+)?( tb=\d+)?"
+    r"( ranks=\d+)?$")
 
 
 def run(argv):

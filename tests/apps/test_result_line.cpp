@@ -58,6 +58,14 @@ TEST_CASE("find_result picks the app's last valid result line out of other outpu
   CHECK_FALSE(find_result("", "heat2d"));
   CHECK_FALSE(find_result("app=heat2d seconds=1", "heat2d"));  // no gstencils
 
+  // Across ranks rank 0's line ends with ranks=R (docs/distributed.md).
+  auto ranked = find_result(
+      "app=heat2d size=8x8 blocks=2x2 iters=3 workers=1 seconds=0.1 gstencils=0.5 verify=ok "
+      "tb=2 ranks=4", "heat2d");
+  REQUIRE(ranked);
+  CHECK(ranked->fields.at("ranks") == "4");
+  CHECK(ranked->fields.at("tb") == "2");
+
   // Two valid lines: the last wins (an app printing a warm-up line first).
   auto two = find_result("app=heat2d gstencils=1\napp=heat2d gstencils=2", "heat2d");
   REQUIRE(two);

@@ -5,7 +5,10 @@
 
 Every case bounds each process it starts (subprocess timeouts) so that a bug fails the test
 instead of hanging it; exit 77 tells meson the case was skipped (with the reason printed).
+Other drivers import it for its helpers: run, ucx_env, the one-node Slurm cluster
+(slurm_cluster) and the network namespaces (netns_hosts).
 """
+import contextlib
 import os
 import re
 import shutil
@@ -14,8 +17,6 @@ import subprocess
 import sys
 import time
 
-ORDORUN, PINGPONG = sys.argv[1], sys.argv[2]
-CASE, ARGS = sys.argv[3], sys.argv[4:]
 SKIP = 77
 
 
@@ -387,10 +388,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def case_slurm():
+@contextlib.contextmanager
+def slurm_cluster():
     """One-node Slurm: munged, slurmctld and slurmd in the foreground as children of this test,
-    with their own key, socket, ports and state in a scratch directory; then ordorun inside an
-    salloc allocation hands the launch to srun --mpi=pmix and the ranks bootstrap via PMIx."""
+    with their own key, socket, ports and state in a scratch directory. Yields the environment
+    to run salloc/srun in (UCX over TCP on loopback); skips when Slurm or root is missing."""
     need = ["munged", "munge", "slurmctld", "slurmd", "srun", "salloc", "sinfo"]
     missing = [b for b in need if not shutil.which(b)]
     if missing:
@@ -470,13 +472,7 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubsc
             with open(os.path.join(scratch, "daemons.log")) as f:
                 print(f.read())
             fail("the one-node Slurm cluster did not come up (node state '%s')" % state)
-        p, _ = run(["salloc", "-n", "2", "--overcommit", ORDORUN, "-n", "2", PINGPONG, "--expect-bootstrap", "pmix"],
-                   env=env, timeout=120)
-        if p.returncode != 0:
-            fail("ordorun inside salloc exited %d" % p.returncode)
-        for r in range(2):
-            if not re.search(r"^%d: rank %d of 2 \(pmix\): received 28 messages" % (r, r), p.stdout, re.M):
-                fail("rank %d did not report 28 messages over PMIx with srun's label" % r)
+        yield env
         # Let slurmd's step daemons finish before slurmd goes, so none is left behind.
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -503,13 +499,29 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubsc
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def case_slurm():
+    """ordorun inside an salloc allocation of the one-node cluster hands the launch to
+    srun --mpi=pmix and the ranks bootstrap via PMIx."""
+    with slurm_cluster() as env:
+        p, _ = run(["salloc", "-n", "2", "--overcommit", ORDORUN, "-n", "2", PINGPONG, "--expect-bootstrap", "pmix"],
+                   env=env, timeout=120)
+        if p.returncode != 0:
+            fail("ordorun inside salloc exited %d" % p.returncode)
+        for r in range(2):
+            if not re.search(r"^%d: rank %d of 2 \(pmix\): received 28 messages" % (r, r), p.stdout, re.M):
+                fail("rank %d did not report 28 messages over PMIx with srun's label" % r)
+
+
 def sh(cmd):
     return subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30)
 
 
-def case_netns():
-    """Ranks in two network namespaces ("hosts") joined by veth pairs to a bridge in a third,
-    where ordorun runs; ordorun starts them through `ip netns exec` and UCX talks TCP."""
+@contextlib.contextmanager
+def netns_hosts(ordorun):
+    """Two network namespaces ("hosts") joined by veth pairs to a bridge in a third, where
+    ordorun runs. Yields (launch, env, hosts): the ordorun command line starting one rank on
+    each host through `ip netns exec` (append the program), the environment with UCX over TCP
+    on the veth device, and the two namespace names. Skips where namespaces are not permitted."""
     if not shutil.which("ip"):
         skip("iproute2's ip is not installed")
     tag = "o%d" % (os.getpid() % 100000)
@@ -540,8 +552,17 @@ def case_netns():
             if r.returncode != 0:
                 skip("network namespace setup failed (%s): %s" % (c.format(h=hub), r.stderr.strip()))
         env = ucx_env("tcp,self", devices="ordo0")
-        launch = ["ip", "netns", "exec", hub, ORDORUN, "--hosts", "%s:1,%s:1" % (a, b), "--rsh", "ip netns exec",
+        launch = ["ip", "netns", "exec", hub, ordorun, "--hosts", "%s:1,%s:1" % (a, b), "--rsh", "ip netns exec",
                   "--store-addr", "10.77.0.1", "--timeout", "90", "--timeout-startup", "20"]
+        yield launch, env, (a, b)
+    finally:
+        for ns in (a, b, hub):
+            sh("ip netns del %s" % ns)
+
+
+def case_netns():
+    """Ranks in two namespaces; ordorun starts them through `ip netns exec`, UCX talks TCP."""
+    with netns_hosts(ORDORUN) as (launch, env, (a, b)):
         mode = ARGS[0] if ARGS else "pingpong"
         if mode == "pingpong":
             p, _ = run(launch + [PINGPONG], env=env, timeout=120)
@@ -552,14 +573,14 @@ def case_netns():
                 fail("a killed remote rank must end the job non-zero within 10 s")
             if not re.search(r"rank 1 \(pid \d+ on host %s\) was killed by signal 9" % b, p.stderr):
                 fail("ordorun's message does not name rank 1 on host %s" % b)
-    finally:
-        for ns in (a, b, hub):
-            sh("ip netns del %s" % ns)
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-if CASE not in CASES:
-    print("unknown case %s; known: %s" % (CASE, ", ".join(sorted(CASES))))
-    sys.exit(2)
-CASES[CASE]()
-print("PASS")
+if __name__ == "__main__":
+    ORDORUN, PINGPONG = sys.argv[1], sys.argv[2]
+    CASE, ARGS = sys.argv[3], sys.argv[4:]
+    CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+    if CASE not in CASES:
+        print("unknown case %s; known: %s" % (CASE, ", ".join(sorted(CASES))))
+        sys.exit(2)
+    CASES[CASE]()
+    print("PASS")

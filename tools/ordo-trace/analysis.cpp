@@ -225,7 +225,12 @@ Summary summarize(const Trace& t) {
     }
 
   // Peers: bytes sent, and the minimum: per iteration, one copy of each location to every
-  // other rank that runs a task accessing it (a remote writer also sends it home).
+  // other rank that runs a task accessing it (a remote writer also sends it home). Iterations
+  // are counted per location (the most instances of a task accessing it): a trace may hold
+  // several graphs run for different numbers of iterations (an app's and its all_gather's).
+  std::vector<std::uint64_t> task_runs(r0.tasks.size(), 0);
+  for (const auto& [key, n] : per_task_count)
+    if (key.second < task_runs.size()) task_runs[key.second] = std::max(task_runs[key.second], n);
   std::map<std::pair<std::uint32_t, std::uint32_t>, PeerRow> peers;
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events)
@@ -239,14 +244,18 @@ Summary summarize(const Trace& t) {
   for (std::size_t l = 0; l < r0.locations.size(); ++l) {
     const LocationInfo& li = r0.locations[l];
     std::vector<bool> reads(s.ranks, false), writes(s.ranks, false);
-    for (const TaskInfo& ti : r0.tasks)
-      for (const Access& a : ti.accesses)
-        if (a.location == l && ti.rank < s.ranks) (a.write ? writes : reads)[ti.rank] = true;
+    std::uint64_t iterations = 0;
+    for (std::size_t ti = 0; ti < r0.tasks.size(); ++ti)
+      for (const Access& a : r0.tasks[ti].accesses)
+        if (a.location == l) {
+          iterations = std::max(iterations, task_runs[ti]);
+          if (r0.tasks[ti].rank < s.ranks) (a.write ? writes : reads)[r0.tasks[ti].rank] = true;
+        }
     std::uint64_t min = 0;
     for (std::uint32_t q = 0; q < s.ranks; ++q) {
       if (q == li.home) continue;
-      std::uint64_t out = (reads[q] || writes[q]) ? li.bytes * s.iterations : 0;
-      std::uint64_t back = writes[q] ? li.bytes * s.iterations : 0;
+      std::uint64_t out = (reads[q] || writes[q]) ? li.bytes * iterations : 0;
+      std::uint64_t back = writes[q] ? li.bytes * iterations : 0;
       min += out + back;
       if (out) {
         PeerRow& p = peers[{li.home, q}];

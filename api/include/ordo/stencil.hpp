@@ -157,7 +157,16 @@ class Stencil {
   // Gathers time level `level` as a global grid.
   std::vector<double> get(std::size_t level = 0) const;
   // Runs `steps` time steps (temporal blocking groups them by tb_depth).
+  // Across ranks (docs/distributed.md) the first run puts block b (row-major index over the
+  // block grid) and all its locations on rank b * ranks / block_count(): each rank holds a
+  // contiguous run of blocks, a slab when the first dimension has a block per rank. A job with
+  // more ranks than blocks is refused (Error) on every rank before anything runs. (A graph that
+  // already ran, e.g. through another stencil declared in it, keeps its placement.)
   RunStats run(Runtime& runtime, std::uint64_t steps);
+  std::size_t block_count() const;
+  // The rank holding block b's results, after the first run: across ranks get() returns the
+  // final values only on the blocks whose home_rank() is this rank (Runtime::rank()).
+  unsigned home_rank(std::size_t block) const;
   std::uint64_t steps_done() const;
   std::size_t points() const;  // product of size
 
@@ -281,6 +290,11 @@ class Pipeline {
   // Runs `iterations` iterations of the whole pipeline.
   RunStats run(Runtime& runtime, std::uint64_t iterations);
   std::size_t points() const;
+  std::size_t block_count() const;
+  // The rank holding block `block` (row-major over the block grid) of `grid`, after the first
+  // run: across ranks get(grid) returns the final values only on the blocks whose home_rank()
+  // is this rank (Runtime::rank()).
+  unsigned home_rank(const std::string& grid, std::size_t block) const;
 
  private:
   struct Impl;

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""The apps across ranks (multiprocess suite): same bits as one rank, one .npy written in slabs.
+
+  ranks_test.py ORDORUN det BIN CONFIGS -- ARGS...
+      CONFIGS: comma-separated RANKSxWORKERS:TLS (e.g. 2x1:shm,3x2:tcp). Every run starts from
+      one pseudo-random --input grid (read by every rank). One run on one rank writes the
+      reference .npy; then each config runs `ordorun -n RANKS BIN ARGS --workers W
+      --verify --output F` with UCX_TLS (shared memory or TCP on loopback) over a stale, longer
+      file F. Each must exit 0 with one result line (rank 0's) saying verify=ok ranks=RANKS,
+      and F must equal the one-rank file byte for byte (cmp).
+  ranks_test.py ORDORUN restart BIN RANKS -- ARGS...
+      3 steps across RANKS ranks to a file, 4 more from it (--input) across RANKS ranks: the
+      same bytes as 7 steps on one rank.
+  ranks_test.py ORDORUN too_few_blocks BIN RANKS -- ARGS...
+      more ranks than blocks: exit 2 and the message from every rank, no hang, no file.
+  ranks_test.py ORDORUN output_error BIN RANKS -- ARGS...
+      --output into a missing directory: every rank says so, exit 2, no hang.
+  ranks_test.py ORDORUN netns BIN -- ARGS...
+      two ranks in two network namespaces (ordorun --hosts --rsh "ip netns exec", UCX over TCP).
+  ranks_test.py ORDORUN mpirun BIN -- ARGS...      mpirun -n 2 (PMIx bootstrap)
+  ranks_test.py ORDORUN slurm BIN -- ARGS...       salloc -n 2 ordorun -n 2 (srun, PMIx) in a
+      one-node Slurm cluster stood up by the test.
+The launchers' set-up (namespaces, Slurm, UCX environment) is tests/comm/multiprocess.py's.
+"""
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "comm"))
+import multiprocess as mp  # noqa: E402  (run, fail, skip, ucx_env, netns_hosts, slurm_cluster)
+import app_test  # noqa: E402  (write_npy: an independent .npy writer)
+
+fail, run = mp.fail, mp.run
+LINE = re.compile(r"^(?:\[(\d+)\] |(\d+): )?(app=\S+ .*)$")
+
+
+def result_lines(out):
+    """The result lines of a job's stdout, with the rank prefix ordorun or srun added."""
+    return [m for m in (LINE.match(l) for l in out.splitlines()) if m]
+
+
+def check_job(p, ranks, what):
+    if p.returncode != 0:
+        fail("%s: exit %d" % (what, p.returncode))
+    lines = result_lines(p.stdout)
+    if len(lines) != 1:
+        fail("%s: expected one result line (rank 0's), got %d" % (what, len(lines)))
+    prefix = lines[0].group(1) or lines[0].group(2)
+    if prefix not in (None, "0"):
+        fail("%s: the result line comes from rank %s, not rank 0" % (what, prefix))
+    line = lines[0].group(3)
+    if "verify=" in line and " verify=ok" not in line and " verify=skipped" not in line:
+        fail("%s: %s" % (what, line))
+    if ranks > 1 and (" ranks=%d" % ranks) not in line:
+        fail("%s: the result line lacks ranks=%d: %s" % (what, ranks, line))
+    return line
+
+
+def same_file(a, b, what):
+    with open(a, "rb") as f:
+        x = f.read()
+    with open(b, "rb") as f:
+        y = f.read()
+    if x != y:
+        first = next((i for i in range(min(len(x), len(y))) if x[i] != y[i]), min(len(x), len(y)))
+        fail("%s: %s differs from the one-rank output (%d vs %d bytes, first difference at byte "
+             "%d)" % (what, b, len(y), len(x), first))
+
+
+def stale(path, size):
+    """A leftover file longer than the output, full of junk: the slab writers must replace it."""
+    with open(path, "wb") as f:
+        f.write(b"\xa5" * (size + 4096))
+
+
+def random_input(args, d):
+    """Every case starts from a pseudo-random grid (--input, read by every rank): the apps'
+    own initial grids are zero over whole slabs (heat2d, heat3d), where a slab left unwritten
+    or written from the wrong rows could go unnoticed."""
+    shape = [int(x) for x in args[args.index("--size") + 1].split("x")]
+    n = 1
+    for s in shape:
+        n *= s
+    rng = random.Random(20261121)
+    path = os.path.join(d, "input.npy")
+    app_test.write_npy(path, shape, [rng.uniform(-1.0, 1.0) for _ in range(n)])
+    return args + ["--input", path]
+
+
+def ordorun(n, argv, timeout=60):
+    return [ORDORUN, "--timeout", str(timeout), "--timeout-startup", "30", "-n", str(n)] + argv
+
+
+def case_det(binary, configs, args):
+    with tempfile.TemporaryDirectory() as d:
+        args = random_input(args, d)
+        ref = os.path.join(d, "ref.npy")
+        p, _ = run([binary] + args + ["--workers", "1", "--verify", "--output", ref])
+        line = check_job(p, 1, "one rank")
+        if "verify=ok" not in line:
+            fail("one rank: " + line)
+        size = os.path.getsize(ref)
+        for c in configs.split(","):
+            m = re.match(r"^(\d+)x(\d+):(shm|tcp)$", c)
+            if not m:
+                fail("bad config %r" % c)
+            n, w, tls = int(m.group(1)), m.group(2), m.group(3)
+            out = os.path.join(d, "out_%s.npy" % c.replace(":", "_"))
+            stale(out, size)
+            p, _ = run(ordorun(n, [binary] + args + ["--workers", w, "--verify", "--output", out]),
+                       env=mp.ucx_env(tls + ",self"), timeout=120)
+            line = check_job(p, n, c)
+            if "verify=ok" not in line:
+                fail("%s: %s" % (c, line))
+            same_file(ref, out, c)
+            print("%s: verify=ok, output identical to one rank" % c)
+
+
+def case_restart(binary, n, args):
+    n = int(n)
+    with tempfile.TemporaryDirectory() as d:
+        a, b, ref = (os.path.join(d, x + ".npy") for x in ("a", "b", "ref"))
+        first = random_input(args, d)
+        p, _ = run([binary] + first + ["--iters", "7", "--output", ref])
+        check_job(p, 1, "7 steps on one rank")
+        env = mp.ucx_env("shm,self")
+        p, _ = run(ordorun(n, [binary] + first + ["--iters", "3", "--output", a]), env=env)
+        check_job(p, n, "3 steps across ranks")
+        p, _ = run(ordorun(n, [binary] + args + ["--iters", "4", "--input", a, "--output", b,
+                                                 "--verify"]), env=env)
+        line = check_job(p, n, "4 more steps across ranks")
+        if "verify=ok" not in line:
+            fail(line)
+        same_file(ref, b, "3 + 4 steps across %d ranks" % n)
+        print("restart across %d ranks: identical to 7 steps on one rank" % n)
+
+
+def case_too_few_blocks(binary, n, args):
+    n = int(n)
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "never.npy")
+        p, elapsed = run(ordorun(n, [binary] + args + ["--workers", "1", "--output", out],
+                                 timeout=30), env=mp.ucx_env("shm,self"), timeout=60)
+        if p.returncode != 2:
+            fail("expected exit 2, got %d" % p.returncode)
+        for r in range(n):
+            if not re.search(r"^\[%d\] .*error: --blocks .* ranks: every rank needs at least one "
+                             r"block" % r, p.stderr, re.M):
+                fail("rank %d does not say why the decomposition does not fit" % r)
+        if os.path.exists(out):
+            fail("a refused run wrote %s" % out)
+        print("refused on every rank in %.1f s" % elapsed)
+
+
+def case_output_error(binary, n, args):
+    n = int(n)
+    p, _ = run(ordorun(n, [binary] + args + ["--workers", "1", "--output",
+                                             "/nonexistent-dir/never.npy"], timeout=30),
+               env=mp.ucx_env("shm,self"), timeout=60)
+    if p.returncode != 2:
+        fail("expected exit 2, got %d" % p.returncode)
+    for r in range(n):
+        if not re.search(r"^\[%d\] .*error: cannot write '/nonexistent-dir/never.npy'" % r,
+                         p.stderr, re.M):
+            fail("rank %d does not say it cannot write the output" % r)
+    print("every rank reports the failed write, exit 2")
+
+
+def reference(binary, args, d):
+    """The one-rank output from a random input; returns (its path, args with that input)."""
+    args = random_input(args, d)
+    ref = os.path.join(d, "ref.npy")
+    p, _ = run([binary] + args + ["--workers", "1", "--output", ref])
+    check_job(p, 1, "one rank")
+    return ref, args
+
+
+def case_netns(binary, args):
+    # Namespaces are joined to this host's file system: both ranks write the one file.
+    with tempfile.TemporaryDirectory() as d:
+        ref, args = reference(binary, args, d)
+        out = os.path.join(d, "out.npy")
+        stale(out, os.path.getsize(ref))
+        with mp.netns_hosts(ORDORUN) as (launch, env, hosts):
+            p, _ = run(launch + [binary] + args + ["--workers", "1", "--verify", "--output", out],
+                       env=env, timeout=120)
+        line = check_job(p, 2, "two namespaces")
+        if "verify=ok" not in line:
+            fail(line)
+        same_file(ref, out, "ranks in namespaces %s and %s" % hosts)
+        print("two namespaces: verify=ok, output identical to one rank")
+
+
+def case_mpirun(binary, args):
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        mp.skip("mpirun (openmpi-bin) is not installed")
+    with tempfile.TemporaryDirectory() as d:
+        ref, args = reference(binary, args, d)
+        out = os.path.join(d, "out.npy")
+        stale(out, os.path.getsize(ref))
+        cmd = [mpirun, "-n", "2", "--oversubscribe"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        p, _ = run(cmd + [binary] + args + ["--workers", "1", "--verify", "--output", out],
+                   env=mp.ucx_env("tcp,self"), timeout=120)
+        if p.returncode != 0 and "PMIx" in p.stderr and "initialisation" in p.stderr:
+            mp.skip("mpirun's PMIx server does not talk to this libpmix client: " +
+                    p.stderr.strip()[:300])
+        line = check_job(p, 2, "mpirun -n 2")
+        if "verify=ok" not in line:
+            fail(line)
+        same_file(ref, out, "mpirun -n 2")
+        print("mpirun -n 2: verify=ok, output identical to one rank")
+
+
+def case_slurm(binary, args):
+    with tempfile.TemporaryDirectory() as d:
+        ref, args = reference(binary, args, d)
+        out = os.path.join(d, "out.npy")
+        stale(out, os.path.getsize(ref))
+        with mp.slurm_cluster() as env:
+            p, _ = run(["salloc", "-n", "2", "--overcommit", ORDORUN, "-n", "2", binary] + args +
+                       ["--workers", "1", "--verify", "--output", out], env=env, timeout=120)
+        line = check_job(p, 2, "salloc -n 2 ordorun -n 2")
+        if "verify=ok" not in line:
+            fail(line)
+        same_file(ref, out, "Slurm, 2 ranks")
+        print("Slurm (srun, PMIx), 2 ranks: verify=ok, output identical to one rank")
+
+
+def main():
+    global ORDORUN
+    ORDORUN, case = sys.argv[1], sys.argv[2]
+    rest = sys.argv[3:]
+    sep = rest.index("--")
+    pos, args = rest[:sep], rest[sep + 1:]
+    cases = {"det": case_det, "restart": case_restart, "too_few_blocks": case_too_few_blocks,
+             "output_error": case_output_error,
+             "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
+    if case not in cases:
+        fail("unknown case %s" % case)
+    cases[case](*pos, args)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
