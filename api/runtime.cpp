@@ -80,7 +80,13 @@ struct Runtime::Impl {
   // (flushed, end record) when the run returns, also when a body threw.
   template <class F>
   std::uint64_t traced(Graph& graph, rt::Engine& engine, std::uint64_t iterations, F&& body) {
-    if (!recorder) return body();
+    // Across ranks every run starts with a barrier, traced or not (so ranks that disagree on
+    // tracing cannot pair a barrier with another control round): once it returns, every rank's
+    // recorder is attached before any rank's first GRANT of the run can reach it.
+    if (!recorder) {
+      engine.barrier();
+      return body();
+    }
     rt::trace::Placement place;  // where tasks run and locations live, for minimum bytes
     const rt::Graph& g = graph.impl().graph;
     for (std::uint32_t l = 0; l < g.locations().size(); ++l)
@@ -92,6 +98,7 @@ struct Runtime::Impl {
     engine.set_trace(recorder.get());
     std::uint64_t done = 0;
     try {
+      engine.barrier();
       done = body();
     } catch (...) {
       engine.set_trace(nullptr);

@@ -166,6 +166,13 @@ class Engine final : public sched::Executor {
     std::lock_guard lock(trace_mu_);
     trace_ = recorder;
   }
+  // Across ranks, returns once every rank has called it (one control round); a no-op in one
+  // process. The Runtime calls it at the start of every run, after attaching a recorder, so that
+  // no rank's first GRANT of a run reaches a rank whose recorder is not attached yet (it would
+  // go untraced: a grant short in the trace).
+  void barrier() {
+    if (net_) exchange({});
+  }
 
  private:
   struct alignas(64) LockState {
