@@ -313,10 +313,15 @@ int run_ranks(const RanksOptions& o) {
     for (RankSystem& s : systems) {
       if (s.argv.empty() || !s.failure.empty()) continue;
       Output out = run_command(s.argv, o.timeout_s);
-      // Every rank of an ordo job prints its line (its own run time over the whole grid); the
-      // slowest rank is the job's speed. mpirun's ranks print one line (rank 0).
+      // Rank 0 prints the job's line (an ordo job's ranks end together at the run's closing
+      // barrier; docs/distributed.md), with ranks=R across ranks; so do mpirun's. Should
+      // several ranks print, the slowest counts.
       auto res = ordo::bench::find_rank_results(out.text, o.app);
-      if (out.status != 0 || res.empty() || (s.name == "ordo-ranks" && res.size() != s.ranks)) {
+      const bool ranks_ok =
+          s.name != "ordo-ranks" ||
+          (!res.empty() && res[0].fields.count("ranks") &&
+           res[0].fields.at("ranks") == std::to_string(s.ranks));
+      if (out.status != 0 || res.empty() || !ranks_ok) {
         s.failure = out.status != 0 ? "rc=" + std::to_string(out.status) : "no_result_line";
         std::fprintf(stderr, "ordo-bench-stencil: %s failed (%s); its last output:\n%s\n",
                      s.name.c_str(), s.failure.c_str(), last_lines(out.text, 8).c_str());
