@@ -37,6 +37,7 @@
 #include <set>
 #include <utility>
 #include <string>
+#include <thread>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -277,6 +278,18 @@ std::size_t l2_bytes() {
 }
 std::size_t llc_bytes() {
   static const std::size_t v = cache_bytes(3, _SC_LEVEL3_CACHE_SIZE, l2_bytes());
+  return v;
+}
+// Default working-set budget of a cache tile: half of a core's share of the last-level cache,
+// at least the L2. Measured on the 2-core EPYC (1 MiB L2, 32 MiB L3 victim cache): heat3d
+// 384^3 at depth 8 ran 1.1-1.3x faster with 8 MiB tiles than with 1 MiB ones (the L2 forces
+// narrow cross-sections whose re-read rim costs more than L3 hits). heat2d cuts no
+// cross-section at either budget.
+std::size_t default_tile_bytes() {
+  static const std::size_t v = [] {
+    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    return std::max(l2_bytes(), llc_bytes() / (2 * cores));
+  }();
   return v;
 }
 
@@ -571,7 +584,7 @@ void Stencil::Impl::compute(Context& ctx, const BlockState& b) const {
   for (std::size_t k = 0; k < d; ++k)
     padded[k] = pad.ext[k] + 2 * static_cast<std::ptrdiff_t>(pad.h);
   const double point_bytes = 8.0 * static_cast<double>(nb + spec.aux_grids);
-  const double budget = static_cast<double>(spec.tile_bytes ? spec.tile_bytes : l2_bytes());
+  const double budget = static_cast<double>(spec.tile_bytes ? spec.tile_bytes : default_tile_bytes());
   const auto lag = static_cast<std::ptrdiff_t>(spec.halo);
   const Tiling t = choose_tiling(d, padded, S, lag, lag, point_bytes, budget);
   if (t.dims == 0) {

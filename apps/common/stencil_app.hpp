@@ -117,6 +117,16 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->type_name("FILE");
+  std::string stores = "auto";
+  std::size_t tile_bytes = 0;
+  cli.add_option("--stores", stores,
+                 "output stores: auto (streaming when the grid exceeds the last-level cache), "
+                 "cached or streaming (non-temporal; Jacobi apps)")
+      ->check(CLI::IsMember({"auto", "cached", "streaming"}))
+      ->capture_default_str();
+  cli.add_option("--tile-bytes", tile_bytes,
+                 "working set of one temporal-blocking cache tile (0: automatic)")
+      ->capture_default_str();
   if (app.has_order)
     cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
         ->capture_default_str();
@@ -163,6 +173,13 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   spec.size = p.size;
   spec.blocks = p.blocks;
   spec.tb_depth = tb;
+  spec.tile_bytes = tile_bytes;
+  if (stores == "streaming" && !app.supports_tb)
+    throw Error("--stores streaming: " + app.name + " is a Gauss-Seidel sweep, whose kernel "
+                "reads its output; use --stores auto or cached");
+  spec.stores = stores == "cached"      ? stencil::Stores::cached
+                : stores == "streaming" ? stencil::Stores::streaming
+                                        : stencil::Stores::automatic;
   stencil::Kernel kernel = app.kernel(p);
   const bool fast = app.fast_path && tb == 1;
   ordo::Graph g;
