@@ -183,7 +183,7 @@ void check(Spec& s) {
     if (s.stores == Stores::streaming)
       throw Error("stencil '" + s.name +
                   "': streaming stores need Jacobi traversal (a Gauss-Seidel kernel reads its "
-                  "output); use Stores::automatic or Stores::cached");
+                  "output); use Stores::cached");
     if (s.tb_depth != 1)
       throw Error("temporal blocking (depth " + std::to_string(s.tb_depth) +
                   ") needs Jacobi traversal; Gauss-Seidel runs with depth 1");
@@ -766,13 +766,7 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.bgrid = m.spec.blocks;
   for (std::size_t k = 0; k < m.d; ++k) m.bext.push_back(m.spec.size[k] / m.spec.blocks[k]);
   m.declare();
-  // Streaming pays when the output is evicted before it is read again: when all buffers
-  // together exceed the last-level cache.
-  const double all = 8.0 * static_cast<double>(m.pad.count) *
-                     static_cast<double>((m.nb + m.spec.aux_grids) * m.blocks.size());
-  m.streaming = m.spec.traversal == Traversal::jacobi &&
-                (m.spec.stores == Stores::streaming ||
-                 (m.spec.stores == Stores::automatic && all > static_cast<double>(llc_bytes())));
+  m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
 }
 
 Stencil::~Stencil() = default;

@@ -117,12 +117,12 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->type_name("FILE");
-  std::string stores = "auto";
+  std::string stores = "cached";
   std::size_t tile_bytes = 0;
   cli.add_option("--stores", stores,
-                 "output stores: auto (streaming when the grid exceeds the last-level cache), "
-                 "cached or streaming (non-temporal; Jacobi apps)")
-      ->check(CLI::IsMember({"auto", "cached", "streaming"}))
+                 "output stores: cached, or streaming (non-temporal, through a per-thread "
+                 "scratch; Jacobi apps)")
+      ->check(CLI::IsMember({"cached", "streaming"}))
       ->capture_default_str();
   cli.add_option("--tile-bytes", tile_bytes,
                  "working set of one temporal-blocking cache tile (0: automatic)")
@@ -176,10 +176,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   spec.tile_bytes = tile_bytes;
   if (stores == "streaming" && !app.supports_tb)
     throw Error("--stores streaming: " + app.name + " is a Gauss-Seidel sweep, whose kernel "
-                "reads its output; use --stores auto or cached");
-  spec.stores = stores == "cached"      ? stencil::Stores::cached
-                : stores == "streaming" ? stencil::Stores::streaming
-                                        : stencil::Stores::automatic;
+                "reads its output; use --stores cached");
+  spec.stores = stores == "streaming" ? stencil::Stores::streaming : stencil::Stores::cached;
   stencil::Kernel kernel = app.kernel(p);
   const bool fast = app.fast_path && tb == 1;
   ordo::Graph g;
