@@ -153,6 +153,16 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->type_name("FILE");
+  std::string stores = "cached";
+  std::size_t tile_bytes = 0;
+  cli.add_option("--stores", stores,
+                 "output stores: cached, or streaming (non-temporal, through a per-thread "
+                 "scratch; Jacobi apps)")
+      ->check(CLI::IsMember({"cached", "streaming"}))
+      ->capture_default_str();
+  cli.add_option("--tile-bytes", tile_bytes,
+                 "working set of one temporal-blocking cache tile (0: automatic)")
+      ->capture_default_str();
   if (app.has_order)
     cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
         ->capture_default_str();
@@ -198,6 +208,11 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   spec.size = p.size;
   spec.blocks = p.blocks;
   spec.tb_depth = tb;
+  spec.tile_bytes = tile_bytes;
+  if (stores == "streaming" && !app.supports_tb)
+    throw Error("--stores streaming: " + app.name + " is a Gauss-Seidel sweep, whose kernel "
+                "reads its output; use --stores cached");
+  spec.stores = stores == "streaming" ? stencil::Stores::streaming : stencil::Stores::cached;
   stencil::Kernel kernel = app.kernel(p);
   const bool fast = app.fast_path && tb == 1;
   ordo::Graph g;

@@ -6,6 +6,7 @@
 // exported, where they land, when) and its reference().
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cstring>
 #include <random>
 
@@ -135,6 +136,11 @@ Case random_case(std::mt19937& rng, bool gauss_seidel) {
   s.aux_grids = static_cast<std::size_t>(pick(0, 1));
   s.tb_depth = gauss_seidel || d > 3 ? 1 : static_cast<std::size_t>(pick(1, 3));
   s.fixed_value = fixed_at;
+  // Cache tiles of temporal blocking (0: automatic, i.e. one tile here; 1: the smallest
+  // skewed tiles) and streaming stores (Jacobi only).
+  s.tile_bytes = std::array<std::size_t, 4>{0, 1, 1 << 9, 1 << 12}[static_cast<std::size_t>(pick(0, 3))];
+  if (!gauss_seidel)
+    s.stores = pick(0, 1) ? st::Stores::streaming : st::Stores::cached;
   const std::size_t H = s.halo * s.tb_depth;
   const int max_blocks = d >= 4 ? 2 : 3;
   for (std::size_t k = 0; k < d; ++k) {
@@ -157,7 +163,8 @@ std::string describe(const st::Spec& s) {
   t += " halo=" + std::to_string(s.halo) + " offsets=" + std::to_string(s.neighbourhood.size()) +
        " periodic=" + std::to_string(s.boundary == st::Boundary::periodic) +
        " levels=" + std::to_string(s.time_levels) + " aux=" + std::to_string(s.aux_grids) +
-       " tb=" + std::to_string(s.tb_depth) +
+       " tb=" + std::to_string(s.tb_depth) + " tile_bytes=" + std::to_string(s.tile_bytes) +
+       " streaming=" + std::to_string(s.stores == st::Stores::streaming) +
        " gs=" + std::to_string(s.traversal == st::Traversal::gauss_seidel);
   return t;
 }
@@ -241,6 +248,72 @@ TEST_CASE("temporal blocking is bit-identical to depth 1", "[stencil]") {
     a.run(rt, 11);
     b.run(rt, 11);
     CHECK(same_bits(a.get(), b.get()));
+  }
+}
+
+TEST_CASE("cache tiles and streaming stores keep temporal blocking bit-identical",
+          "[stencil]") {
+  // Blocks far larger than the tiles, so that every step of a group is cut into many skewed
+  // tiles (and, streaming, into pieces), against the untiled depth-1 run with cached stores.
+  std::mt19937 rng(4242);
+  ordo::Runtime rt({.workers = 2});
+  struct Shape {
+    std::vector<std::size_t> size, blocks;
+    std::vector<st::Offset> nb;
+    st::Boundary boundary;
+    std::size_t levels;
+  };
+  const std::vector<Shape> shapes{
+      {{64, 50}, {2, 2}, st::von_neumann(2, 1), st::Boundary::fixed, 1},
+      {{40, 36}, {2, 1}, st::moore(2, 1), st::Boundary::periodic, 2},
+      {{20, 18, 16}, {2, 1, 2}, st::von_neumann(3, 1), st::Boundary::fixed, 1},
+      {{18, 16, 22}, {1, 2, 1}, st::moore(3, 1), st::Boundary::periodic, 1},
+      {{48, 40}, {2, 2}, st::von_neumann(2, 2), st::Boundary::fixed, 1},
+  };
+  for (const Shape& sh : shapes) {
+    Case c;
+    c.spec.size = sh.size;
+    c.spec.blocks = sh.blocks;
+    c.spec.neighbourhood = sh.nb;
+    c.spec.boundary = sh.boundary;
+    c.spec.time_levels = sh.levels;
+    c.spec.fixed_value = fixed_at;
+    c.spec.stores = st::Stores::cached;
+    c.weights.assign(c.spec.neighbourhood.size() + 2, 0.9 / double(sh.nb.size() + 2));
+    std::size_t n = 1;
+    for (auto e : sh.size) n *= e;
+    std::vector<std::vector<double>> init(sh.levels, std::vector<double>(n));
+    for (auto& l : init)
+      for (auto& v : l) v = std::uniform_real_distribution<double>(0, 1)(rng);
+    ordo::Graph g1;
+    st::Stencil a(g1, c.spec, make_kernel(c));
+    for (std::size_t l = 0; l < sh.levels; ++l) a.set(init[l], l);
+    a.run(rt, 17);
+    const std::vector<double> want = a.get();
+    std::size_t min_ext = 1000;
+    for (std::size_t k = 0; k < sh.size.size(); ++k)
+      min_ext = std::min(min_ext, sh.size[k] / sh.blocks[k]);
+    for (std::size_t depth : {1u, 2u, 4u, 8u}) {
+      for (std::size_t tile : {std::size_t{1}, std::size_t{3000}, std::size_t{40000}}) {
+        for (st::Stores stores : {st::Stores::cached, st::Stores::streaming}) {
+          Case cd = c;
+          cd.spec.tb_depth = depth;
+          cd.spec.tile_bytes = tile;
+          cd.spec.stores = stores;
+          const std::size_t reach = sh.nb == st::von_neumann(2, 2) ? 2 : 1;
+          if (reach * depth > min_ext) continue;  // the halo D*h must fit in a block
+          INFO("shape " << sh.size.size() << "-d depth " << depth << " tile_bytes " << tile
+                        << " streaming " << (stores == st::Stores::streaming));
+          ordo::Graph g2;
+          st::Stencil b(g2, cd.spec, make_kernel(cd));
+          for (std::size_t l = 0; l < sh.levels; ++l) b.set(init[l], l);
+          b.run(rt, 5);  // a partial group, then the rest
+          b.run(rt, 12);
+          CHECK(same_bits(b.get(), want));
+          if (sh.levels > 1) CHECK(same_bits(b.get(1), a.get(1)));
+        }
+      }
+    }
   }
 }
 

@@ -63,6 +63,16 @@ enum class Traversal {
   gauss_seidel,  // in place, lexicographic order: earlier points already updated
 };
 
+// How the output of a step reaches memory (docs/stencil.md, "Memory traffic").
+enum class Stores {
+  cached,  // the kernel writes Block::out directly (ordinary stores); the default
+  // The kernel writes cache-sized pieces of its range into a per-thread scratch that the layer
+  // copies out with non-temporal stores: no write-allocate read of the output, so a Jacobi
+  // sweep moves 16 bytes per point instead of 24. Jacobi only; the kernel must write every
+  // point of its range and must not read Block::out (true of any Jacobi kernel).
+  streaming,
+};
+
 // A global coordinate outside the grid, slowest dimension first.
 using Coord = std::span<const std::int64_t>;
 
@@ -87,6 +97,13 @@ struct Spec {
   // Temporal blocking depth D (papers/004 §7.3): halos of D*h, exchanged once every D steps,
   // the overlap recomputed. Results are bit-identical to D = 1. Jacobi only.
   std::size_t tb_depth = 1;
+  // Temporal blocking tiles each block so that the D steps of a tile run out of the cache:
+  // skewed (time-skewed, parallelogram) tiles over the slowest dimensions, whose working set
+  // (all time levels, coefficient grids) is at most tile_bytes. 0: automatic (docs/stencil.md).
+  std::size_t tile_bytes = 0;
+  // cached is the default: on the 2-core EPYC the copy through the scratch cost more than the
+  // write-allocate it saves (docs/stencil.md); streaming is there to measure elsewhere.
+  Stores stores = Stores::cached;
 };
 
 // What the kernel sees for one step of one block. Coordinates are block-local: 0 is the
@@ -97,6 +114,9 @@ struct Block {
   std::array<std::ptrdiff_t, kMaxDims> stride{};  // elements between neighbours in dimension d
   // The points to compute: lo[d] <= x[d] < hi[d]. With temporal blocking this range extends
   // into the halo (the recomputed overlap); it never leaves the grid for fixed boundaries.
+  // One step of a block may come as several calls over parts of its range (cache tiles,
+  // streaming pieces): a kernel computes each point of its range from `in` and writes it to
+  // `out`, whatever the range.
   std::array<std::ptrdiff_t, kMaxDims> lo{}, hi{};
   std::array<std::int64_t, kMaxDims> origin{};  // global coordinate of local point 0
   // in[0] = u^t (newest), in[1] = u^{t-1}, ... For Gauss-Seidel in[0] == out.
