@@ -52,6 +52,9 @@ struct AppDesc {
   // Completes "--tb D: <name> ..." when supports_tb is false.
   std::string no_tb_reason =
       "is a Gauss-Seidel sweep; temporal blocking applies to Jacobi apps only";
+  // Whether the app runs on the single-stage layer, whose stores and cache tiles --stores and
+  // --tile-bytes tune; an app that does not (harris: a pipeline) does not offer them.
+  bool layer_tuning = true;
   std::function<stencil::Spec(const AppParams&)> spec;
   std::function<stencil::Kernel(const AppParams&)> kernel;
   // The initial newest level when no --input is given.
@@ -155,14 +158,16 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       ->type_name("FILE");
   std::string stores = "cached";
   std::size_t tile_bytes = 0;
-  cli.add_option("--stores", stores,
-                 "output stores: cached, or streaming (non-temporal, through a per-thread "
-                 "scratch; Jacobi apps)")
-      ->check(CLI::IsMember({"cached", "streaming"}))
-      ->capture_default_str();
-  cli.add_option("--tile-bytes", tile_bytes,
-                 "working set of one temporal-blocking cache tile (0: automatic)")
-      ->capture_default_str();
+  if (app.layer_tuning) {
+    cli.add_option("--stores", stores,
+                   "output stores: cached, or streaming (non-temporal, through a per-thread "
+                   "scratch; Jacobi apps)")
+        ->check(CLI::IsMember({"cached", "streaming"}))
+        ->capture_default_str();
+    cli.add_option("--tile-bytes", tile_bytes,
+                   "working set of one temporal-blocking cache tile (0: automatic)")
+        ->capture_default_str();
+  }
   if (app.has_order)
     cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
         ->capture_default_str();

@@ -186,6 +186,7 @@ int main(int argc, char** argv) {
   app.default_size = "2048x2048";
   app.default_blocks = "4x4";
   app.supports_tb = false;
+  app.layer_tuning = false;  // no --stores / --tile-bytes: the pipeline has its own buffers
   app.no_tb_reason =
       "is a multi-stage pipeline that recomputes the same frame every iteration; temporal "
       "blocking applies to single-stage stencils only";
