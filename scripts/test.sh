@@ -12,6 +12,8 @@ meson test -C build --print-errorlogs --num-processes 2
 if [ ! -f build-tsan/build.ninja ]; then
   meson setup build-tsan --buildtype=debugoptimized -Db_sanitize=thread -Db_lundef=false >/dev/null
 fi
+# Regenerate first, so the introspection below sees tests added since the last build there.
+ninja -C build-tsan build.ninja >/dev/null
 # Only what the 'tsan' suite runs is built there (its test programs and what they depend on):
 # the apps, benchmarks and tools are covered by the release build above.
 tsan_targets=$(python3 - build-tsan <<'PY'
