@@ -26,6 +26,8 @@
 // was computed from data of the same group: bit-identical to D = 1.
 #include <ordo/stencil.hpp>
 
+#include "stencil_geometry.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,81 +51,7 @@ namespace {
 
 constexpr std::size_t kHeader = 8;  // doubles before the first buffer (keeps 64-byte strides)
 
-using Ix = std::array<std::ptrdiff_t, kMaxDims>;
-
-std::string join(const std::vector<std::size_t>& v) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
-  return s;
-}
-
-// Calls f(x) for every x in [lo, hi) (d dimensions), lexicographic order.
-template <class F>
-void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
-  for (std::size_t i = 0; i < d; ++i)
-    if (hi[i] <= lo[i]) return;
-  Ix x = lo;
-  for (;;) {
-    f(x);
-    std::size_t i = d;
-    for (;;) {
-      if (i == 0) return;
-      --i;
-      if (++x[i] < hi[i]) break;
-      x[i] = lo[i];
-    }
-  }
-}
-
-// Geometry of one padded buffer.
-struct Pad {
-  std::size_t d = 0;
-  std::size_t h = 0;  // halo depth H
-  Ix ext{};           // owned extent B per dimension
-  Ix stride{};
-  std::size_t count = 0;  // prod(B + 2H)
-  std::ptrdiff_t base = 0;  // index of local point 0
-
-  Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
-      : d(dims), h(halo) {
-    std::ptrdiff_t s = 1;
-    for (std::size_t i = d; i-- > 0;) {
-      ext[i] = static_cast<std::ptrdiff_t>(block[i]);
-      stride[i] = s;
-      s *= ext[i] + 2 * static_cast<std::ptrdiff_t>(h);
-    }
-    count = static_cast<std::size_t>(s);
-    for (std::size_t i = 0; i < d; ++i) base += static_cast<std::ptrdiff_t>(h) * stride[i];
-  }
-  std::ptrdiff_t at(const Ix& x) const {
-    std::ptrdiff_t a = base;
-    for (std::size_t i = 0; i < d; ++i) a += x[i] * stride[i];
-    return a;
-  }
-};
-
-// Copies the box [lo, hi) of a padded buffer to or from a packed array, row by row.
-void box_copy(const Pad& p, double* buf, const Ix& lo, const Ix& hi, double* packed, bool pack) {
-  Ix rlo = lo, rhi = hi;
-  const std::size_t last = p.d - 1;
-  const std::size_t len = static_cast<std::size_t>(hi[last] - lo[last]);
-  rhi[last] = lo[last] + 1;
-  std::size_t k = 0;
-  for_each_point(p.d, rlo, rhi, [&](const Ix& x) {
-    double* row = buf + p.at(x);
-    if (pack)
-      std::memcpy(packed + k, row, len * sizeof(double));
-    else
-      std::memcpy(row, packed + k, len * sizeof(double));
-    k += len;
-  });
-}
-
-std::size_t box_count(std::size_t d, const Ix& lo, const Ix& hi) {
-  std::size_t n = 1;
-  for (std::size_t i = 0; i < d; ++i) n *= static_cast<std::size_t>(hi[i] - lo[i]);
-  return n;
-}
+using namespace geometry;
 
 // Sender's edge region towards direction o, and the receiver's halo region for it.
 void send_box(const Pad& p, const Ix& o, Ix& lo, Ix& hi) {
@@ -430,6 +358,9 @@ struct Stencil::Impl {
   double* buf(std::span<double> main, std::size_t index) const {
     return main.data() + kHeader + index * pad.count;
   }
+  const double* buf(std::span<const double> main, std::size_t index) const {
+    return main.data() + kHeader + index * pad.count;
+  }
   std::size_t block_index(const Ix& c) const {
     std::size_t i = 0;
     for (std::size_t k = 0; k < d; ++k) i = i * bgrid[k] + static_cast<std::size_t>(c[k]);
@@ -544,8 +475,8 @@ void Stencil::Impl::compute(Context& ctx, const BlockState& b) const {
     halo_box(pad, o, lo, hi);
     const std::size_t n = box_count(d, lo, hi);
     for (std::size_t l = 0; l < levels; ++l)
-      box_copy(pad, buf(main, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
-               const_cast<double*>(src.data() + l * n), false);  // safety: unpack only reads
+      unpack_box(pad, buf(main, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
+                 src.data() + l * n);
   }
   Block blk;
   blk.dims = d;
@@ -707,15 +638,13 @@ void Stencil::Impl::pack_exports(
     std::span<const double> main, const BlockState& b,
     const std::function<std::span<double>(Location<double>)>& out) const {
   const auto rot = static_cast<std::uint64_t>(main[0]);
-  // safety: pack only reads the buffer; box_copy takes one pointer type for both directions.
-  std::span<double> m(const_cast<double*>(main.data()), main.size());
   for (const Export& e : b.exports) {
     std::span<double> dst = out(e.loc);
     Ix lo{}, hi{};
     send_box(pad, e.dir, lo, hi);
     for (std::size_t l = 0; l < levels; ++l)
-      box_copy(pad, buf(m, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
-               dst.data() + l * e.count, true);
+      pack_box(pad, buf(main, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
+               dst.data() + l * e.count);
   }
 }
 

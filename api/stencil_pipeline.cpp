@@ -37,6 +37,8 @@
 // done: no barrier between stages.
 #include <ordo/stencil.hpp>
 
+#include "stencil_geometry.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -48,91 +50,7 @@ namespace ordo::stencil {
 
 namespace {
 
-using Ix = std::array<std::ptrdiff_t, kMaxDims>;
-
-std::string join(const std::vector<std::size_t>& v) {
-  std::string s;
-  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
-  return s;
-}
-
-// Calls f(x) for every x in [lo, hi) (d dimensions), lexicographic order.
-template <class F>
-void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
-  for (std::size_t i = 0; i < d; ++i)
-    if (hi[i] <= lo[i]) return;
-  Ix x = lo;
-  for (;;) {
-    f(x);
-    std::size_t i = d;
-    for (;;) {
-      if (i == 0) return;
-      --i;
-      if (++x[i] < hi[i]) break;
-      x[i] = lo[i];
-    }
-  }
-}
-
-// Geometry of one padded block buffer (the same for every grid of a pipeline).
-struct Pad {
-  std::size_t d = 0;
-  std::ptrdiff_t h = 0;  // padding H on every side
-  Ix ext{};              // owned extent per dimension
-  Ix stride{};
-  std::size_t count = 0;    // prod(B + 2H)
-  std::ptrdiff_t base = 0;  // index of local point 0
-
-  Pad() = default;
-  Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
-      : d(dims), h(static_cast<std::ptrdiff_t>(halo)) {
-    std::ptrdiff_t s = 1;
-    for (std::size_t i = d; i-- > 0;) {
-      ext[i] = static_cast<std::ptrdiff_t>(block[i]);
-      stride[i] = s;
-      s *= ext[i] + 2 * h;
-    }
-    count = static_cast<std::size_t>(s);
-    for (std::size_t i = 0; i < d; ++i) base += h * stride[i];
-  }
-  std::ptrdiff_t at(const Ix& x) const {
-    std::ptrdiff_t a = base;
-    for (std::size_t i = 0; i < d; ++i) a += x[i] * stride[i];
-    return a;
-  }
-};
-
-std::size_t box_count(std::size_t d, const Ix& lo, const Ix& hi) {
-  std::size_t n = 1;
-  for (std::size_t i = 0; i < d; ++i) n *= static_cast<std::size_t>(hi[i] - lo[i]);
-  return n;
-}
-
-// Packs the box [lo, hi) of a padded buffer into `packed`, row by row.
-void pack_box(const Pad& p, const double* buf, const Ix& lo, const Ix& hi, double* packed) {
-  Ix rhi = hi;
-  const std::size_t last = p.d - 1;
-  const auto len = static_cast<std::size_t>(hi[last] - lo[last]);
-  rhi[last] = lo[last] + 1;
-  std::size_t k = 0;
-  for_each_point(p.d, lo, rhi, [&](const Ix& x) {
-    std::memcpy(packed + k, buf + p.at(x), len * sizeof(double));
-    k += len;
-  });
-}
-
-// The inverse of pack_box.
-void unpack_box(const Pad& p, double* buf, const Ix& lo, const Ix& hi, const double* packed) {
-  Ix rhi = hi;
-  const std::size_t last = p.d - 1;
-  const auto len = static_cast<std::size_t>(hi[last] - lo[last]);
-  rhi[last] = lo[last] + 1;
-  std::size_t k = 0;
-  for_each_point(p.d, lo, rhi, [&](const Ix& x) {
-    std::memcpy(buf + p.at(x), packed + k, len * sizeof(double));
-    k += len;
-  });
-}
+using namespace geometry;
 
 // The sender's edge region of width h towards direction o.
 void send_box(const Pad& p, std::ptrdiff_t h, const Ix& o, Ix& lo, Ix& hi) {
@@ -471,8 +389,8 @@ void Pipeline::Impl::import_halo(Context& ctx, std::size_t gi, std::size_t b) co
 void Pipeline::Impl::fill(double* dst, const Grid& g, std::size_t b, const double* global) const {
   Ix lo{}, hi{};
   for (std::size_t k = 0; k < d; ++k) {
-    lo[k] = -pad.h;
-    hi[k] = pad.ext[k] + pad.h;
+    lo[k] = -static_cast<std::ptrdiff_t>(pad.h);
+    hi[k] = pad.ext[k] + static_cast<std::ptrdiff_t>(pad.h);
   }
   std::array<std::int64_t, kMaxDims> gc{};
   for_each_point(d, lo, hi, [&](const Ix& x) {

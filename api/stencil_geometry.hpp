@@ -1,0 +1,108 @@
+// Index geometry shared by the stencil layer's single-stage stencils (stencil.cpp) and its
+// pipelines (stencil_pipeline.cpp): padded block buffers, boxes inside them, and packing a box
+// to or from a contiguous array (the halo exports). Internal to api/; not installed.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <ordo/stencil.hpp>
+
+namespace ordo::stencil::geometry {
+
+using Ix = std::array<std::ptrdiff_t, kMaxDims>;
+
+// "8x6x4": a shape as the command lines and error messages write it.
+inline std::string join(const std::vector<std::size_t>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "x" : "") + std::to_string(v[i]);
+  return s;
+}
+
+// Calls f(x) for every x in [lo, hi) (d dimensions), lexicographic order.
+template <class F>
+void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
+  for (std::size_t i = 0; i < d; ++i)
+    if (hi[i] <= lo[i]) return;
+  Ix x = lo;
+  for (;;) {
+    f(x);
+    std::size_t i = d;
+    for (;;) {
+      if (i == 0) return;
+      --i;
+      if (++x[i] < hi[i]) break;
+      x[i] = lo[i];
+    }
+  }
+}
+
+// Geometry of one padded block buffer: owned extent B, padding H on every side.
+struct Pad {
+  std::size_t d = 0;
+  std::size_t h = 0;  // padding (halo depth) H
+  Ix ext{};           // owned extent B per dimension
+  Ix stride{};
+  std::size_t count = 0;    // prod(B + 2H)
+  std::ptrdiff_t base = 0;  // index of local point 0
+
+  Pad() = default;
+  Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
+      : d(dims), h(halo) {
+    std::ptrdiff_t s = 1;
+    for (std::size_t i = d; i-- > 0;) {
+      ext[i] = static_cast<std::ptrdiff_t>(block[i]);
+      stride[i] = s;
+      s *= ext[i] + 2 * static_cast<std::ptrdiff_t>(h);
+    }
+    count = static_cast<std::size_t>(s);
+    for (std::size_t i = 0; i < d; ++i) base += static_cast<std::ptrdiff_t>(h) * stride[i];
+  }
+  std::ptrdiff_t at(const Ix& x) const {
+    std::ptrdiff_t a = base;
+    for (std::size_t i = 0; i < d; ++i) a += x[i] * stride[i];
+    return a;
+  }
+};
+
+inline std::size_t box_count(std::size_t d, const Ix& lo, const Ix& hi) {
+  std::size_t n = 1;
+  for (std::size_t i = 0; i < d; ++i) n *= static_cast<std::size_t>(hi[i] - lo[i]);
+  return n;
+}
+
+// Calls f(offset in the buffer, offset in the packed array, row length) for every row of the
+// box [lo, hi) of a padded buffer, in the order the packed array holds them.
+template <class F>
+void for_each_box_row(const Pad& p, const Ix& lo, const Ix& hi, F&& f) {
+  Ix rhi = hi;
+  const std::size_t last = p.d - 1;
+  const auto len = static_cast<std::size_t>(hi[last] - lo[last]);
+  rhi[last] = lo[last] + 1;
+  std::size_t k = 0;
+  for_each_point(p.d, lo, rhi, [&](const Ix& x) {
+    f(p.at(x), k, len);
+    k += len;
+  });
+}
+
+// Packs the box [lo, hi) of a padded buffer into `packed`, row by row.
+inline void pack_box(const Pad& p, const double* buf, const Ix& lo, const Ix& hi,
+                     double* packed) {
+  for_each_box_row(p, lo, hi, [&](std::ptrdiff_t at, std::size_t k, std::size_t len) {
+    std::memcpy(packed + k, buf + at, len * sizeof(double));
+  });
+}
+
+// The inverse of pack_box.
+inline void unpack_box(const Pad& p, double* buf, const Ix& lo, const Ix& hi,
+                       const double* packed) {
+  for_each_box_row(p, lo, hi, [&](std::ptrdiff_t at, std::size_t k, std::size_t len) {
+    std::memcpy(buf + at, packed + k, len * sizeof(double));
+  });
+}
+
+}  // namespace ordo::stencil::geometry
