@@ -1,6 +1,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 #include "comm_net.hpp"
 #include "fiber.hpp"
@@ -48,11 +49,35 @@ std::shared_ptr<rt::CommNet> connect_ranks() {
 
 }  // namespace
 
+// This process's share of the host's cores, from the launcher: ordorun (ORDO_LOCAL_RANK,
+// ORDO_LOCAL_SIZE) or Open MPI (OMPI_COMM_WORLD_LOCAL_RANK, _LOCAL_SIZE). Without it every rank
+// of a one-host job would bind its workers to the same first cores.
+sched::PoolConfig pool_config(unsigned workers) {
+  sched::PoolConfig c{workers};
+  auto number = [](const char* name) -> long {
+    const char* v = std::getenv(name);
+    if (v == nullptr || *v == '\0') return -1;
+    char* end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    return *end == '\0' && x >= 0 ? x : -1;
+  };
+  for (auto [rank, size] : {std::pair{"ORDO_LOCAL_RANK", "ORDO_LOCAL_SIZE"},
+                            std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}}) {
+    const long r = number(rank), n = number(size);
+    if (r >= 0 && n > r) {
+      c.share_index = static_cast<unsigned>(r);
+      c.share_count = static_cast<unsigned>(n);
+      break;
+    }
+  }
+  return c;
+}
+
 struct Runtime::Impl {
   explicit Impl(const RuntimeOptions& o)
       : net(connect_ranks()),
         stacks(make_stacks(o.fiber_stack_size)),
-        pool(sched::PoolConfig{o.workers}) {
+        pool(pool_config(o.workers)) {
     std::string path = o.trace_path;
     if (path.empty())
       if (const char* env = std::getenv("ORDO_TRACE")) path = env;

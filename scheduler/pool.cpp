@@ -139,14 +139,22 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
     std::vector<std::size_t> cores;
     for (std::size_t i = 0; i < pus.size(); ++i)
       if (i == 0 || pus[i].core != pus[i - 1].core) cores.push_back(i);
+    bool shared_out = false;  // more processes on this machine than cores
+    if (config.share_count > 1 && config.share_index < config.share_count) {
+      const std::size_t c = cores.size(), k = config.share_count, j = config.share_index;
+      std::vector<std::size_t> mine(cores.begin() + static_cast<std::ptrdiff_t>(j * c / k),
+                                    cores.begin() + static_cast<std::ptrdiff_t>((j + 1) * c / k));
+      if (mine.empty()) shared_out = true;
+      else cores = std::move(mine);
+    }
     const std::size_t n = config.workers ? config.workers : cores.size();
     // Spread: worker i takes unit floor(i * units / n) of the cores, or of all units when there
     // are more workers than cores; beyond the units, wrap around and do not bind.
     const std::vector<std::size_t>* units = &cores;
     std::vector<std::size_t> all(pus.size());
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    if (n > cores.size()) units = &all;
-    oversubscribed = n > units->size();
+    if (n > cores.size() && !shared_out) units = &all;
+    oversubscribed = shared_out || n > units->size();
     for (std::size_t i = 0; i < n; ++i)
       map.push_back(oversubscribed ? (*units)[i % units->size()]
                                    : (*units)[i * units->size() / n]);
@@ -157,7 +165,7 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
   if (!config.bind) bind_note_ = "off (not asked)";
   else if (!topo_->from_hwloc()) bind_note_ = "off (no hwloc)";
   else if (!topo_->is_this_system()) bind_note_ = "off (topology is not this system)";
-  else if (oversubscribed) bind_note_ = "off (more workers than processing units)";
+  else if (oversubscribed) bind_note_ = "off (more workers, or processes, than processing units)";
   else bind_note_ = "on";
 
   // Pool nodes: the topology's nodes that have a worker, in topology order.

@@ -66,6 +66,13 @@ struct PoolConfig {
   // Where the machine description comes from: empty for this machine, "synthetic:<hwloc
   // synthetic description>" or "xml:<lstopo XML file>" (tests; nothing is bound then).
   std::string topology{};
+  // This process's share of the machine when several processes of one job run on it: share
+  // `share_index` of `share_count` equal runs of the cores (in logical order), so that the
+  // ranks on one host do not all bind to the first cores. With more processes than cores the
+  // share is empty: the workers then spread over all cores and are not bound. Ignored when
+  // units are picked (pus / ORDO_PUS).
+  unsigned share_index = 0;
+  unsigned share_count = 1;
   bool bind = true;        // bind each worker to its processing unit (only on this system)
   bool steal_far = true;   // thieves may take work queued on other NUMA nodes
   bool verbose = false;    // print the mode and the worker map on stderr at start-up;

@@ -121,6 +121,35 @@ TEST_CASE("fewer workers spread over the cores, explicit units are obeyed", "[pl
   CHECK(nodes_of(picked) == std::vector<unsigned>{1, 0, 0});
 }
 
+TEST_CASE("the ranks on one machine take disjoint shares of its cores", "[placement]") {
+  REQUIRE_HWLOC();
+  PoolConfig cfg;
+  cfg.topology = kFourNodes;
+  cfg.share_count = 2;
+  cfg.share_index = 1;
+  Pool second(cfg);  // one worker per core of the second half
+  REQUIRE(second.size() == 8);
+  for (unsigned w = 0; w < 8; ++w) CHECK(second.pu_of(w) == 8 + w);
+  cfg.workers = 2;
+  cfg.share_index = 0;
+  Pool first(cfg);
+  CHECK(pus_of(first) == std::vector<unsigned>{0, 4});
+  cfg.share_count = 4;
+  cfg.share_index = 3;
+  Pool fourth(cfg);
+  CHECK(pus_of(fourth) == std::vector<unsigned>{12, 14});
+  // More processes than cores (32 on 16): a share holds one core or none; a process with
+  // none still runs its workers (spread over all cores, unbound on a real machine).
+  cfg.workers = 1;
+  cfg.share_count = 32;
+  cfg.share_index = 5;
+  Pool one_core(cfg);
+  CHECK(pus_of(one_core) == std::vector<unsigned>{2});
+  cfg.share_index = 4;
+  Pool no_core(cfg);
+  CHECK(no_core.size() == 1);
+}
+
 TEST_CASE("thieves look in their cache, then their node, then their package, then beyond",
           "[placement]") {
   REQUIRE_HWLOC();

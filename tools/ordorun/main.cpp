@@ -7,7 +7,7 @@
 // What it does, in one event loop (poll over a self-pipe for signals, the store's sockets and
 // the ranks' output pipes):
 //   - serves the rendezvous store (comm/store_protocol.hpp) the ranks bootstrap from; each rank
-//     gets ORDO_RANK, ORDO_SIZE, ORDO_LOCAL_RANK, ORDO_STORE=addr:port, ORDO_STORE_TOKEN (a
+//     gets ORDO_RANK, ORDO_SIZE, ORDO_LOCAL_RANK, ORDO_LOCAL_SIZE, ORDO_STORE=addr:port, ORDO_STORE_TOKEN (a
 //     random secret: the store drops clients that do not present it), ORDO_TIMEOUT;
 //   - prefixes every line a rank writes with "[R] ", stdout to stdout and stderr to stderr;
 //   - forwards SIGINT, SIGTERM and SIGHUP to every rank (a second one kills them);
@@ -268,12 +268,15 @@ class Launcher {
   }
 
   std::vector<std::string> env_for(const Rank& r) const {
-    int local = 0;
-    for (const Rank& o : ranks_)
+    int local = 0, local_size = 0;  // r's index among the ranks of its host, and their number
+    for (const Rank& o : ranks_) {
       if (o.rank < r.rank && o.host == r.host) ++local;
+      if (o.host == r.host) ++local_size;
+    }
     std::vector<std::string> env = {
         "ORDO_RANK=" + std::to_string(r.rank), "ORDO_SIZE=" + std::to_string(ranks_.size()),
-        "ORDO_LOCAL_RANK=" + std::to_string(local), "ORDO_STORE=" + store_where_,
+        "ORDO_LOCAL_RANK=" + std::to_string(local),
+        "ORDO_LOCAL_SIZE=" + std::to_string(local_size), "ORDO_STORE=" + store_where_,
         "ORDO_STORE_TOKEN=" + token_,
         // A little beyond ordorun's own startup clock, so that ordorun names the missing rank.
         "ORDO_TIMEOUT=" + fmt_seconds(opt_.timeout_startup + 2)};
