@@ -368,9 +368,20 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       app.name, join_shape(p.size), join_shape(p.blocks), iters, workers, seconds, gst, verdict);
   const double grid_bytes = pts * 8.0 * static_cast<double>(spec.time_levels + 1 + spec.aux_grids);
   const std::size_t llc = last_level_cache_bytes();
-  if (llc > 0 && grid_bytes > static_cast<double>(llc)) {
+  const bool beyond_cache = llc > 0 && grid_bytes > static_cast<double>(llc);
+  // The bound is the triad bandwidth of every rank's workers streaming at once: each rank
+  // measures with its own workers right after the barrier above, and the job's bound is their
+  // sum (on one host they share its memory; across hosts they add up). -1: a rank whose cache
+  // holds the grid (another kind of host) measured nothing, and no fraction is printed.
+  double triad = beyond_cache ? stream_triad_bytes_per_second(workers) : -1;
+  if (ranks > 1) {
+    const std::vector<double> all = all_gather(rt, triad);
+    for (unsigned r = 0; r < ranks; ++r)
+      triad = r == 0 ? all[0] : (triad < 0 || all[r] < 0 ? -1 : triad + all[r]);
+  }
+  if (beyond_cache && triad > 0) {
     const double moved = app.bytes_per_point * pts * static_cast<double>(steps) / seconds;
-    line += fmt::format(" bandwidth_fraction={:.3f}", moved / stream_triad_bytes_per_second(workers));
+    line += fmt::format(" bandwidth_fraction={:.3f}", moved / triad);
   }
   if (tb > 1) line += fmt::format(" tb={}", tb);
   if (ranks > 1) line += fmt::format(" ranks={}", ranks);
