@@ -53,23 +53,6 @@ constexpr std::size_t kHeader = 8;  // doubles before the first buffer (keeps 64
 
 using namespace geometry;
 
-// Sender's edge region towards direction o, and the receiver's halo region for it.
-void send_box(const Pad& p, const Ix& o, Ix& lo, Ix& hi) {
-  const auto H = static_cast<std::ptrdiff_t>(p.h);
-  for (std::size_t i = 0; i < p.d; ++i) {
-    lo[i] = o[i] > 0 ? p.ext[i] - H : 0;
-    hi[i] = o[i] < 0 ? H : p.ext[i];
-  }
-}
-// Halo of the receiver in direction r (towards the neighbour it receives from).
-void halo_box(const Pad& p, const Ix& r, Ix& lo, Ix& hi) {
-  const auto H = static_cast<std::ptrdiff_t>(p.h);
-  for (std::size_t i = 0; i < p.d; ++i) {
-    lo[i] = r[i] < 0 ? -H : r[i] > 0 ? p.ext[i] : 0;
-    hi[i] = r[i] < 0 ? 0 : r[i] > 0 ? p.ext[i] + H : p.ext[i];
-  }
-}
-
 // Validates the spec and fills in defaults. Throws Error.
 void check(Spec& s) {
   const std::size_t d = s.size.size();
@@ -143,34 +126,11 @@ void check(Spec& s) {
   }
 }
 
-// Directions in {-1,0,1}^d \ 0 whose neighbour region the kernel can read.
+// Directions in {-1,0,1}^d \ 0 whose neighbour region the kernel can read (with temporal
+// blocking the extended range reads every corner).
 std::vector<Ix> directions(const Spec& s) {
-  const std::size_t d = s.size.size();
   std::set<Ix> out;
-  Ix lo{}, hi{};
-  for (std::size_t i = 0; i < d; ++i) {
-    lo[i] = -1;
-    hi[i] = 2;
-  }
-  for_each_point(d, lo, hi, [&](const Ix& t) {
-    bool zero = true;
-    for (std::size_t i = 0; i < d; ++i) zero = zero && t[i] == 0;
-    if (zero) return;
-    if (s.tb_depth > 1) {  // the extended range reads every corner: take all directions
-      out.insert(t);
-      return;
-    }
-    // t is needed when some offset reaches it: each non-zero t[i] has the sign of o[i].
-    for (const Offset& o : s.neighbourhood) {
-      bool ok = true;
-      for (std::size_t i = 0; i < d && ok; ++i)
-        ok = t[i] == 0 || (t[i] < 0 && o[i] < 0) || (t[i] > 0 && o[i] > 0);
-      if (ok) {
-        out.insert(t);
-        return;
-      }
-    }
-  });
+  add_directions(s.size.size(), s.neighbourhood, s.tb_depth > 1, out);
   return {out.begin(), out.end()};
 }
 
@@ -361,23 +321,9 @@ struct Stencil::Impl {
   const double* buf(std::span<const double> main, std::size_t index) const {
     return main.data() + kHeader + index * pad.count;
   }
-  std::size_t block_index(const Ix& c) const {
-    std::size_t i = 0;
-    for (std::size_t k = 0; k < d; ++k) i = i * bgrid[k] + static_cast<std::size_t>(c[k]);
-    return i;
-  }
-  // The neighbour of block c in direction o, or false at a fixed boundary.
+  std::size_t block_index(const Ix& c) const { return geometry::block_index(d, bgrid, c); }
   bool neighbour(const Ix& c, const Ix& o, Ix& n) const {
-    for (std::size_t k = 0; k < d; ++k) {
-      std::ptrdiff_t v = c[k] + o[k];
-      const auto g = static_cast<std::ptrdiff_t>(bgrid[k]);
-      if (v < 0 || v >= g) {
-        if (spec.boundary == Boundary::fixed) return false;
-        v = (v + g) % g;
-      }
-      n[k] = v;
-    }
-    return true;
+    return block_neighbour(d, bgrid, spec.boundary == Boundary::periodic, c, o, n);
   }
 
   bool streaming = false;  // Stores resolved at construction
@@ -416,7 +362,7 @@ void Stencil::Impl::declare() {
       for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
       if (!neighbour(c, o, n)) continue;
       Ix slo{}, shi{};
-      send_box(pad, o, slo, shi);
+      send_box(pad, static_cast<std::ptrdiff_t>(pad.h), o, slo, shi);
       Export e;
       e.dir = o;
       e.count = box_count(d, slo, shi);
@@ -472,7 +418,7 @@ void Stencil::Impl::compute(Context& ctx, const BlockState& b) const {
   for (const auto& [o, loc] : b.in) {
     std::span<const double> src = ctx.read(loc);
     Ix lo{}, hi{};
-    halo_box(pad, o, lo, hi);
+    halo_box(pad, static_cast<std::ptrdiff_t>(pad.h), o, lo, hi);
     const std::size_t n = box_count(d, lo, hi);
     for (std::size_t l = 0; l < levels; ++l)
       unpack_box(pad, buf(main, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
@@ -641,7 +587,7 @@ void Stencil::Impl::pack_exports(
   for (const Export& e : b.exports) {
     std::span<double> dst = out(e.loc);
     Ix lo{}, hi{};
-    send_box(pad, e.dir, lo, hi);
+    send_box(pad, static_cast<std::ptrdiff_t>(pad.h), e.dir, lo, hi);
     for (std::size_t l = 0; l < levels; ++l)
       pack_box(pad, buf(main, buffer(rot, -static_cast<std::ptrdiff_t>(l))), lo, hi,
                dst.data() + l * e.count);

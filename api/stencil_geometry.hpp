@@ -3,9 +3,11 @@
 // to or from a contiguous array (the halo exports). Internal to api/; not installed.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,75 @@ inline void unpack_box(const Pad& p, double* buf, const Ix& lo, const Ix& hi,
   for_each_box_row(p, lo, hi, [&](std::ptrdiff_t at, std::size_t k, std::size_t len) {
     std::memcpy(buf + at, packed + k, len * sizeof(double));
   });
+}
+
+// The sender's edge region of width h towards direction o (each o[i] in {-1, 0, 1}).
+inline void send_box(const Pad& p, std::ptrdiff_t h, const Ix& o, Ix& lo, Ix& hi) {
+  for (std::size_t i = 0; i < p.d; ++i) {
+    lo[i] = o[i] > 0 ? p.ext[i] - h : 0;
+    hi[i] = o[i] < 0 ? h : p.ext[i];
+  }
+}
+
+// The receiver's halo region of width h towards the neighbour in direction r.
+inline void halo_box(const Pad& p, std::ptrdiff_t h, const Ix& r, Ix& lo, Ix& hi) {
+  for (std::size_t i = 0; i < p.d; ++i) {
+    lo[i] = r[i] < 0 ? -h : r[i] > 0 ? p.ext[i] : 0;
+    hi[i] = r[i] < 0 ? 0 : r[i] > 0 ? p.ext[i] + h : p.ext[i];
+  }
+}
+
+// Adds to `out` the directions t in {-1,0,1}^d \ 0 whose neighbour region an offset of `nb`
+// reaches: every non-zero t[i] has the sign of o[i]. every: all of them (an extended range,
+// as temporal blocking computes, reads every corner).
+inline void add_directions(std::size_t d, const std::vector<Offset>& nb, bool every,
+                           std::set<Ix>& out) {
+  Ix lo{}, hi{};
+  for (std::size_t i = 0; i < d; ++i) {
+    lo[i] = -1;
+    hi[i] = 2;
+  }
+  for_each_point(d, lo, hi, [&](const Ix& t) {
+    if (std::all_of(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(d),
+                    [](std::ptrdiff_t v) { return v == 0; }))
+      return;
+    if (every) {
+      out.insert(t);
+      return;
+    }
+    for (const Offset& o : nb) {
+      bool ok = true;
+      for (std::size_t i = 0; i < d && ok; ++i)
+        ok = t[i] == 0 || (t[i] < 0 && o[i] < 0) || (t[i] > 0 && o[i] > 0);
+      if (ok) {
+        out.insert(t);
+        return;
+      }
+    }
+  });
+}
+
+// Block c's number when `blocks` (counts per dimension, d of them) are numbered row-major.
+inline std::size_t block_index(std::size_t d, const std::vector<std::size_t>& blocks,
+                               const Ix& c) {
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < d; ++k) i = i * blocks[k] + static_cast<std::size_t>(c[k]);
+  return i;
+}
+
+// The neighbour n of block c in direction o, or false beyond a fixed (not periodic) boundary.
+inline bool block_neighbour(std::size_t d, const std::vector<std::size_t>& blocks,
+                            bool periodic, const Ix& c, const Ix& o, Ix& n) {
+  for (std::size_t k = 0; k < d; ++k) {
+    std::ptrdiff_t v = c[k] + o[k];
+    const auto g = static_cast<std::ptrdiff_t>(blocks[k]);
+    if (v < 0 || v >= g) {
+      if (!periodic) return false;
+      v = (v + g) % g;
+    }
+    n[k] = v;
+  }
+  return true;
 }
 
 }  // namespace ordo::stencil::geometry

@@ -52,46 +52,6 @@ namespace {
 
 using namespace geometry;
 
-// The sender's edge region of width h towards direction o.
-void send_box(const Pad& p, std::ptrdiff_t h, const Ix& o, Ix& lo, Ix& hi) {
-  for (std::size_t i = 0; i < p.d; ++i) {
-    lo[i] = o[i] > 0 ? p.ext[i] - h : 0;
-    hi[i] = o[i] < 0 ? h : p.ext[i];
-  }
-}
-
-// The receiver's halo region of width h towards the neighbour in direction r.
-void halo_box(const Pad& p, std::ptrdiff_t h, const Ix& r, Ix& lo, Ix& hi) {
-  for (std::size_t i = 0; i < p.d; ++i) {
-    lo[i] = r[i] < 0 ? -h : r[i] > 0 ? p.ext[i] : 0;
-    hi[i] = r[i] < 0 ? 0 : r[i] > 0 ? p.ext[i] + h : p.ext[i];
-  }
-}
-
-// Adds to `out` the directions t in {-1,0,1}^d \ 0 whose neighbour region an offset of `nb`
-// reaches: every non-zero t[i] has the sign of o[i] (the rule of the single-stage layer).
-void add_directions(std::size_t d, const std::vector<Offset>& nb, std::set<Ix>& out) {
-  Ix lo{}, hi{};
-  for (std::size_t i = 0; i < d; ++i) {
-    lo[i] = -1;
-    hi[i] = 2;
-  }
-  for_each_point(d, lo, hi, [&](const Ix& t) {
-    if (std::all_of(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(d),
-                    [](std::ptrdiff_t v) { return v == 0; }))
-      return;
-    for (const Offset& o : nb) {
-      bool ok = true;
-      for (std::size_t i = 0; i < d && ok; ++i)
-        ok = t[i] == 0 || (t[i] < 0 && o[i] < 0) || (t[i] > 0 && o[i] > 0);
-      if (ok) {
-        out.insert(t);
-        return;
-      }
-    }
-  });
-}
-
 }  // namespace
 
 struct Pipeline::Impl {
@@ -128,23 +88,9 @@ struct Pipeline::Impl {
   };
   std::vector<BlockAt> blocks;
 
-  std::size_t block_index(const Ix& c) const {
-    std::size_t i = 0;
-    for (std::size_t k = 0; k < d; ++k) i = i * bgrid[k] + static_cast<std::size_t>(c[k]);
-    return i;
-  }
-  // The neighbour of block c in direction o, or false beyond a fixed boundary.
+  std::size_t block_index(const Ix& c) const { return geometry::block_index(d, bgrid, c); }
   bool neighbour(const Ix& c, const Ix& o, Ix& n) const {
-    for (std::size_t k = 0; k < d; ++k) {
-      std::ptrdiff_t v = c[k] + o[k];
-      const auto g = static_cast<std::ptrdiff_t>(bgrid[k]);
-      if (v < 0 || v >= g) {
-        if (spec.boundary == Boundary::fixed) return false;
-        v = (v + g) % g;
-      }
-      n[k] = v;
-    }
-    return true;
+    return block_neighbour(d, bgrid, spec.boundary == Boundary::periodic, c, o, n);
   }
   const Grid& grid(const std::string& name) const {
     auto it = index.find(name);
@@ -234,7 +180,7 @@ void Pipeline::Impl::check() {
       ix.reads.push_back(it->second);
       Grid& g = grids[it->second];
       g.halo = std::max(g.halo, reach);
-      if (reach > 0) add_directions(d, st.neighbourhood, g.dirs);
+      if (reach > 0) add_directions(d, st.neighbourhood, false, g.dirs);
     }
     for (const std::string& w : st.writes) ix.writes.push_back(index[w]);
     stages.push_back(std::move(ix));
