@@ -40,6 +40,18 @@ inline std::optional<double> parse_number(const std::string& text) {
   return value;
 }
 
+// Calls f(line) for every line of `output`, without its newline.
+template <class F>
+void for_each_line(std::string_view output, F&& f) {
+  std::size_t pos = 0;
+  while (pos < output.size()) {
+    std::size_t nl = output.find('\n', pos);
+    if (nl == std::string_view::npos) nl = output.size();
+    f(output.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+}
+
 struct AppResult {
   std::map<std::string, std::string> fields;
   double gstencils = 0;
@@ -50,26 +62,21 @@ struct AppResult {
 // and that carries a valid gstencils. Other lines (logs, mpirun banners) are skipped.
 inline std::optional<AppResult> find_result(std::string_view output, std::string_view app) {
   std::optional<AppResult> found;
-  std::size_t pos = 0;
-  while (pos < output.size()) {
-    std::size_t nl = output.find('\n', pos);
-    if (nl == std::string_view::npos) nl = output.size();
-    std::string_view line = output.substr(pos, nl - pos);
-    pos = nl + 1;
+  for_each_line(output, [&](std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const std::string head = "app=" + std::string(app);
     if (line.substr(0, head.size()) != head ||
         (line.size() > head.size() && line[head.size()] != ' '))
-      continue;
+      return;
     AppResult r;
     r.fields = parse_fields(line);
     auto g = r.fields.count("gstencils") ? parse_number(r.fields["gstencils"]) : std::nullopt;
-    if (!g) continue;
+    if (!g) return;
     r.gstencils = *g;
     if (auto s = r.fields.count("seconds") ? parse_number(r.fields["seconds"]) : std::nullopt)
       r.seconds = *s;
     found = std::move(r);
-  }
+  });
   return found;
 }
 
@@ -93,12 +100,7 @@ inline bool help_lists_flag(std::string_view help, std::string_view flag) {
 // counts. Returned in rank order.
 inline std::vector<AppResult> find_rank_results(std::string_view output, std::string_view app) {
   std::map<unsigned, std::string> per_rank;  // each rank's lines, prefix removed
-  std::size_t pos = 0;
-  while (pos < output.size()) {
-    std::size_t nl = output.find('\n', pos);
-    if (nl == std::string_view::npos) nl = output.size();
-    std::string_view line = output.substr(pos, nl - pos);
-    pos = nl + 1;
+  for_each_line(output, [&](std::string_view line) {
     unsigned rank = 0;
     if (line.size() > 3 && line[0] == '[') {
       std::size_t close = line.find("] ");
@@ -110,7 +112,7 @@ inline std::vector<AppResult> find_rank_results(std::string_view output, std::st
       }
     }
     per_rank[rank].append(line).push_back('\n');
-  }
+  });
   std::vector<AppResult> out;
   for (const auto& [rank, text] : per_rank)
     if (auto r = find_result(text, app)) out.push_back(std::move(*r));
@@ -124,14 +126,9 @@ inline std::vector<AppResult> find_rank_results(std::string_view output, std::st
 // UCX 1.13) when the row has no rate. Nothing when there is no such row.
 inline std::optional<double> parse_ucx_perftest_mbps(std::string_view output, std::size_t bytes) {
   std::optional<double> found;
-  std::size_t pos = 0;
-  while (pos < output.size()) {
-    std::size_t nl = output.find('\n', pos);
-    if (nl == std::string_view::npos) nl = output.size();
-    std::string_view line = output.substr(pos, nl - pos);
-    pos = nl + 1;
+  for_each_line(output, [&](std::string_view line) {
     std::size_t at = line.find("Final:");
-    if (at == std::string_view::npos) continue;
+    if (at == std::string_view::npos) return;
     line.remove_prefix(at + 6);
     std::vector<double> numbers;
     bool bad = false;
@@ -153,11 +150,11 @@ inline std::optional<double> parse_ucx_perftest_mbps(std::string_view output, st
         bad = true;
       p = e;
     }
-    if (bad || numbers.size() < 6) continue;
+    if (bad || numbers.size() < 6) return;
     double mbps = numbers.size() >= 8 ? numbers[7] * static_cast<double>(bytes) / 1e6
                                       : numbers[5] * 1.048576;
     if (mbps > 0) found = mbps;
-  }
+  });
   return found;
 }
 
