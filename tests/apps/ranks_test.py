@@ -15,6 +15,9 @@
       more ranks than blocks: exit 2 and the message from every rank, no hang, no file.
   ranks_test.py ORDORUN output_error BIN RANKS -- ARGS...
       --output into a missing directory: every rank says so, exit 2, no hang.
+  ranks_test.py ORDORUN cores BIN RANKS -- ARGS...
+      RANKS ranks of one worker on this host (ORDO_VERBOSE=1): when the host has at least RANKS
+      cores, no two ranks' workers are on the same processing unit (each takes its share).
   ranks_test.py ORDORUN netns BIN -- ARGS...
       two ranks in two network namespaces (ordorun --hosts --rsh "ip netns exec", UCX over TCP).
   ranks_test.py ORDORUN mpirun BIN -- ARGS...      mpirun -n 2 (PMIx bootstrap)
@@ -169,6 +172,25 @@ def case_output_error(binary, n, args):
     print("every rank reports the failed write, exit 2")
 
 
+def case_cores(binary, n, args):
+    n = int(n)
+    if (os.cpu_count() or 1) < n:
+        mp.skip("%d ranks need %d cores for disjoint shares; this host has %d"
+                % (n, n, os.cpu_count() or 1))
+    env = dict(mp.ucx_env("shm,self"), ORDO_VERBOSE="1")
+    p, _ = run(ordorun(n, [binary] + args + ["--workers", "1"]), env=env, timeout=60)
+    if p.returncode != 0:
+        fail("exit %d: %s" % (p.returncode, p.stderr[-2000:]))
+    pus = {}
+    for m in re.finditer(r"^\[(\d+)\] ordo: workers 0:pu(\d+)/", p.stderr, re.M):
+        pus[int(m.group(1))] = int(m.group(2))
+    if sorted(pus) != list(range(n)):
+        fail("not every rank reported its worker map: %s" % p.stderr[-2000:])
+    if len(set(pus.values())) != n:
+        fail("ranks share processing units: %s" % pus)
+    print("workers per rank on units %s" % pus)
+
+
 def reference(binary, args, d):
     """The one-rank output from a random input; returns (its path, args with that input)."""
     args = random_input(args, d)
@@ -239,7 +261,7 @@ def main():
     sep = rest.index("--")
     pos, args = rest[:sep], rest[sep + 1:]
     cases = {"det": case_det, "restart": case_restart, "too_few_blocks": case_too_few_blocks,
-             "output_error": case_output_error,
+             "output_error": case_output_error, "cores": case_cores,
              "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
     if case not in cases:
         fail("unknown case %s" % case)
