@@ -5,8 +5,9 @@
 // single UCX AM id 0; the UCX header is our wire header followed by the caller's header:
 //   wire header = tag:u16  reserved:u16  source rank:u32      (host byte order: UCX does not
 //                                                            cross endianness either)
-// and the UCX data is the payload. UCX picks eager or rendezvous per message (forced to
-// rendezvous from options.rndv_threshold on); rendezvous sends read the payload straight from
+// and the UCX data is the payload. UCX picks eager or rendezvous per message, with ordo's
+// threshold (kDefaultRndvThreshold) unless UCX_RNDV_THRESH is set (forced to rendezvous from
+// options.rndv_threshold on); rendezvous sends read the payload straight from
 // the caller's buffer (zero copy) and the receiver pulls it into the buffer its handler gives
 // to Incoming::receive_into (ucp_am_recv_data_nbx). One AM id and our own dispatch by tag mean
 // a rank is ready for every tag as soon as its worker exists: the address exchange in
@@ -53,6 +54,7 @@
 
 #include <cerrno>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -186,6 +188,11 @@ struct Transport::Impl {
   std::vector<std::function<void()>> posted;  // guarded by posted_mu
   std::vector<std::function<void()>> running;  // transport thread only
   std::atomic<bool> has_posted{false};
+  // The transport thread is in (or about to enter) poll(): post() must signal the worker. Set
+  // and read seq_cst against has_posted (post() stores has_posted, then reads this; the
+  // transport thread stores this, then reads has_posted), so one of them sees the other: no
+  // post is left unseen, and posts to a busy transport thread make no system call.
+  std::atomic<bool> sleeping{false};
 
   // Runs the work posted so far. True when there was any.
   bool run_posted() {
@@ -337,6 +344,9 @@ Transport::Transport(Bootstrap& bootstrap, TransportOptions options)
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) fail("config read", s);
   if (options.rndv_threshold > 0) {
     const std::string v = std::to_string(options.rndv_threshold);
+    ucp_config_modify(config, "RNDV_THRESH", v.c_str());
+  } else if (std::getenv("UCX_RNDV_THRESH") == nullptr) {
+    const std::string v = std::to_string(kDefaultRndvThreshold);
     ucp_config_modify(config, "RNDV_THRESH", v.c_str());
   }
   ucp_params_t params{};
@@ -504,8 +514,14 @@ bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
     return true;
   }
   if (s != UCS_OK) fail("worker arm", s);
+  m.sleeping.store(true);
+  if (m.has_posted.load()) {  // posted after the check above, maybe without a signal
+    m.sleeping.store(false, std::memory_order_relaxed);
+    return progress();
+  }
   pollfd pfd{m.efd, POLLIN, 0};
   const int rc = ::poll(&pfd, 1, int(timeout.count()));
+  m.sleeping.store(false, std::memory_order_relaxed);
   if (rc < 0 && errno != EINTR) throw CommError(std::string("comm: poll failed: ") + std::strerror(errno));
   return progress() || rc > 0;
 }
@@ -519,10 +535,10 @@ void Transport::post(std::function<void()> work) {
   {
     std::lock_guard lock(m.posted_mu);
     m.posted.push_back(std::move(work));
-    // Pairs with the acquire load in run_posted().
-    m.has_posted.store(true, std::memory_order_release);
+    // seq_cst: also pairs with the acquire load in run_posted().
+    m.has_posted.store(true);
   }
-  wake();
+  if (m.sleeping.load()) wake();  // a busy transport thread runs it without being signalled
 }
 
 void Transport::close() {

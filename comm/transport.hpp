@@ -80,9 +80,16 @@ class Incoming {
 
 using Handler = std::function<void(Incoming&)>;
 
+// The rendezvous threshold when neither the options nor UCX_RNDV_THRESH set one. UCX 1.13's
+// "auto" picks rendezvous for 64 KiB active messages, whose RTS/RTR round trip costs more than
+// the copy it saves below a few hundred KiB: eager up to 256 KiB measured 1.2x the halo
+// throughput of "auto" at 64 KiB over TCP and shared memory (docs/benchmarks.md); from 256 KiB
+// on, rendezvous still places payloads straight into their destination.
+inline constexpr std::size_t kDefaultRndvThreshold = 256 * 1024;
+
 struct TransportOptions {
-  // Payloads of at least this many bytes always use rendezvous; 0 leaves the choice to UCX
-  // (UCX_RNDV_THRESH, "auto" by default). Tests lower it to exercise both paths.
+  // Payloads of at least this many bytes always use rendezvous (tests lower it to exercise
+  // both paths). 0: UCX_RNDV_THRESH where the environment sets it, else kDefaultRndvThreshold.
   std::size_t rndv_threshold = 0;
   // Ask UCX for peer failure handling (UCP_ERR_HANDLING_MODE_PEER) on every endpoint where a
   // transport supports it. UCX then avoids transports without it: with the default UCX_TLS,
