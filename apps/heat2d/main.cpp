@@ -164,6 +164,12 @@ std::vector<Block> build(ordo::Graph& g, const Problem& p) {
                std::copy_n(north, bm, prev);  // "previous old row" of row 0 is the halo
                for (std::size_t i = 0; i < bn; ++i) {
                  double* row = u.data() + i * bm;
+                 // The next row (read from memory by this row's sweep, as `down_row`, and
+                 // written by the next one): all its lines asked for at once, for writing,
+                 // rather than one stream at the pace of the sweep's loads (1.07x on one
+                 // worker, docs/benchmarks.md).
+                 if (i + 1 < bn)
+                   for (std::size_t j = 0; j < bm; j += 8) __builtin_prefetch(row + bm + j, 1, 3);
                  std::copy_n(row, bm, cur);
                  const double* down_row;
                  if (i + 1 < bn) {
