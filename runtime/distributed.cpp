@@ -2,6 +2,25 @@
 // quiescence, votes) and failure propagation. The protocol and why it is correct are at the top
 // of engine.hpp; this file is its implementation.
 //
+// Early read grants. The plain protocol makes a remote read cost its location a round trip:
+// the home may not let the next writer in before the reader's RELEASE is back, although the
+// reader works on its own replica. So a read phase of at most kEarlyMaxBytes is granted to a
+// remote rank *early*: the home copies the bytes to a snapshot, sends the GRANT from it (flag
+// kEarly) and does not count that rank in the phase's `remaining`: the phase may end, and the
+// writer overwrite the location, while the reader still reads its replica. Two rules keep it
+// exact:
+//   1. No GRANT of a location goes to a rank that holds an early version of it (`held`) until
+//      that rank's RELEASE (flagged kEarly, counted nowhere) has come back. A phase that needs
+//      the rank meanwhile counts it and parks in `pending`; the RELEASE sends it (early again
+//      if it is a small read phase, then counted done at once). So a replica is never written
+//      while its tasks read it, and a rank still holds one phase of a location at a time.
+//   2. The snapshot of (location, rank) is rewritten only for the next early GRANT to that
+//      rank, which by rule 1 follows the rank's RELEASE, so the previous send has completed.
+// The FIFO order is the plan's, as before: every rank sees the same versions, bit for bit. At
+// most one message per location is still in flight towards a rank, and every message is still
+// sent in reaction to a task's release or to a received message (what quiesce() relies on).
+// A phase all of whose holders were granted early is over as soon as it is entered.
+//
 // Wire format: every message starts with a Header. GRANT and RELEASE carry the location's bytes
 // as the payload (RELEASE only after a write phase). CONTROL carries a round number and the
 // round's bytes in the header (headers are copied by the transport, so the sender need not keep
@@ -22,10 +41,11 @@ enum class Kind : std::uint8_t { grant = 1, release = 2, control = 3, abort = 4 
 struct Header {
   Kind kind;
   std::uint8_t initial;  // GRANT: the initial (partial) grant of the phase
-  std::uint16_t reserved;
+  std::uint16_t flags;   // kEarly: an early read grant, or the release of one
   std::uint32_t location;
   std::uint32_t phase;
 };
+constexpr std::uint16_t kEarly = 1;
 static_assert(sizeof(Header) == 12);
 
 std::span<const std::byte> as_bytes(const Header& h) {
@@ -121,6 +141,7 @@ void Engine::distribute() {
     dist_.initial[l] = split(lp, lp.initial_begin, lp.initial_end, at_home);
   }
 
+  early_ = std::vector<EarlyState>(nl * nranks_);
   grant_seq_.assign(nl * nranks_, 0);
   release_seq_.assign(nl * nranks_, 0);
   sent_.reset(new std::atomic<std::uint64_t>[nranks_]);
@@ -272,16 +293,75 @@ unsigned Engine::trace_buffer() const {
 
 void Engine::send_grant(std::uint32_t location, std::uint32_t phase, bool initial) {
   const PhaseRanks& pr = initial ? dist_.initial[location] : dist_.phases[location][phase];
-  if (pr.remote.empty()) return;
+  for (std::uint32_t r : pr.remote) send_grant_to(location, phase, r, initial, false);
+}
+
+// An early GRANT goes from the (location, peer) snapshot, filled by the caller under early_mu_.
+void Engine::send_grant_to(std::uint32_t location, std::uint32_t phase, unsigned peer,
+                           bool initial, bool early) {
   const LocationDesc& d = graph_.locations()[location];
-  Header h{Kind::grant, static_cast<std::uint8_t>(initial), 0, location, phase};
+  Header h{Kind::grant, static_cast<std::uint8_t>(initial), early ? kEarly : std::uint16_t{0},
+           location, phase};
   std::span<const std::byte> payload(graph_.data(location), d.elem_size * d.count);
-  for (std::uint32_t r : pr.remote) {
-    const std::uint64_t tag = trace_tag(true, location, r);
-    if (trace_) [[unlikely]]
-      trace_->send(trace_buffer(), r, location, trace::kNone, payload.size(), tag);
-    sent_[r].fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
-    net_->send(r, channel_, as_bytes(h), payload);
+  if (early) payload = early_[location * nranks_ + peer].snapshot;
+  const std::uint64_t tag = trace_tag(true, location, peer);
+  if (trace_) [[unlikely]]
+    trace_->send(trace_buffer(), peer, location, trace::kNone, payload.size(), tag);
+  sent_[peer].fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
+  net_->send(peer, channel_, as_bytes(h), payload);
+}
+
+bool Engine::early_eligible(std::uint32_t location, std::uint32_t phase) const {
+  const LocationDesc& d = graph_.locations()[location];
+  const std::size_t bytes = d.elem_size * d.count;
+  return plan_.locks[location].phases[phase].mode == Mode::read && bytes > 0 &&
+         bytes <= kEarlyMaxBytes;
+}
+
+void Engine::enter_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
+                         std::uint64_t iteration, unsigned worker) {
+  LockState& ls = locks_[location];
+  const LockPlan& lp = plan_.locks[location];
+  const LocationDesc& d = graph_.locations()[location];
+  struct Send {
+    unsigned peer;
+    bool early;
+  };
+  thread_local std::vector<Send> sends;
+  for (;;) {
+    const PhaseRanks& pr = dist_.phases[location][phase];
+    sends.clear();
+    std::uint32_t counted = static_cast<std::uint32_t>(pr.local.size());
+    {
+      std::lock_guard lock(early_mu_);
+      const bool eligible = early_eligible(location, phase);
+      for (std::uint32_t r : pr.remote) {
+        EarlyState& e = early_[location * nranks_ + r];
+        if (e.held) {  // rule 1: sent when r's RELEASE comes back
+          e.pending = phase;
+          ++counted;
+        } else if (eligible) {
+          // Copied before any holder of this phase is granted (or the phase ends at once):
+          // until then no writer can be in. rule 2: r's last early version was released.
+          e.snapshot.resize(d.elem_size * d.count);
+          std::memcpy(e.snapshot.data(), graph_.data(location), e.snapshot.size());
+          e.held = true;
+          sends.push_back({r, true});
+        } else {
+          ++counted;
+          sends.push_back({r, false});
+        }
+      }
+      // Stored before any grant or GRANT goes out (a holder may release at once), and before
+      // a pending phase is visible to the thread that may send it and count it done.
+      ls.remaining.store(counted, std::memory_order_relaxed);
+    }
+    for (const Send& x : sends) send_grant_to(location, phase, x.peer, false, x.early);
+    for (std::uint32_t t : pr.local) grant_traced(t, location, releaser, iteration, worker);
+    if (counted != 0) return;
+    // Every holder was granted early: the phase is over, the next one starts now.
+    phase = phase + 1 == lp.phases.size() ? 0 : phase + 1;
+    ls.phase = phase;
   }
 }
 
@@ -291,7 +371,7 @@ void Engine::proxy_release(std::uint32_t location) {
   if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   const LockPlan& lp = plan_.locks[location];
   const LocationDesc& d = graph_.locations()[location];
-  Header h{Kind::release, 0, 0, location, ls.phase};
+  Header h{Kind::release, 0, ls.early ? kEarly : std::uint16_t{0}, location, ls.phase};
   std::span<const std::byte> payload;
   if (lp.phases[ls.phase].mode == Mode::write)
     payload = {graph_.data(location), d.elem_size * d.count};
@@ -336,6 +416,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
         trace_->receive(trace_buffer(), from, h.location, trace::kNone, payload.size(), tag);
       LockState& ls = locks_[h.location];
       ls.phase = h.phase;
+      ls.early = (h.flags & kEarly) != 0;
       const PhaseRanks& pr = h.initial ? dist_.initial[h.location] : dist_.phases[h.location][h.phase];
       ls.remaining.store(static_cast<std::uint32_t>(pr.local.size()), std::memory_order_relaxed);
       for (std::uint32_t t : pr.local) {
@@ -350,6 +431,36 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
     case Kind::release: {
       if (bad_location() || dist_.home[h.location] != rank_) break;
       const LocationDesc& d = locs[h.location];
+      if (h.flags & kEarly) {  // an early read's release: counted nowhere, frees the rank
+        const std::uint64_t tag = trace_tag(false, h.location, from);
+        if (trace_) [[unlikely]]
+          trace_->receive(trace_buffer(), from, h.location, trace::kNone, payload.size(), tag);
+        bool done = false;
+        {
+          std::lock_guard lock(early_mu_);
+          EarlyState& e = early_[h.location * nranks_ + from];
+          if (!e.held || !payload.empty()) {
+            on_failure("rank " + std::to_string(from) + " released location '" + d.name +
+                       "' early, which it did not hold early: the ranks' protocol versions differ");
+            return;
+          }
+          e.held = false;
+          if (e.pending != kNoPhase) {  // rule 1: the phase that waited for this release
+            const std::uint32_t p = e.pending;
+            e.pending = kNoPhase;
+            done = early_eligible(h.location, p);
+            if (done) {
+              e.snapshot.resize(d.elem_size * d.count);
+              std::memcpy(e.snapshot.data(), graph_.data(h.location), e.snapshot.size());
+              e.held = true;
+            }
+            send_grant_to(h.location, p, from, false, done);
+          }
+        }
+        if (done) release(h.location, kNoTask, 0, 0);  // counted in that phase: done already
+        recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
+        return;
+      }
       if (plan_.locks[h.location].phases[h.phase].mode == Mode::write) {
         if (payload.size() != d.elem_size * d.count) {
           on_failure("rank " + std::to_string(from) + " released location '" + d.name +

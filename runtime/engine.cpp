@@ -197,36 +197,33 @@ void Engine::release(std::uint32_t location, std::uint32_t releaser, std::uint64
   grant_phase(location, next, releaser, iteration, worker);
 }
 
-void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
-                         std::uint64_t iteration, unsigned worker) {
-  LockState& ls = locks_[location];
-  const LockPlan& lp = plan_.locks[location];
+void Engine::grant_traced(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
+                          std::uint64_t iteration, unsigned worker) {
   // Traced before the grant: once granted, the member may fire and move its iteration on.
   // A release that came from another rank (kNoTask) has no local releaser: the event says so,
   // and goes to the buffer of the thread handling the message.
-  auto traced_grant = [&](std::uint32_t member) {
-    if (trace_) [[unlikely]] {
-      if (releaser == kNoTask)
-        trace_->grant(trace_buffer(), member, location, granted_iteration(member, location),
-                      trace::kNone, 0);
-      else
-        trace_->grant(worker, member, location, granted_iteration(member, location), releaser,
-                      iteration);
-    }
-    grant(member, location);
-  };
-  if (!net_) {
-    const Phase& ph = lp.phases[phase];
-    ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
-    for (std::uint32_t m = ph.begin; m < ph.end; ++m) traced_grant(lp.members[m]);
+  if (trace_) [[unlikely]] {
+    if (releaser == kNoTask)
+      trace_->grant(trace_buffer(), member, location, granted_iteration(member, location),
+                    trace::kNone, 0);
+    else
+      trace_->grant(worker, member, location, granted_iteration(member, location), releaser,
+                    iteration);
+  }
+  grant(member, location);
+}
+
+void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
+                         std::uint64_t iteration, unsigned worker) {
+  if (net_) {
+    enter_phase(location, phase, releaser, iteration, worker);
     return;
   }
-  const PhaseRanks& pr = dist_.phases[location][phase];
-  // Stored before any grant or GRANT message goes out: a holder may release at once.
-  ls.remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
-                     std::memory_order_relaxed);
-  send_grant(location, phase, false);
-  for (std::uint32_t t : pr.local) traced_grant(t);
+  LockState& ls = locks_[location];
+  const Phase& ph = plan_.locks[location].phases[phase];
+  ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
+  for (std::uint32_t m = ph.begin; m < ph.end; ++m)
+    grant_traced(plan_.locks[location].members[m], location, releaser, iteration, worker);
 }
 
 void Engine::execute(sched::Item item, unsigned worker) {

@@ -178,6 +178,9 @@ class Engine final : public sched::Executor {
   struct alignas(64) LockState {
     std::atomic<std::uint32_t> remaining{0};
     std::uint32_t phase = 0;
+    // Proxy (distributed.cpp): the phase held here was granted early (its RELEASE says so).
+    // Written by the GRANT's handler before it grants, read by the last local releaser.
+    bool early = false;
   };
   struct FiberTask;
   // Trivially constructible and only initialised for tasks that take part in locking, so that
@@ -229,6 +232,8 @@ class Engine final : public sched::Executor {
   static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
   void grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
                    std::uint64_t iteration, unsigned worker);
+  void grant_traced(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
+                    std::uint64_t iteration, unsigned worker);
   void record_error(std::exception_ptr error);
   void wait_step_done();
 
@@ -247,6 +252,12 @@ class Engine final : public sched::Executor {
   void check_same_graph();
   void start_initial_grants();
   void send_grant(std::uint32_t location, std::uint32_t phase, bool initial);
+  void send_grant_to(std::uint32_t location, std::uint32_t phase, unsigned peer, bool initial,
+                     bool early);
+  // Enters `phase` of a home location across ranks (grant_phase's distributed half).
+  void enter_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
+                   std::uint64_t iteration, unsigned worker);
+  bool early_eligible(std::uint32_t location, std::uint32_t phase) const;
   void proxy_release(std::uint32_t location);
   void on_message(unsigned from, std::span<const std::byte> header,
                   std::span<const std::byte> payload);
@@ -310,6 +321,19 @@ class Engine final : public sched::Executor {
   // sequence and a send and its receive get the same tag. Touched in protocol order only.
   std::vector<std::uint32_t> grant_seq_, release_seq_;  // [location * ranks + peer]
   std::mutex trace_mu_;  // see set_trace()
+  // Early read grants (distributed.cpp, "Early read grants"), home side, per location and
+  // remote rank [location * ranks + peer], guarded by early_mu_: `held` while that rank holds
+  // an early-granted version it has not released; `pending`, a phase whose GRANT waits for
+  // that release; `snapshot`, the bytes the early GRANT was sent from.
+  static constexpr std::size_t kEarlyMaxBytes = std::size_t{256} << 10;
+  static constexpr std::uint32_t kNoPhase = ~std::uint32_t{0};
+  struct EarlyState {
+    bool held = false;
+    std::uint32_t pending = kNoPhase;
+    std::vector<std::byte> snapshot;
+  };
+  std::mutex early_mu_;
+  std::vector<EarlyState> early_;
   std::uint64_t trace_tag(bool grant, std::uint32_t location, unsigned peer);
   unsigned trace_buffer() const;
   std::unique_ptr<std::atomic<std::uint64_t>[]> sent_;  // protocol messages sent, per peer

@@ -207,12 +207,22 @@ Summary summarize(const Trace& t) {
     s.iterations = std::max(s.iterations, ++per_task_count[{in.rank, in.task}]);
   }
 
-  // Locations: every location of the graphs appears, in table order.
+  std::unordered_map<Key, std::size_t, KeyHash> by_key;  // instance index by (rank, task, it)
+  for (std::size_t i = 0; i < s.instances.size(); ++i) {
+    const InstanceRec& in = s.instances[i];
+    by_key[{in.rank, in.task, in.iteration}] = i;
+  }
+
+  // Locations: every location of the graphs appears, in table order. Grants count for the
+  // instances that ran: a location's phases may move on into the next step's iteration for
+  // instances the iteration gate holds, and how far they get before a run ends is timing (a
+  // remote read granted early ends its phase at once, distributed.cpp).
   const RankTrace& r0 = t.ranks.front();
   for (const LocationInfo& l : r0.locations) row(s.locations, loc_index, l.name);
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events) {
       if (e.k() == Kind::grant) {
+        if (!by_key.count({r.rank, e.task, e.arg0})) continue;
         LocationRow& lr = row(s.locations, loc_index, r.locations[e.location].name);
         ++lr.grants;
         lr.wait_ns += std::max<std::int64_t>(
@@ -283,11 +293,6 @@ Summary summarize(const Trace& t) {
   // granted before the run and not recorded: there the releaser alone is the predecessor.)
   // Every predecessor ended before the instance began, so begin order is a topological order;
   // the heaviest chain by compute time is the critical path.
-  std::unordered_map<Key, std::size_t, KeyHash> by_key;
-  for (std::size_t i = 0; i < s.instances.size(); ++i) {
-    const InstanceRec& in = s.instances[i];
-    by_key[{in.rank, in.task, in.iteration}] = i;
-  }
   constexpr std::size_t kAbsent = SIZE_MAX;
   auto find = [&](std::uint32_t rank, std::uint32_t task, std::uint64_t it) {
     auto f = by_key.find({rank, task, it});
