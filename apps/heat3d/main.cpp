@@ -143,6 +143,12 @@ std::size_t slab_rows(std::size_t b, std::size_t c) {
   return std::clamp<std::size_t>(kBudget / (3 * 8 * c), 1, b);
 }
 
+// Rows of the next plane fetched ahead of the sweep. The hardware prefetcher alone left one
+// core at about 1.5 ns per point out of cache; reading 2 rows ahead (software prefetch, into
+// L2) brought it to about 1.05 (256^3 block, one core, best of 12, interleaved; distance 1:
+// 1.12, 4: 1.05; fetching for write instead was slower, 1.5).
+constexpr std::size_t kPrefetchRows = 2;
+
 // A halo source: the neighbour's face (rows of `stride` values) or a constant boundary.
 struct Halo {
   const double* base;
@@ -173,6 +179,14 @@ struct Sweep {
         double* const p = u + i * plane;
         for (std::size_t j = j0; j < j1; ++j) {
           double* const row = p + j * c;
+          {  // the row that row (i, j) will read as ip kPrefetchRows rows from now
+            std::size_t jj = j + kPrefetchRows, ii = i + 1;
+            while (jj >= j1) jj -= j1 - j0, ++ii;
+            if (ii < a) {
+              const double* q = u + ii * plane + jj * c;
+              for (std::size_t k = 0; k < c; k += 8) __builtin_prefetch(q + k, 0, 2);
+            }
+          }
           double* const cur = i == 0 ? slots.data() + (j - j0) * c : spare;
           std::memcpy(cur, row, c * sizeof(double));
           const double* jm = j > j0 ? prev[j - j0 - 1] : j0 == 0 ? h[2].row(i) : &edge[i * c];
