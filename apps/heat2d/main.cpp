@@ -17,6 +17,7 @@
 // (apps/common/kernels.hpp, shared with the OpenMP and MPI baselines).
 // --verify compares with a plain double-buffered loop over the whole grid.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -61,8 +62,21 @@ inline void sweep_row(double* out, const double* cur, const double* up, const do
     return;
   }
   out[0] = point(cur[0], up[0], down[0], west, cur[1]);
-  for (std::size_t j = 1; j + 1 < m; ++j)
-    out[j] = point(cur[j], up[j], down[j], cur[j - 1], cur[j + 1]);
+  // The row below is the sweep's only stream from memory (and, contiguous after it, the rows
+  // after that): its lines are asked for 8 KiB ahead, into L2, one per 8 points. The hardware
+  // prefetcher alone kept too few lines in flight for one core to stream: 8192^2 on one worker
+  // went from 0.9 to 1.4-1.5 Gstencils/s, on two from 1.7 to 2.4-2.7 (docs/benchmarks.md;
+  // 2-8 KiB ahead were alike, 2 KiB less; for write, or into L1, slower). Integer arithmetic:
+  // the address may lie past the buffer, which a prefetch never faults on.
+  constexpr std::size_t kAhead = 8192, kChunk = 64;
+  const auto below = reinterpret_cast<std::uintptr_t>(down) + kAhead;
+  for (std::size_t j0 = 1; j0 + 1 < m; j0 += kChunk) {
+    const std::size_t j1 = std::min(j0 + kChunk, m - 1);
+    for (std::size_t j = j0; j < j1; j += 8)
+      __builtin_prefetch(reinterpret_cast<const void*>(below + j * sizeof(double)), 0, 2);
+    for (std::size_t j = j0; j < j1; ++j)
+      out[j] = point(cur[j], up[j], down[j], cur[j - 1], cur[j + 1]);
+  }
   out[m - 1] = point(cur[m - 1], up[m - 1], down[m - 1], cur[m - 2], east);
 }
 
@@ -164,12 +178,6 @@ std::vector<Block> build(ordo::Graph& g, const Problem& p) {
                std::copy_n(north, bm, prev);  // "previous old row" of row 0 is the halo
                for (std::size_t i = 0; i < bn; ++i) {
                  double* row = u.data() + i * bm;
-                 // The next row (read from memory by this row's sweep, as `down_row`, and
-                 // written by the next one): all its lines asked for at once, for writing,
-                 // rather than one stream at the pace of the sweep's loads (1.07x on one
-                 // worker, docs/benchmarks.md).
-                 if (i + 1 < bn)
-                   for (std::size_t j = 0; j < bm; j += 8) __builtin_prefetch(row + bm + j, 1, 3);
                  std::copy_n(row, bm, cur);
                  const double* down_row;
                  if (i + 1 < bn) {
