@@ -386,6 +386,7 @@ void Engine::proxy_release(std::uint32_t location) {
 void Engine::on_message(unsigned from, std::span<const std::byte> header,
                         std::span<const std::byte> payload) {
   std::lock_guard trace_lock(trace_mu_);  // trace_ stays as it is while this message is handled
+  if (stopped_) return;                   // a peer failed and the run has ended (run())
   Header h{};
   if (header.size() < sizeof h || from >= nranks_) {
     on_failure("rank " + std::to_string(from) + " sent a malformed message (" +

@@ -398,6 +398,14 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     }
   }
   if (failed_) {
+    // The live peers may still send (an early grant's deferred GRANT answers a RELEASE, with
+    // no quiescence to wait for): from here on their messages are dropped, so none makes an
+    // instance ready on the pool this run is about to leave. on_message holds trace_mu_ while
+    // it handles one, so none is half-way through either.
+    {
+      std::lock_guard lock(trace_mu_);
+      stopped_ = true;
+    }
     // Peer failure: instances still queued drain quickly (bodies are skipped once aborted).
     std::unique_lock lock(done_mu_);
     done_cv_.wait(lock, [this] { return inflight_.load(std::memory_order_relaxed) == 0; });

@@ -321,6 +321,7 @@ class Engine final : public sched::Executor {
   // sequence and a send and its receive get the same tag. Touched in protocol order only.
   std::vector<std::uint32_t> grant_seq_, release_seq_;  // [location * ranks + peer]
   std::mutex trace_mu_;  // see set_trace()
+  bool stopped_ = false;  // a peer failed and the run ended: messages are dropped (trace_mu_)
   // Early read grants (distributed.cpp, "Early read grants"), home side, per location and
   // remote rank [location * ranks + peer], guarded by early_mu_: `held` while that rank holds
   // an early-granted version it has not released; `pending`, a phase whose GRANT waits for
