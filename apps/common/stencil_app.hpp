@@ -42,6 +42,24 @@ struct AppParams {
   }
 };
 
+// Runs `steps` iterations through run(n) (runs n more, returns their seconds). On a terminal,
+// in pieces of about 2% of them (whole groups of `group`: temporal blocking's depth) with
+// show(done) after each, so the progress line moves; else in one piece. Returns the seconds.
+template <class Run>
+double run_in_pieces(std::uint64_t steps, std::uint64_t group, Run&& run,
+                     const std::function<void(std::uint64_t done)>& show) {
+  if (isatty(STDERR_FILENO) == 0 || steps < 2 * group) return run(steps);
+  const std::uint64_t piece = std::max<std::uint64_t>(group, steps / 50 / group * group);
+  double seconds = 0;
+  for (std::uint64_t done = 0; done < steps;) {
+    const std::uint64_t n = std::min(piece, steps - done);
+    seconds += run(n);
+    done += n;
+    show(done);
+  }
+  return seconds;
+}
+
 struct AppDesc {
   std::string name;  // "heat2d": binary ordo-heat2d
   std::string summary;
@@ -293,17 +311,9 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       throw std::logic_error(app.name + ": the hand-written graph reported " +
                              std::to_string(home.size()) + " block homes for " +
                              std::to_string(nblocks) + " blocks");
-  } else if (progress && steps >= 2 * tb) {
-    // Chunks of about 2% (whole temporal-blocking groups) so the line moves.
-    std::uint64_t chunk = std::max<std::uint64_t>(tb, steps / 50 / tb * tb);
-    for (std::uint64_t done = 0; done < steps;) {
-      std::uint64_t n = std::min(chunk, steps - done);
-      seconds += st->run(rt, n).seconds;
-      done += n;
-      show(done);
-    }
   } else {
-    seconds = st->run(rt, steps).seconds;
+    seconds = run_in_pieces(steps, tb, [&](std::uint64_t n) { return st->run(rt, n).seconds; },
+                            show);
   }
   if (!fast) {
     result = st->get();

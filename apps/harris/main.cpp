@@ -103,14 +103,8 @@ ordo::app::AppDesc::FastResult run_pipeline(const ordo::app::AppParams& p,
   st::Pipeline pipe(g, harris_pipeline(p));
   pipe.set("img", img);
   ordo::app::AppDesc::FastResult out;
-  const std::uint64_t chunk =
-      isatty(STDERR_FILENO) ? std::max<std::uint64_t>(1, steps / 50) : steps;
-  for (std::uint64_t done = 0; done < steps;) {
-    const std::uint64_t n = std::min(chunk, steps - done);
-    out.seconds += pipe.run(rt, n).seconds;
-    done += n;
-    if (chunk < steps) progress(done);
-  }
+  out.seconds = ordo::app::run_in_pieces(
+      steps, 1, [&](std::uint64_t n) { return pipe.run(rt, n).seconds; }, progress);
   out.grid = pipe.get("R");
   for (std::size_t b = 0; b < pipe.block_count(); ++b) out.block_home.push_back(pipe.home_rank("R", b));
   return out;

@@ -254,13 +254,8 @@ ordo::app::AppDesc::FastResult run_handwritten(
       export_edges(g.data(b.u), bn, bm, b, [&](ordo::Location<double> l) { return g.data(l); });
     }
   ordo::app::AppDesc::FastResult out;
-  const std::uint64_t chunk = isatty(STDERR_FILENO) ? std::max<std::uint64_t>(1, steps / 50) : steps;
-  for (std::uint64_t done = 0; done < steps;) {
-    const std::uint64_t n = std::min(chunk, steps - done);
-    out.seconds += rt.run(g, n).seconds;
-    done += n;
-    if (chunk < steps) progress(done);
-  }
+  out.seconds = ordo::app::run_in_pieces(
+      steps, 1, [&](std::uint64_t n) { return rt.run(g, n).seconds; }, progress);
   out.grid = gather(g, p, blocks);
   for (const Block& b : blocks) out.block_home.push_back(g.home_rank(b.u));
   return out;

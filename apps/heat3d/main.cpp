@@ -331,14 +331,8 @@ ordo::app::AppDesc::FastResult run_handwritten(
     export_faces(u, e, b, nullptr, [&](ordo::Location<double> l) { return g.data(l).data(); });
   }
   ordo::app::AppDesc::FastResult out;
-  const std::uint64_t chunk =
-      isatty(STDERR_FILENO) ? std::max<std::uint64_t>(1, steps / 50) : steps;
-  for (std::uint64_t done = 0; done < steps;) {
-    const std::uint64_t n = std::min(chunk, steps - done);
-    out.seconds += rt.run(g, n).seconds;
-    done += n;
-    if (chunk < steps) progress(done);
-  }
+  out.seconds = ordo::app::run_in_pieces(
+      steps, 1, [&](std::uint64_t n) { return rt.run(g, n).seconds; }, progress);
   for (const Block& b : blocks) {
     copy_block(p, b, g.data(b.u).data(), grid, false);
     out.block_home.push_back(g.home_rank(b.u));
