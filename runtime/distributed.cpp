@@ -142,6 +142,7 @@ void Engine::distribute() {
   }
 
   early_ = std::vector<EarlyState>(nl * nranks_);
+  early_mu_ = std::make_unique<std::mutex[]>(nl);
   grant_seq_.assign(nl * nranks_, 0);
   release_seq_.assign(nl * nranks_, 0);
   sent_.reset(new std::atomic<std::uint64_t>[nranks_]);
@@ -274,7 +275,7 @@ void Engine::start_initial_grants() {
     locks_[l].phase = lp.initial_phase;
     locks_[l].remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
                               std::memory_order_relaxed);
-    send_grant(l, lp.initial_phase, true);
+    for (std::uint32_t r : pr.remote) send_grant_to(l, lp.initial_phase, r, true, false);
     for (std::uint32_t t : pr.local) grant(t, l);
   }
 }
@@ -291,12 +292,7 @@ unsigned Engine::trace_buffer() const {
   return w >= 0 ? static_cast<unsigned>(w) : trace_->control();
 }
 
-void Engine::send_grant(std::uint32_t location, std::uint32_t phase, bool initial) {
-  const PhaseRanks& pr = initial ? dist_.initial[location] : dist_.phases[location][phase];
-  for (std::uint32_t r : pr.remote) send_grant_to(location, phase, r, initial, false);
-}
-
-// An early GRANT goes from the (location, peer) snapshot, filled by the caller under early_mu_.
+// An early GRANT goes from the (location, peer) snapshot, filled by the caller under the location's early_mu_.
 void Engine::send_grant_to(std::uint32_t location, std::uint32_t phase, unsigned peer,
                            bool initial, bool early) {
   const LocationDesc& d = graph_.locations()[location];
@@ -332,8 +328,10 @@ void Engine::enter_phase(std::uint32_t location, std::uint32_t phase, std::uint3
     const PhaseRanks& pr = dist_.phases[location][phase];
     sends.clear();
     std::uint32_t counted = static_cast<std::uint32_t>(pr.local.size());
-    {
-      std::lock_guard lock(early_mu_);
+    if (pr.remote.empty()) {
+      ls.remaining.store(counted, std::memory_order_relaxed);
+    } else {
+      std::lock_guard lock(early_mu_[location]);
       const bool eligible = early_eligible(location, phase);
       for (std::uint32_t r : pr.remote) {
         EarlyState& e = early_[location * nranks_ + r];
@@ -438,7 +436,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
           trace_->receive(trace_buffer(), from, h.location, trace::kNone, payload.size(), tag);
         bool done = false;
         {
-          std::lock_guard lock(early_mu_);
+          std::lock_guard lock(early_mu_[h.location]);
           EarlyState& e = early_[h.location * nranks_ + from];
           if (!e.held || !payload.empty()) {
             on_failure("rank " + std::to_string(from) + " released location '" + d.name +

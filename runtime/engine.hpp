@@ -251,7 +251,6 @@ class Engine final : public sched::Executor {
   void distribute();
   void check_same_graph();
   void start_initial_grants();
-  void send_grant(std::uint32_t location, std::uint32_t phase, bool initial);
   void send_grant_to(std::uint32_t location, std::uint32_t phase, unsigned peer, bool initial,
                      bool early);
   // Enters `phase` of a home location across ranks (grant_phase's distributed half).
@@ -323,7 +322,7 @@ class Engine final : public sched::Executor {
   std::mutex trace_mu_;  // see set_trace()
   bool stopped_ = false;  // a peer failed and the run ended: messages are dropped (trace_mu_)
   // Early read grants (distributed.cpp, "Early read grants"), home side, per location and
-  // remote rank [location * ranks + peer], guarded by early_mu_: `held` while that rank holds
+  // remote rank [location * ranks + peer], guarded by early_mu_[location]: `held` while that rank holds
   // an early-granted version it has not released; `pending`, a phase whose GRANT waits for
   // that release; `snapshot`, the bytes the early GRANT was sent from.
   static constexpr std::size_t kEarlyMaxBytes = std::size_t{256} << 10;
@@ -333,7 +332,7 @@ class Engine final : public sched::Executor {
     std::uint32_t pending = kNoPhase;
     std::vector<std::byte> snapshot;
   };
-  std::mutex early_mu_;
+  std::unique_ptr<std::mutex[]> early_mu_;  // per location: phases of others never wait
   std::vector<EarlyState> early_;
   std::uint64_t trace_tag(bool grant, std::uint32_t location, unsigned peer);
   unsigned trace_buffer() const;
