@@ -356,21 +356,16 @@ void Stencil::Impl::declare() {
     b.main = g.location<double>(spec.name + "[" + tag + "]", kHeader + nb * pad.count);
     if (spec.aux_grids > 0)
       b.aux = g.location<double>(spec.name + ".aux[" + tag + "]", spec.aux_grids * pad.count);
-    // b sends towards o when the block at b+o reads in direction -o.
-    for (const Ix& r : dirs) {
-      Ix o{}, n{};
-      for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
-      if (!neighbour(c, o, n)) continue;
-      Ix slo{}, shi{};
-      send_box(pad, static_cast<std::ptrdiff_t>(pad.h), o, slo, shi);
-      Export e;
-      e.dir = o;
-      e.count = box_count(d, slo, shi);
-      std::string otag;
-      for (std::size_t k = 0; k < d; ++k) otag += (k ? "," : "") + std::to_string(o[k]);
-      e.loc = g.location<double>(spec.name + ".x[" + tag + "][" + otag + "]", levels * e.count);
-      b.exports.push_back(e);
-    }
+    for_each_export(pad, static_cast<std::ptrdiff_t>(pad.h), dirs, bgrid,
+                    spec.boundary == Boundary::periodic, c,
+                    [&](const Ix& o, std::size_t count, const std::string& otag) {
+                      Export e;
+                      e.dir = o;
+                      e.count = count;
+                      e.loc = g.location<double>(spec.name + ".x[" + tag + "][" + otag + "]",
+                                                 levels * count);
+                      b.exports.push_back(e);
+                    });
     blocks.push_back(std::move(b));
   });
   // Each block reads, for every direction o with a neighbour n, n's export towards -o.

@@ -176,4 +176,22 @@ inline bool block_neighbour(std::size_t d, const std::vector<std::size_t>& block
   return true;
 }
 
+// The halos the block at c exports: for every direction r its readers read from (`dirs`), it
+// sends towards o = -r when a block lies there. f(o, points in the send box of depth h, o as
+// "a,b,..." for location names).
+template <class Dirs, class F>
+void for_each_export(const Pad& p, std::ptrdiff_t h, const Dirs& dirs,
+                     const std::vector<std::size_t>& blocks, bool periodic, const Ix& c, F&& f) {
+  for (const Ix& r : dirs) {
+    Ix o{}, n{};
+    for (std::size_t k = 0; k < p.d; ++k) o[k] = -r[k];
+    if (!block_neighbour(p.d, blocks, periodic, c, o, n)) continue;
+    Ix lo{}, hi{};
+    send_box(p, h, o, lo, hi);
+    std::string tag;
+    for (std::size_t k = 0; k < p.d; ++k) tag += (k ? "," : "") + std::to_string(o[k]);
+    f(o, box_count(p.d, lo, hi), tag);
+  }
+}
+
 }  // namespace ordo::stencil::geometry

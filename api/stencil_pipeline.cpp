@@ -230,22 +230,17 @@ void Pipeline::Impl::declare() {
       g.block[i] = gr.location<double>(spec.name + "." + g.name + "[" + blocks[i].tag + "]",
                                        pad.count);
       if (g.writer < 0 || g.halo == 0) continue;
-      // b sends towards o when the block b+o reads in direction -o.
-      for (const Ix& r : g.dirs) {
-        Ix o{}, n{};
-        for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
-        if (!neighbour(blocks[i].coord, o, n)) continue;
-        Ix slo{}, shi{};
-        send_box(pad, static_cast<std::ptrdiff_t>(g.halo), o, slo, shi);
-        Export e;
-        e.dir = o;
-        e.count = box_count(d, slo, shi);
-        std::string otag;
-        for (std::size_t k = 0; k < d; ++k) otag += (k ? "," : "") + std::to_string(o[k]);
-        e.loc = gr.location<double>(
-            spec.name + "." + g.name + ".x[" + blocks[i].tag + "][" + otag + "]", e.count);
-        g.exports[i].push_back(e);
-      }
+      for_each_export(pad, static_cast<std::ptrdiff_t>(g.halo), g.dirs, bgrid,
+                      spec.boundary == Boundary::periodic, blocks[i].coord,
+                      [&](const Ix& o, std::size_t count, const std::string& otag) {
+                        Export e;
+                        e.dir = o;
+                        e.count = count;
+                        e.loc = gr.location<double>(spec.name + "." + g.name + ".x[" +
+                                                        blocks[i].tag + "][" + otag + "]",
+                                                    count);
+                        g.exports[i].push_back(e);
+                      });
     }
   for (Grid& g : grids) {
     if (g.writer < 0 || g.halo == 0) continue;
