@@ -25,20 +25,30 @@
 // a callback); they may call send(). An exception a callback throws must not unwind through
 // UCX's C frames: it is caught at the callback's edge and rethrown by progress().
 //
-// Progress and idle. wait_for_event() progresses until nothing happens, then ucp_worker_arm();
-// UCS_ERR_BUSY means events arrived meanwhile (progress again), UCS_OK means the worker's event
-// fd will be signalled by the next event: poll() on it sleeps without CPU. The hot path
-// (progress, send) makes no system call of its own.
+// Progress and idle. wait_for_event() progresses until nothing happens, keeps polling for the
+// busy phase (options.spin, yielding between polls), then ucp_worker_arm(); UCS_ERR_BUSY means
+// events arrived meanwhile (progress again), UCS_OK means the worker's event fd will be
+// signalled by the next event: epoll_wait() on it (and on the local peers' pidfds) sleeps
+// without CPU. The hot path (progress, send) makes no system call of its own.
 //
-// Failure. Endpoints use UCP_ERR_HANDLING_MODE_PEER: when a peer dies or becomes unreachable
-// UCX completes that endpoint's requests with an error and calls the error handler, which
-// marks the peer failed (later sends to it complete at once with the failure status) and
-// reports a PeerFailure once per peer, scoped by the UCX status (see scope_of). UCX statuses
-// are translated here and never leave this file. Where no transport to a peer supports peer
-// failure handling (UCX 1.13's shared memory), connect() falls back to an endpoint without it
-// (detects_peer_failure() says so): the launcher is then the only failure detector. Detection latency is UCX's (a reset TCP
-// connection is immediate; a silent peer needs UCX keepalive); ordorun bounds the whole job in
-// any case by killing every rank when one dies.
+// Failure. Two detectors, chosen per peer in connect() from what the address exchange tells
+// (kernel boot id, PID and network namespace inodes, process id; see Locality):
+// * A local peer (same boot id and namespaces) is watched through a pidfd (pidfd_open), which
+//   becomes readable when the process ends; its endpoint has no UCX error handling
+//   (UCP_ERR_HANDLING_MODE_NONE), which leaves UCX free to use shared memory (UCX 1.13's shm
+//   transports cannot handle peer failure, so asking for it meant TCP between local ranks).
+//   wait_for_event() sleeps on one epoll set holding UCX's event fd and the pidfds: watching
+//   costs no CPU and nothing on the hot path, and a death is seen as soon as the thread would
+//   sleep.
+// * Any other peer's endpoint uses UCP_ERR_HANDLING_MODE_PEER: when the peer dies or becomes
+//   unreachable UCX completes that endpoint's requests with an error and calls the error
+//   handler. Detection latency is UCX's (a reset TCP connection is immediate; a silent peer
+//   needs UCX keepalive). Where no transport to such a peer supports it, connect() falls back
+//   to an endpoint without it (detects_peer_failure() says so).
+// Either way the peer is marked failed (later sends to it complete at once with the failure
+// status) and a PeerFailure is reported once per peer, scoped by the UCX status (scope_of) or
+// `process` for an exit. UCX statuses are translated here and never leave this file. ordorun
+// bounds the whole job in any case by killing every rank when one dies.
 //
 // Shutdown order (close()): 1. wait until this rank's sends completed (bounded); 2. set
 // closing_, so errors caused by peers tearing down are not reported as failures; 3. bootstrap
@@ -48,8 +58,11 @@
 // without the barrier: it is the error path, and it must not wait on anyone.
 #include "transport.hpp"
 
-#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 #include <ucs/debug/log_def.h>
 
 #include <cerrno>
@@ -57,7 +70,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -114,6 +129,41 @@ ucs_log_func_rc_t quiet_probe(const char*, unsigned, const char*, ucs_log_level_
   throw CommError("comm: UCX " + what + " failed: " + ucs_status_string(s));
 }
 
+// Where a process runs, appended to its worker address in connect()'s exchange: two processes
+// with equal boot id and namespace inodes share a kernel and see each other's process ids.
+struct Locality {
+  char boot_id[40] = {};    // /proc/sys/kernel/random/boot_id, NUL-terminated
+  std::uint64_t pid_ns = 0;  // inode of /proc/self/ns/pid (0: unknown)
+  std::uint64_t net_ns = 0;  // inode of /proc/self/ns/net: other namespaces count as other hosts
+  std::int64_t pid = 0;
+
+  static Locality here() {
+    Locality l;
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    if (f >> id) std::strncpy(l.boot_id, id.c_str(), sizeof l.boot_id - 1);
+    struct stat st {};
+    if (::stat("/proc/self/ns/pid", &st) == 0) l.pid_ns = st.st_ino;
+    if (::stat("/proc/self/ns/net", &st) == 0) l.net_ns = st.st_ino;
+    l.pid = ::getpid();
+    return l;
+  }
+  bool same_host_as(const Locality& o) const {
+    return boot_id[0] != 0 && std::strncmp(boot_id, o.boot_id, sizeof boot_id) == 0 &&
+           pid_ns != 0 && pid_ns == o.pid_ns && net_ns == o.net_ns;
+  }
+};
+
+// A pidfd for `pid`, or -1 (kernel before 5.3, or the process is already gone).
+int open_pidfd(std::int64_t pid) {
+#ifdef SYS_pidfd_open
+  return int(::syscall(SYS_pidfd_open, pid_t(pid), 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
 }  // namespace
 
 const char* to_string(Status s) {
@@ -138,8 +188,9 @@ struct Transport::Impl {
     int rank = -1;
     ucp_ep_h ep = nullptr;
     bool failed = false;
-    bool detects_failure = true;  // endpoint has UCX peer failure handling
+    bool detects_failure = true;  // endpoint has UCX peer failure handling, or a pidfd
     Status failure = Status::ok;
+    int pidfd = -1;  // a local peer's process, while watched
   };
   // One per send in flight: owns the wire header (UCX 1.13 reads it until completion) and the
   // caller's completion. Recycled through free_sends, so that a warm transport sends without
@@ -168,9 +219,14 @@ struct Transport::Impl {
 
   Bootstrap& boot;
   TransportOptions options;
+  std::chrono::microseconds spin;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   int efd = -1;
+  int wait_fd = -1;   // epoll set wait_for_event() sleeps on: efd and watch_fd
+  int watch_fd = -1;  // epoll set of the pidfds of local peers (data: rank)
+  std::size_t watched = 0;
+  Clock::time_point next_watch_check{};
   std::vector<Peer> peers;
   std::unordered_map<Tag, Handler> handlers;
   std::function<void(const PeerFailure&)> failure_handler;
@@ -208,9 +264,58 @@ struct Transport::Impl {
     return true;
   }
 
-  Impl(Bootstrap& b, TransportOptions o) : boot(b), options(o) {}
+  Impl(Bootstrap& b, TransportOptions o) : boot(b), options(o), spin(spin_of(o)) {}
+
+  // options.spin, or ORDO_PROGRESS_SPIN_US where the options leave it negative.
+  static std::chrono::microseconds spin_of(const TransportOptions& o) {
+    if (o.spin.count() >= 0) return o.spin;
+    if (const char* e = std::getenv("ORDO_PROGRESS_SPIN_US")) {
+      char* end = nullptr;
+      const long v = std::strtol(e, &end, 10);
+      if (end == e || *end != 0 || v < 0 || v > 1000000)
+        throw CommError(std::string("comm: ORDO_PROGRESS_SPIN_US='") + e +
+                        "' is not a number of microseconds in [0, 1000000]");
+      return std::chrono::microseconds(v);
+    }
+    return kDefaultProgressSpin;
+  }
   ~Impl() {
     for (SendOp* op : free_sends) delete op;
+    for (Peer& p : peers) stop_watching(p);
+    if (wait_fd >= 0) ::close(wait_fd);
+    if (watch_fd >= 0) ::close(watch_fd);
+  }
+
+  void stop_watching(Peer& p) {
+    if (p.pidfd < 0) return;
+    if (watch_fd >= 0) ::epoll_ctl(watch_fd, EPOLL_CTL_DEL, p.pidfd, nullptr);
+    ::close(p.pidfd);
+    p.pidfd = -1;
+    --watched;
+  }
+
+  // Reports the watched peers that have exited. A system call: wait_for_event() makes it when
+  // its epoll set says so, and at most every kWatchPeriod while it never sleeps (a busy worker,
+  // or sends retried against a dead peer's full shared-memory queue, keep it from sleeping).
+  static constexpr auto kWatchPeriod = std::chrono::milliseconds(10);
+  void check_watched() {
+    if (watched == 0) return;
+    epoll_event ev[8];
+    int n;
+    while ((n = ::epoll_wait(watch_fd, ev, 8, 0)) > 0)
+      for (int i = 0; i < n; ++i) peer_exited(peers[ev[i].data.u64]);
+  }
+
+  // A watched local peer's process ended.
+  void peer_exited(Peer& p) {
+    stop_watching(p);
+    if (p.failed) return;
+    p.failed = true;
+    p.failure = Status::process_failed;
+    if (closing) return;  // peers exit after the close barrier: expected
+    PeerFailure f{p.rank, FailureScope::process, "process exited (pid watched on this host)"};
+    if (!first_failure) first_failure = f;
+    if (failure_handler) guarded([&] { failure_handler(f); });
   }
 
   template <class F>
@@ -373,6 +478,18 @@ Transport::Transport(Bootstrap& bootstrap, TransportOptions options)
     m.teardown(false);
     fail("event fd", es);
   }
+  m.wait_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  m.watch_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  epoll_event wev = ev;
+  wev.data.u64 = 1;  // the watch set; efd's is 0
+  if (m.wait_fd < 0 || m.watch_fd < 0 || ::epoll_ctl(m.wait_fd, EPOLL_CTL_ADD, m.efd, &ev) != 0 ||
+      ::epoll_ctl(m.wait_fd, EPOLL_CTL_ADD, m.watch_fd, &wev) != 0) {
+    const int e = errno;
+    m.teardown(false);
+    throw CommError(std::string("comm: epoll set for the event fd: ") + std::strerror(e));
+  }
   ucp_am_handler_param_t hp{};
   hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
                   UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
@@ -397,7 +514,7 @@ bool Transport::detects_peer_failure(int peer) const {
   return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].detects_failure;
 }
 
-int Transport::event_fd() const { return impl_->efd; }
+int Transport::event_fd() const { return impl_->wait_fd; }
 
 void Transport::on_message(Tag tag, Handler handler) { impl_->handlers[tag] = std::move(handler); }
 
@@ -412,37 +529,59 @@ void Transport::connect() {
   std::size_t addr_len = 0;
   if (ucs_status_t s = ucp_worker_get_address(m.worker, &addr, &addr_len); s != UCS_OK)
     fail("worker address query", s);
-  std::vector<Blob> all;
-  try {
-    all = m.boot.allgather(std::span<const std::byte>(reinterpret_cast<const std::byte*>(addr), addr_len));
-  } catch (...) {
-    ucp_worker_release_address(m.worker, addr);
-    throw;
-  }
+  // Each rank's blob: its worker address, then its Locality.
+  const Locality here = Locality::here();
+  std::vector<std::byte> mine(addr_len + sizeof here);
+  std::memcpy(mine.data(), addr, addr_len);
+  std::memcpy(mine.data() + addr_len, &here, sizeof here);
   ucp_worker_release_address(m.worker, addr);
+  std::vector<Blob> all = m.boot.allgather(mine);
   // Peer records must not move once UCX holds pointers to them (error handler argument).
   m.peers.resize(all.size());
   for (std::size_t r = 0; r < all.size(); ++r) {
     Impl::Peer& p = m.peers[r];
     p.impl = &m;
     p.rank = int(r);
+    if (all[r].size() < sizeof(Locality))
+      throw CommError("comm: rank " + std::to_string(r) + " sent a malformed address (" +
+                      std::to_string(all[r].size()) + " bytes): are all ranks the same ordo build?");
+    Locality there;
+    std::memcpy(&there, all[r].data() + all[r].size() - sizeof there, sizeof there);
+    // A local peer is watched through its pidfd rather than by UCX (see the comment at the top).
+    bool ucx_detects = m.options.detect_peer_failure;
+    if (ucx_detects && !m.options.ucx_detection_for_local_peers && here.same_host_as(there)) {
+      if (int(r) == m.boot.rank()) {
+        ucx_detects = false;  // itself
+      } else if (int fd = open_pidfd(there.pid); fd >= 0) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = r;
+        if (::epoll_ctl(m.watch_fd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+          p.pidfd = fd;
+          ++m.watched;
+          ucx_detects = false;
+        } else {
+          ::close(fd);
+        }
+      }
+    }
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     // safety: the blob is the byte image of the peer's ucp_address_t, as UCX documents.
     ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data());
-    ep.err_mode = m.options.detect_peer_failure ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_mode = ucx_detects ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     ep.err_handler.cb = &Impl::on_ep_error;
     ep.err_handler.arg = &p;
-    p.detects_failure = m.options.detect_peer_failure;
+    p.detects_failure = ucx_detects || p.pidfd >= 0;
     // Peer failure handling where the transports support it; where they do not (UCX 1.13's
     // shared memory), an endpoint without it: ordorun still ends the job when a rank dies.
     ucs_log_push_handler(&quiet_probe);
-    probing_err_mode = m.options.detect_peer_failure;
+    probing_err_mode = ucx_detects;
     ucs_status_t s = ucp_ep_create(m.worker, &ep, &p.ep);
     probing_err_mode = false;
     ucs_log_pop_handler();
-    if (s == UCS_ERR_UNREACHABLE && m.options.detect_peer_failure) {
+    if (s == UCS_ERR_UNREACHABLE && ucx_detects) {
       ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       s = ucp_ep_create(m.worker, &ep, &p.ep);
       p.detects_failure = false;
@@ -506,7 +645,25 @@ bool Transport::progress() {
 bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
   Impl& m = *impl_;
   if (m.closed) return false;
+  if (m.watched > 0) {
+    if (const auto now = Clock::now(); now >= m.next_watch_check) {
+      m.next_watch_check = now + Impl::kWatchPeriod;
+      m.check_watched();
+      m.rethrow_pending();
+    }
+  }
   if (progress()) return true;
+  // Busy phase: a peer that just sent is likely to send again within microseconds, and a
+  // sleeping receiver costs both sides a system call per message (UCX's shared memory signals
+  // an armed peer through a socket) and a wake-up. Yielding between polls leaves the core to
+  // runnable workers.
+  if (m.spin.count() > 0 && timeout.count() > 0) {
+    const auto until = Clock::now() + m.spin;
+    do {
+      std::this_thread::yield();
+      if (progress()) return true;
+    } while (Clock::now() < until && !m.has_posted.load(std::memory_order_acquire));
+  }
   if (m.has_posted.load(std::memory_order_acquire)) return progress();  // pairs with post()
   const ucs_status_t s = ucp_worker_arm(m.worker);
   if (s == UCS_ERR_BUSY) {  // events arrived between the progress and the arm
@@ -519,10 +676,13 @@ bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
     m.sleeping.store(false, std::memory_order_relaxed);
     return progress();
   }
-  pollfd pfd{m.efd, POLLIN, 0};
-  const int rc = ::poll(&pfd, 1, int(timeout.count()));
+  epoll_event ev[8];
+  const int rc = ::epoll_wait(m.wait_fd, ev, 8, int(timeout.count()));
   m.sleeping.store(false, std::memory_order_relaxed);
-  if (rc < 0 && errno != EINTR) throw CommError(std::string("comm: poll failed: ") + std::strerror(errno));
+  if (rc < 0 && errno != EINTR) throw CommError(std::string("comm: epoll_wait failed: ") + std::strerror(errno));
+  for (int i = 0; i < rc; ++i)
+    if (ev[i].data.u64 == 1) m.check_watched();
+  m.rethrow_pending();
   return progress() || rc > 0;
 }
 

@@ -87,15 +87,29 @@ using Handler = std::function<void(Incoming&)>;
 // on, rendezvous still places payloads straight into their destination.
 inline constexpr std::size_t kDefaultRndvThreshold = 256 * 1024;
 
+// How long wait_for_event() keeps polling, yielding the core between polls, after the last
+// event before it sleeps. Measured with ordo-bench-halo on one host (docs/comm.md): 8 KiB halos
+// 0.6 -> 3.4-4.1 GB/s, 64 KiB 3.1-5.5 -> 6.3-8.5 GB/s; idle, the thread still sleeps.
+inline constexpr std::chrono::microseconds kDefaultProgressSpin{100};
+
 struct TransportOptions {
   // Payloads of at least this many bytes always use rendezvous (tests lower it to exercise
   // both paths). 0: UCX_RNDV_THRESH where the environment sets it, else kDefaultRndvThreshold.
   std::size_t rndv_threshold = 0;
-  // Ask UCX for peer failure handling (UCP_ERR_HANDLING_MODE_PEER) on every endpoint where a
-  // transport supports it. UCX then avoids transports without it: with the default UCX_TLS,
-  // ranks on one host talk TCP instead of shared memory. false: shared memory wherever UCX
-  // likes, and failures are left to the launcher.
+  // Detect failed peers. A peer in this process's host, PID and network namespaces (same
+  // kernel boot id) is watched through a pidfd: its death is seen at once, and its endpoint
+  // needs no UCX peer failure handling, so UCX may use shared memory to it (UCX 1.13's shared
+  // memory has no such handling). Every other peer's endpoint asks UCX for peer failure
+  // handling (UCP_ERR_HANDLING_MODE_PEER): TCP or another network transport, and UCX's
+  // detection. false: no detection at all (the launcher's job).
   bool detect_peer_failure = true;
+  // With detect_peer_failure: watch local peers through UCX's peer failure handling too, not a
+  // pidfd. UCX then avoids transports without it: with the default UCX_TLS, ranks on one host
+  // talk TCP instead of shared memory (the behaviour before pidfds; kept for comparison).
+  bool ucx_detection_for_local_peers = false;
+  // Polling after the last event before sleeping (wait_for_event). Negative: the environment's
+  // ORDO_PROGRESS_SPIN_US, else kDefaultProgressSpin; 0: sleep at once.
+  std::chrono::microseconds spin{-1};
   // Bound on close()'s wait for outstanding sends.
   std::chrono::milliseconds close_timeout{10000};
 };
@@ -145,13 +159,15 @@ class Transport {
   // from any thread: this is how other threads send (post a closure that calls send()). Works
   // run in the order posted by one thread; one lock per post.
   void post(std::function<void()> work);
-  // The file descriptor wait_for_event() sleeps on, for callers with their own poll loop: arm
-  // with progress() returning false twice, then poll for POLLIN.
+  // The file descriptor wait_for_event() sleeps on (an epoll set of UCX's event fd and the
+  // pidfds of local peers), for callers with their own poll loop: when it polls readable, call
+  // wait_for_event() with a zero timeout, which also reports peers that exited.
   int event_fd() const;
 
-  // Whether UCX itself reports the failure of `peer` on this endpoint (UCP_ERR_HANDLING_MODE_PEER).
-  // False where the transport cannot (UCX 1.13 shared memory): there only the launcher, which
-  // stops every rank when one dies, bounds the job. Valid after connect().
+  // Whether this transport reports the failure of `peer`: through a pidfd for a local peer, or
+  // through UCX (UCP_ERR_HANDLING_MODE_PEER). False where neither can (detect_peer_failure off,
+  // or no transport to a remote peer supports it): there only the launcher, which stops every
+  // rank when one dies, bounds the job. Valid after connect().
   bool detects_peer_failure(int peer) const;
 
   // Number of sends whose completion has not run yet.

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   int rounds = 2, die_rank = -1, late_rank = -1;
   double late_seconds = 0;
   std::size_t rndv_threshold = 0;
-  bool idle_check = false, hang = false, detect = true;
+  bool idle_check = false, hang = false, detect = true, ucx_detection = false;
   std::string expect_bootstrap;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
     else if (a == "--idle-check") idle_check = true;
     else if (a == "--hang-after-connect") hang = true;
     else if (a == "--no-failure-detection") detect = false;
+    else if (a == "--ucx-detection") ucx_detection = true;
     else if (a == "--ignore-sigterm") ::signal(SIGTERM, SIG_IGN);
     else if (a == "--expect-bootstrap") expect_bootstrap = next();
     else usage("unknown argument " + a);
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
     TransportOptions topt;
     topt.rndv_threshold = rndv_threshold;
     topt.detect_peer_failure = detect;
+    topt.ucx_detection_for_local_peers = ucx_detection;
     Transport t(*boot, topt);
 
     const std::size_t expected = std::size_t(rounds) * sizes.size() * std::size_t(n);

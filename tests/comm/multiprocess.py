@@ -107,18 +107,29 @@ def case_kill():
 
 def case_transport_detects():
     # Survivors ignore ordorun's SIGTERM, so before its SIGKILL (--grace 20: room for a loaded
-    # machine) only the transport can
-    # end them: UCX's peer failure handling must report rank 1 to the others' failure callbacks.
+    # machine) only the transport can end them: it must report rank 1 to the others' failure
+    # callbacks. ARGS: the UCX_TLS, then "pidfd" (ranks of one host are watched through pidfds:
+    # any transport, shared memory included) or "ucx" (--ucx-detection: UCX's peer failure
+    # handling, which needs a transport that has it, such as TCP).
+    tls, how = ARGS[0], ARGS[1]
+    extra = ["--ucx-detection"] if how == "ucx" else []
     p, elapsed = run([ORDORUN, "--grace", "20", "-n", "3", PINGPONG, "--die-rank", "1", "--rounds", "4",
-                      "--ignore-sigterm"], env=ucx_env("tcp,self"), timeout=60)
+                      "--ignore-sigterm"] + extra, env=ucx_env(tls), timeout=60)
     if p.returncode == 0:
         fail("the job succeeded although rank 1 was killed")
     # At least one survivor's transport names rank 1. (Under load UCX can also time out a
     # survivor's endpoint to the other survivor while it wires up; that survivor then reports
     # that peer first, which says nothing about detecting rank 1.)
-    if not any(re.search(r"^\[%d\] rank %d: peer rank 1 failed \(\w+\)" % (r, r), p.stderr, re.M)
-               for r in (0, 2)):
+    reports = [m.group(1) for r in (0, 2)
+               for m in re.finditer(r"^\[%d\] rank %d: peer rank 1 failed \(\w+\): (.*)$" % (r, r),
+                                    p.stderr, re.M)]
+    if not reports:
         fail("no survivor's transport reported rank 1's failure")
+    by_pidfd = [c for c in reports if "process exited" in c]
+    if how == "pidfd" and not by_pidfd:
+        fail("rank 1's failure was not seen through its pidfd: %s" % reports)
+    if how == "ucx" and by_pidfd:
+        fail("--ucx-detection, yet rank 1 was watched through a pidfd: %s" % reports)
     if "sending SIGKILL" in p.stderr:
         fail("a survivor had to be SIGKILLed: the transport did not end it")
 
