@@ -201,15 +201,15 @@ int free_port() {
 // One ucx_perftest tag_bw measurement on loopback: a server process, then the client (retried
 // while the server is not listening yet). The client's output, or empty on failure.
 std::string run_ucx_perftest(const fs::path& perftest, std::size_t bytes, std::uint64_t iters,
-                             const char* wait, bool error_handling, unsigned timeout_s) {
+                             const char* wait, unsigned timeout_s) {
   const int port = free_port();
   std::vector<std::string> args{perftest.string(), "-t", "tag_bw", "-s", std::to_string(bytes),
                                 "-n", std::to_string(iters), "-w",
                                 std::to_string(std::max<std::uint64_t>(10, iters / 10)), "-p",
                                 std::to_string(port), "-E", wait};
-  // Ordo's endpoints ask for peer failure handling (TransportOptions::detect_peer_failure),
-  // which steers UCX's transport choice: the peer must ask for it too to be comparable.
-  if (error_handling) args.push_back("-e");
+  // No -e (peer failure handling): ordo's endpoints to ranks of the same host have none either
+  // (comm/transport.cpp watches those ranks through pidfds), so UCX picks the same transports
+  // (shared memory) for both.
   std::fflush(stdout);
   const pid_t server = fork();
   if (server < 0) return {};
@@ -359,7 +359,6 @@ int run_ranks(const RanksOptions& o) {
                 "skipped\n");
   std::map<std::size_t, std::vector<double>> ordo_mbps;
   std::map<std::pair<std::size_t, std::string>, std::vector<double>> ucx_mbps;  // by size, wait
-  std::map<std::size_t, std::string> ucx_ep;  // endpoint mode ucx_perftest ran with
   const char* tls = std::getenv("UCX_TLS");
   std::printf("# bench=halo: UCX_TLS=%s for both ordo and ucx_perftest (tag_bw, loopback, "
               "server and client on this host)\n", tls ? tls : "unset (all)");
@@ -394,18 +393,9 @@ int run_ranks(const RanksOptions& o) {
           const double total = o.halo_mib * 1048576.0;
           const auto iters = std::clamp<std::uint64_t>(
               static_cast<std::uint64_t>(total / static_cast<double>(bytes)), 50, 200000);
-          // As ordo's transport does (comm/transport.cpp, connect): endpoints with peer failure
-          // handling where the transports allow it (then UCX picks TCP between ranks of one
-          // host with the default UCX_TLS), else without (shared memory with UCX_TLS=shm,self).
-          std::string text = run_ucx_perftest(*perftest, bytes, iters, wait, true, 60);
-          std::string ep = "peer_failure";
-          if (!ordo::bench::parse_ucx_perftest_mbps(text, bytes)) {
-            text = run_ucx_perftest(*perftest, bytes, iters, wait, false, 60);
-            ep = "plain";
-          }
+          const std::string text = run_ucx_perftest(*perftest, bytes, iters, wait, 60);
           if (auto m = ordo::bench::parse_ucx_perftest_mbps(text, bytes)) {
             ucx_mbps[{bytes, wait}].push_back(*m);
-            ucx_ep[bytes] = ep;
           } else if (r == 0) {
             std::printf("# bench=halo bytes=%zu wait=%s: ucx_perftest gave no result (%s)\n",
                         bytes, wait,
@@ -423,8 +413,8 @@ int run_ranks(const RanksOptions& o) {
       const auto& v = ucx_mbps[{bytes, wait}];
       if (v.empty()) continue;
       best = std::max(best, median(v));
-      fmt::print("bench=halo system=ucx_perftest bytes={} test=tag_bw wait={} endpoints={} "
-                 "reps={} mbps={:.2f}\n", bytes, wait, ucx_ep[bytes], v.size(), median(v));
+      fmt::print("bench=halo system=ucx_perftest bytes={} test=tag_bw wait={} reps={} "
+                 "mbps={:.2f}\n", bytes, wait, v.size(), median(v));
     }
     // Against the better of ucx_perftest's two wait modes: busy polling wins on an idle
     // machine, sleeping (as ordo's progress thread does) on a loaded one.
