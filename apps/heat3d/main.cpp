@@ -17,10 +17,11 @@
 //
 // The in-place sweep of one block (extents a x b x c, i slowest) runs in slabs of J rows along
 // j so that what it touches between two visits of a row stays in the L2 cache: for each slab,
-// for i = 0..a-1, for j in the slab, row (i, j) is copied to a spare row slot and then
-// overwritten with its new values, computed from
-//   the copy (centre, k-1, k+1), the slot holding old row (i-1, j) (im), row (i+1, j) still
-//   old in u (ip), the slot holding old row (i, j-1) (jm), row (i, j+1) still old in u (jp).
+// for i = 0..a-1, for j in the slab, row (i, j) is overwritten with its new values while its
+// old ones go to a spare row slot (one pass: sweep_row_inplace), computed from
+//   its old values (centre, k-1, k+1), the slot holding old row (i-1, j) (im), row (i+1, j)
+//   still old in u (ip), the slot holding old row (i, j-1) (jm), row (i, j+1) still old in u
+//   (jp).
 // The slot of (i-1, j) is then free and becomes the next spare: J + 1 slots in all. Across a
 // slab boundary, row (i, j0-1) was overwritten by the previous slab, which therefore saves its
 // old last row of every plane in `edge` (a x c values) for the next slab. Halo rows come from
@@ -70,20 +71,55 @@ std::vector<double> reference(const ordo::app::AppParams& p, const std::vector<d
   return out;
 }
 
-// One row of the in-place sweep: out[k] from the old row `cur`, the old rows around it and the
-// two halo values at the row's ends. Same expression and operand order as the reference.
-inline void sweep_row(double* __restrict out, const double* __restrict cur,
-                      const double* __restrict im, const double* __restrict ip,
-                      const double* __restrict jm, const double* __restrict jp, double west,
-                      double east, std::size_t c) {
-  if (c == 1) {
-    out[0] = point(cur[0], im[0], ip[0], jm[0], jp[0], west, east);
-    return;
+// One row of the in-place sweep, eight points at a time: `row` holds the old row and gets the
+// new one, computed from the old rows around it and the two halo values at the row's ends
+// (same expression and operand order as the reference); its old values go to `save` on the way (the rolling set of rows needs
+// them). Fusing the copy into the sweep reads the row once: per eight points one load of the
+// row (its k-1 and k+1 neighbours are lane shifts of it and of the loads on either side), four
+// of the neighbour rows and two stores, against eight loads and two stores for a copy followed
+// by a plain loop. The arithmetic is point's, lane by lane, so the bits are the same.
+using V8 = double __attribute__((vector_size(64)));
+inline V8 load8(const double* p) {
+  V8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(double* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+inline V8 point8(V8 c, V8 im, V8 ip, V8 jm, V8 jp, V8 km, V8 kp) {
+  return c + 0.125 * (((im + ip) + (jm + jp)) + (km + kp) - 6.0 * c);
+}
+
+inline void sweep_row_inplace(double* __restrict row, double* __restrict save,
+                              const double* __restrict im, const double* __restrict ip,
+                              const double* __restrict jm, const double* __restrict jp,
+                              double west, double east, std::size_t c) {
+  std::size_t k = 0;
+  if (c >= 16) {
+    V8 prev = V8{} + west;  // lane 7: the old value left of the chunk
+    V8 old = load8(row);
+    for (; k + 16 <= c; k += 8) {
+      const V8 next = load8(row + k + 8);
+      const V8 km = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
+      const V8 kp = __builtin_shufflevector(old, next, 1, 2, 3, 4, 5, 6, 7, 8);
+      store8(save + k, old);
+      store8(row + k, point8(old, load8(im + k), load8(ip + k), load8(jm + k), load8(jp + k), km, kp));
+      prev = old;
+      old = next;
+    }
+    if (k + 8 == c) {  // the last chunk: its right neighbour is the halo value
+      const V8 km = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
+      const V8 kp = __builtin_shufflevector(old, V8{} + east, 1, 2, 3, 4, 5, 6, 7, 8);
+      store8(save + k, old);
+      store8(row + k, point8(old, load8(im + k), load8(ip + k), load8(jm + k), load8(jp + k), km, kp));
+      return;
+    }
   }
-  out[0] = point(cur[0], im[0], ip[0], jm[0], jp[0], west, cur[1]);
-  for (std::size_t k = 1; k + 1 < c; ++k)
-    out[k] = point(cur[k], im[k], ip[k], jm[k], jp[k], cur[k - 1], cur[k + 1]);
-  out[c - 1] = point(cur[c - 1], im[c - 1], ip[c - 1], jm[c - 1], jp[c - 1], cur[c - 2], east);
+  // The rest (fewer than 16 points, or a short row): save the old values first, then compute
+  // from the saved copy (save[k - 1] holds the old value left of k).
+  std::memcpy(save + k, row + k, (c - k) * sizeof(double));
+  for (std::size_t x = k; x < c; ++x)
+    row[x] = point(save[x], im[x], ip[x], jm[x], jp[x], x == 0 ? west : save[x - 1],
+                   x + 1 < c ? save[x + 1] : east);
 }
 
 struct Problem {
@@ -188,13 +224,12 @@ struct Sweep {
             }
           }
           double* const cur = i == 0 ? slots.data() + (j - j0) * c : spare;
-          std::memcpy(cur, row, c * sizeof(double));
           const double* jm = j > j0 ? prev[j - j0 - 1] : j0 == 0 ? h[2].row(i) : &edge[i * c];
           const double* jp = j + 1 < b ? row + c : h[3].row(i);
           const double* ip = i + 1 < a ? row + plane : h[1].row(j);
           const std::size_t r = i * b + j;
-          sweep_row(row, cur, prev[j - j0], ip, jm, jp, h[4].base[r * h[4].stride],
-                    h[5].base[r * h[5].stride], c);
+          sweep_row_inplace(row, cur, prev[j - j0], ip, jm, jp, h[4].base[r * h[4].stride],
+                            h[5].base[r * h[5].stride], c);
           if (col_stage) {
             col_stage[r] = row[0];
             col_stage[a * b + r] = row[c - 1];
