@@ -441,7 +441,7 @@ int run(int argc, char** argv) {
                  "8192,16384,65536,262144,1048576,4194304; --quick: 8192,65536,1048576)");
   cli.add_option("--halo-window", halo_window, "--ranks: halos in flight in ordo's measurement")
       ->capture_default_str();
-  cli.add_option("--halo-mib", halo_mib, "--ranks: MiB moved per size and run (default 64; "
+  cli.add_option("--halo-mib", halo_mib, "--ranks: MiB moved per size and run (default 256; "
                  "--quick: 8)");
   cli.add_option("--app", app, "heat2d or heat3d")->capture_default_str();
   cli.add_option("--size", size,
@@ -487,7 +487,7 @@ int run(int argc, char** argv) {
   if (ranks) {
     if (halo_window == 0) throw ordo::Error("--halo-window 0: use at least one halo");
     if (halo_mib < 0) throw ordo::Error("--halo-mib must be positive");
-    if (halo_mib == 0) halo_mib = quick ? 8 : 64;
+    if (halo_mib == 0) halo_mib = quick ? 8 : 256;
     if (halo_bytes.empty())
       halo_bytes = quick ? "8192,65536,1048576" : "8192,16384,65536,262144,1048576,4194304";
     split_sizes(halo_bytes);  // validates
