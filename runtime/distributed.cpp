@@ -46,6 +46,7 @@ struct Header {
   std::uint32_t phase;
 };
 constexpr std::uint16_t kEarly = 1;
+constexpr std::uint16_t kFatal = 2;  // ABORT: the sender has stopped (treat as its failure)
 static_assert(sizeof(Header) == 12);
 
 std::span<const std::byte> as_bytes(const Header& h) {
@@ -387,7 +388,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
   if (stopped_) return;                   // a peer failed and the run has ended (run())
   Header h{};
   if (header.size() < sizeof h || from >= nranks_) {
-    on_failure("rank " + std::to_string(from) + " sent a malformed message (" +
+    protocol_error("rank " + std::to_string(from) + " sent a malformed message (" +
                std::to_string(header.size()) + " header bytes)");
     return;
   }
@@ -402,7 +403,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       if (bad_location()) break;
       const LocationDesc& d = locs[h.location];
       if (payload.size() != d.elem_size * d.count) {
-        on_failure("rank " + std::to_string(from) + " sent " + std::to_string(payload.size()) +
+        protocol_error("rank " + std::to_string(from) + " sent " + std::to_string(payload.size()) +
                    " bytes for location '" + d.name + "', which has " +
                    std::to_string(d.elem_size * d.count));
         return;
@@ -439,7 +440,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
           std::lock_guard lock(early_mu_[h.location]);
           EarlyState& e = early_[h.location * nranks_ + from];
           if (!e.held || !payload.empty()) {
-            on_failure("rank " + std::to_string(from) + " released location '" + d.name +
+            protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
                        "' early, which it did not hold early: the ranks' protocol versions differ");
             return;
           }
@@ -462,7 +463,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       }
       if (plan_.locks[h.location].phases[h.phase].mode == Mode::write) {
         if (payload.size() != d.elem_size * d.count) {
-          on_failure("rank " + std::to_string(from) + " released location '" + d.name +
+          protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
                      "' with " + std::to_string(payload.size()) + " bytes instead of " +
                      std::to_string(d.elem_size * d.count));
           return;
@@ -488,12 +489,16 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       return;
     }
     case Kind::abort: {
-      note_error(std::string(reinterpret_cast<const char*>(header.data()) + sizeof h,
-                             header.size() - sizeof h));
+      const std::string what(reinterpret_cast<const char*>(header.data()) + sizeof h,
+                             header.size() - sizeof h);
+      if (h.flags & kFatal)
+        on_failure(what);
+      else
+        note_error(what);
       return;
     }
   }
-  on_failure("rank " + std::to_string(from) + " sent a message for an unknown location or " +
+  protocol_error("rank " + std::to_string(from) + " sent a message for an unknown location or " +
              "phase (location #" + std::to_string(h.location) + ", phase " +
              std::to_string(h.phase) + "): the ranks' graphs or versions differ");
 }
@@ -517,9 +522,17 @@ void Engine::on_failure(const std::string& what) {
   done_cv_.notify_all();
 }
 
-void Engine::abort_everywhere(const std::string& what) {
+// A message the protocol never sends: this rank stops, and so do the others (a fatal ABORT,
+// taken as this rank's failure), rather than wait for a rank that no longer answers.
+void Engine::protocol_error(const std::string& what) {
+  const std::string text = "rank " + std::to_string(rank_) + " stopped: " + what;
+  on_failure(text);
+  abort_everywhere(text, true);
+}
+
+void Engine::abort_everywhere(const std::string& what, bool fatal) {
   std::vector<std::byte> msg;
-  Header h{Kind::abort, 0, 0, 0, 0};
+  Header h{Kind::abort, 0, fatal ? kFatal : std::uint16_t{0}, 0, 0};
   append(msg, &h, sizeof h);
   append(msg, what.data(), what.size());
   for (unsigned r = 0; r < nranks_; ++r)

@@ -261,7 +261,9 @@ class Engine final : public sched::Executor {
   void on_message(unsigned from, std::span<const std::byte> header,
                   std::span<const std::byte> payload);
   void on_failure(const std::string& what);
-  void abort_everywhere(const std::string& what);
+  // fatal: the peers take it as this rank's failure (it has stopped), not only as an error.
+  void abort_everywhere(const std::string& what, bool fatal = false);
+  void protocol_error(const std::string& what);
   void note_error(const std::string& what);  // an error from elsewhere: no rebroadcast
   // All-to-all control round: sends `mine` to every peer, returns what each peer sent (index =
   // rank; own entry empty). Throws if a peer failed.

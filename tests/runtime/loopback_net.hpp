@@ -69,6 +69,13 @@ class LoopbackHub {
 
   // The rank dies: its messages are dropped and every rank (itself included, so that its
   // engine stops too) is told.
+  // Delivers a message to `to` as if `from` had sent it on `channel`: for tests of what a
+  // rank does with messages its peers' protocol would never send.
+  void inject(unsigned from, unsigned to, std::uint32_t channel, std::vector<std::byte> header,
+              std::vector<std::byte> payload = {}) {
+    nets_[to]->post(LoopbackNet::Msg{from, channel, std::move(header), std::move(payload), false});
+  }
+
   void kill(unsigned dead) {
     dead_ = static_cast<int>(dead);
     for (auto& n : nets_) {

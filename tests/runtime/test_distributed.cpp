@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <future>
 #include <numeric>
@@ -261,5 +262,51 @@ TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distribute
   for (auto& x : f) {
     REQUIRE(x.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
     CHECK_THAT(x.get(), Catch::Contains("rank 2 died"));
+  }
+}
+
+// Messages the protocol never sends (a corrupt peer, or ranks of different ordo versions) stop
+// the run on every rank with a message naming the sender, instead of corrupting locks.
+TEST_CASE("a peer's malformed or impossible protocol message stops every rank, naming it",
+          "[distributed]") {
+  // The wire header (runtime/distributed.cpp): kind u8 (2 = RELEASE), initial u8, flags u16
+  // (1 = early), location u32, phase u32.
+  auto header = [](std::uint8_t kind, std::uint16_t flags, std::uint32_t location) {
+    std::vector<std::byte> h(12);
+    h[0] = std::byte{kind};
+    std::memcpy(h.data() + 2, &flags, 2);
+    std::memcpy(h.data() + 4, &location, 4);
+    return h;
+  };
+  struct Case {
+    std::vector<std::byte> message;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {std::vector<std::byte>(3), "rank 1 sent a malformed message (3 header bytes)"},
+      {header(2, 0, 99), "rank 1 sent a message for an unknown location"},
+      // z (#2) is rank 0's own and rank 1 never reads it: it cannot hold an early version.
+      {header(2, 1, 2), "rank 1 released location 'z' early, which it did not hold early"},
+  };
+  for (const Case& c : cases) {
+    LoopbackHub hub(2);
+    std::vector<Rank> rs(2);
+    auto f = run_failing(hub, rs, 1, 1000000, [&hub, &c](rt::Graph& g, unsigned) {
+      auto x = g.add_location("x", 8, 4, typeid(long));
+      auto y = g.add_location("y", 8, 4, typeid(long));
+      auto z = g.add_location("z", 8, 4, typeid(long));
+      g.set_home(x, 0);
+      g.set_home(y, 1);
+      g.set_home(z, 0);
+      g.add_task({"wx", {{x, rt::Mode::write}, {z, rt::Mode::write}},
+                  [&hub, &c](const rt::Instance& in) {
+                    if (in.iteration == 5) hub.inject(1, 0, 1, c.message);
+                  }});
+      // y's task reads x (8 x 4 bytes: granted early) on rank 1.
+      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
+    });
+    for (auto& x : f) REQUIRE(x.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    CHECK_THAT(f[0].get(), Catch::Contains(c.error));
+    CHECK_THAT(f[1].get(), Catch::Contains(c.error));
   }
 }
