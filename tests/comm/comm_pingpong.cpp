@@ -145,9 +145,15 @@ int main(int argc, char** argv) {
       std::exit(3);
     });
     t.connect();
-    if (hang) {  // for the launcher-death test: wait for messages that never come
+    if (hang) {  // wait for messages that never come (launcher-death and idle-peer tests)
       std::printf("rank %d pid %d ready\n", me, int(::getpid()));
       std::fflush(stdout);
+      if (me == die_rank) {  // dies while no traffic flows: only a watcher of the process sees it
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::fprintf(stderr, "rank %d: killing myself with SIGKILL as asked\n", me);
+        std::fflush(stderr);
+        ::raise(SIGKILL);
+      }
       for (;;) t.wait_for_event(std::chrono::milliseconds(1000));
     }
 
