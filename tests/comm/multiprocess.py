@@ -244,6 +244,44 @@ def process_gone(pid):
         return True
 
 
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def case_launcher_idle():
+    # ordorun waits on its ranks without using CPU, also past --timeout-startup once every rank
+    # has connected (a deadline left in the past once made its poll() spin).
+    proc = subprocess.Popen([ORDORUN, "--timeout-startup", "1", "--timeout", "30", "-n", "2", PINGPONG,
+                             "--hang-after-connect"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ucx_env("tcp,self"))
+    try:
+        ready = 0
+        deadline = time.monotonic() + 30
+        while ready < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            ready += "ready" in line
+        if ready < 2:
+            fail("ranks did not report ready")
+        time.sleep(1.5)  # now past the startup deadline
+        before = cpu_seconds(proc.pid)
+        time.sleep(2.0)
+        used = cpu_seconds(proc.pid) - before
+        print("ordorun used %.2f s of CPU in 2 s of waiting" % used)
+        if used > 0.5:
+            fail("ordorun used %.2f s of CPU in 2 s while its ranks waited (a busy loop)" % used)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+
+
 def case_launcher_killed():
     # ordorun dies (kill -9) while its ranks wait on each other: the ranks must not live on.
     proc = subprocess.Popen([ORDORUN, "-n", "2", PINGPONG, "--hang-after-connect"], stdout=subprocess.PIPE,

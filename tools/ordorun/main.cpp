@@ -599,6 +599,15 @@ class Launcher {
     return o.str();
   }
 
+  // A rank has reached the store and another, still running, has not: the startup deadline
+  // matters. (Once every rank is in, a deadline left in the past would make poll() return at
+  // once, forever: a launcher spinning on a core for the rest of the job.)
+  bool startup_pending() const {
+    if (!any_hello_) return false;
+    return std::any_of(ranks_.begin(), ranks_.end(),
+                       [](const Rank& r) { return r.running && !r.hello; });
+  }
+
   int next_timeout_ms() const {
     auto now = Clock::now();
     std::optional<Clock::time_point> next;
@@ -607,7 +616,7 @@ class Launcher {
     };
     if (kill_at_) consider(*kill_at_);
     if (blame_at_) consider(*blame_at_);
-    if (!aborting_ && any_hello_) consider(start_ + seconds(opt_.timeout_startup));
+    if (!aborting_ && startup_pending()) consider(start_ + seconds(opt_.timeout_startup));
     if (!aborting_ && opt_.timeout > 0) consider(start_ + seconds(opt_.timeout));
     if (drain_until_) consider(*drain_until_);
     if (!next) return -1;
