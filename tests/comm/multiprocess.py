@@ -209,19 +209,26 @@ def case_usage():
             fail("bad usage %s printed no explanation" % args)
 
 
+def wait_ready(proc, n, seconds):
+    # Reads proc's stdout until n lines said "ready" (or it ends, or time runs out); returns
+    # those lines.
+    lines = []
+    deadline = time.monotonic() + seconds
+    while len(lines) < n and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if "ready" in line:
+            lines.append(line)
+    return lines
+
+
 def case_signals():
     script = 'trap "echo got-term $ORDO_RANK; exit 0" TERM; echo ready; while :; do sleep 0.05; done'
     proc = subprocess.Popen([ORDORUN, "-n", "2", "sh", "-c", script], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        ready = 0
-        deadline = time.monotonic() + 20
-        while ready < 2 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            ready += "ready" in line
-        if ready < 2:
+        if len(wait_ready(proc, 2, 20)) < 2:
             fail("ranks did not start")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
@@ -257,14 +264,7 @@ def case_launcher_idle():
                              "--hang-after-connect"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=ucx_env("tcp,self"))
     try:
-        ready = 0
-        deadline = time.monotonic() + 30
-        while ready < 2 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            ready += "ready" in line
-        if ready < 2:
+        if len(wait_ready(proc, 2, 30)) < 2:
             fail("ranks did not report ready")
         time.sleep(1.5)  # now past the startup deadline
         before = cpu_seconds(proc.pid)
@@ -288,14 +288,7 @@ def case_launcher_killed():
                             stderr=subprocess.PIPE, text=True, env=ucx_env("tcp,self"))
     pids = []
     try:
-        deadline = time.monotonic() + 30
-        while len(pids) < 2 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            m = re.search(r"pid (\d+) ready", line)
-            if m:
-                pids.append(int(m.group(1)))
+        pids = [int(m.group(1)) for m in (re.search(r"pid (\d+) ready", l) for l in wait_ready(proc, 2, 30)) if m]
         if len(pids) < 2:
             fail("ranks did not report ready")
         proc.kill()
