@@ -72,6 +72,7 @@
 #include <exception>
 #include <fstream>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -273,8 +274,10 @@ struct Transport::Impl {
       char* end = nullptr;
       const long v = std::strtol(e, &end, 10);
       if (end == e || *end != 0 || v < 0 || v > 1000000)
-        throw CommError(std::string("comm: ORDO_PROGRESS_SPIN_US='") + e +
-                        "' is not a number of microseconds in [0, 1000000]");
+        // Not a CommError: nothing about connecting to peers, so no hint about launchers.
+        throw std::invalid_argument(std::string("ORDO_PROGRESS_SPIN_US='") + e +
+                                    "' is not a number of microseconds in [0, 1000000]; unset "
+                                    "it for the default (100)");
       return std::chrono::microseconds(v);
     }
     return kDefaultProgressSpin;

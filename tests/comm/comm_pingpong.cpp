@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
       }
     }
     return wrong == 0 && send_failures == 0 && sent == payloads.size() ? 0 : 1;
-  } catch (const CommError& e) {
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 3;
   }
