@@ -724,7 +724,7 @@ void Stencil::Impl::place(unsigned ranks) {
                 std::to_string(ranks) + " ranks a block; use at least " + std::to_string(ranks) +
                 " blocks or fewer ranks");
   for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const auto r = static_cast<unsigned>(i * ranks / blocks.size());
+    const unsigned r = block_home(i, blocks.size(), ranks);
     BlockState& b = blocks[i];
     graph->set_home_rank(b.main, r);
     if (spec.aux_grids > 0) graph->set_home_rank(b.aux, r);

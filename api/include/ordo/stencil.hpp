@@ -57,6 +57,13 @@ std::vector<Offset> von_neumann(std::size_t dims, int radius = 1);
 // Moore of radius r: the (2r+1)^dims - 1 points of the cube.
 std::vector<Offset> moore(std::size_t dims, int radius = 1);
 
+// The rank that holds block b (row-major index) of `blocks` across `ranks` in the layer's
+// placement: contiguous runs of blocks, b * ranks / blocks. Hand-written graphs that must lay
+// blocks out as the layer does (apps' --tb 1 paths) call it too.
+inline unsigned block_home(std::size_t b, std::size_t blocks, unsigned ranks) {
+  return static_cast<unsigned>(b * ranks / blocks);
+}
+
 enum class Boundary { fixed, periodic };
 enum class Traversal {
   jacobi,        // every point from the previous time level (double buffered)
