@@ -149,9 +149,12 @@ struct Locality {
     l.pid = ::getpid();
     return l;
   }
+  // One kernel, hence one CLOCK_MONOTONIC (other namespaces included).
+  bool same_kernel_as(const Locality& o) const {
+    return boot_id[0] != 0 && std::strncmp(boot_id, o.boot_id, sizeof boot_id) == 0;
+  }
   bool same_host_as(const Locality& o) const {
-    return boot_id[0] != 0 && std::strncmp(boot_id, o.boot_id, sizeof boot_id) == 0 &&
-           pid_ns != 0 && pid_ns == o.pid_ns && net_ns == o.net_ns;
+    return same_kernel_as(o) && pid_ns != 0 && pid_ns == o.pid_ns && net_ns == o.net_ns;
   }
 };
 
@@ -192,6 +195,7 @@ struct Transport::Impl {
     bool detects_failure = true;  // endpoint has UCX peer failure handling, or a pidfd
     Status failure = Status::ok;
     int pidfd = -1;  // a local peer's process, while watched
+    bool same_kernel = false;
   };
   // One per send in flight: owns the wire header (UCX 1.13 reads it until completion) and the
   // caller's completion. Recycled through free_sends, so that a warm transport sends without
@@ -517,6 +521,10 @@ bool Transport::detects_peer_failure(int peer) const {
   return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].detects_failure;
 }
 
+bool Transport::shares_kernel_with(int peer) const {
+  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_kernel;
+}
+
 int Transport::event_fd() const { return impl_->wait_fd; }
 
 void Transport::on_message(Tag tag, Handler handler) { impl_->handlers[tag] = std::move(handler); }
@@ -550,6 +558,7 @@ void Transport::connect() {
                       std::to_string(all[r].size()) + " bytes): are all ranks the same ordo build?");
     Locality there;
     std::memcpy(&there, all[r].data() + all[r].size() - sizeof there, sizeof there);
+    p.same_kernel = here.same_kernel_as(there);
     // A local peer is watched through its pidfd rather than by UCX (see the comment at the top).
     bool ucx_detects = m.options.detect_peer_failure;
     if (ucx_detects && !m.options.ucx_detection_for_local_peers && here.same_host_as(there)) {

@@ -169,6 +169,9 @@ class Transport {
   // or no transport to a remote peer supports it): there only the launcher, which stops every
   // rank when one dies, bounds the job. Valid after connect().
   bool detects_peer_failure(int peer) const;
+  // Whether `peer` runs on this process's kernel (same boot id, as connect() exchanged it), so
+  // that both read one CLOCK_MONOTONIC. Valid after connect().
+  bool shares_kernel_with(int peer) const;
 
   // Number of sends whose completion has not run yet.
   std::size_t outstanding_sends() const;

@@ -2,23 +2,12 @@
 
 #include <cstring>
 #include <exception>
-#include <fstream>
-#include <functional>
 #include <future>
 #include <string>
 
 namespace ordo::rt {
 
 namespace {
-// This boot of this machine's kernel, hashed: ranks that share it share CLOCK_MONOTONIC (network
-// namespaces included), so their clocks need no alignment. 0 when unknown.
-std::int64_t boot_id() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  if (!(f >> id) || id.empty()) return 0;
-  return static_cast<std::int64_t>(std::hash<std::string>{}(id) | 1);
-}
-
 std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -30,22 +19,18 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap) : bootstrap_(std::m
   transport_ = std::make_unique<comm::Transport>(*bootstrap_);
   transport_->on_message(kTag, [this](comm::Incoming& m) { on_incoming(m); });
   // Clock pings: rank 0 answers with its steady clock; the others take the answer.
-  // Clock pings: rank 0 answers [its steady clock][its boot id]; the others take the answer.
   transport_->on_message(kClockTag, [this](comm::Incoming& m) {
+    if (m.header().size() != sizeof(std::int64_t)) return;
     if (rank() == 0) {
-      if (m.header().size() != sizeof(std::int64_t)) return;
-      const std::int64_t reply[2] = {steady_ns(), boot_id()};
-      transport_->send(m.peer(), kClockTag,
-                       {reinterpret_cast<const std::byte*>(reply), sizeof reply}, {},
-                       [](comm::Status) {});
+      const std::int64_t now = steady_ns();
+      transport_->send(m.peer(), kClockTag, {reinterpret_cast<const std::byte*>(&now), sizeof now},
+                       {}, [](comm::Status) {});
       return;
     }
-    std::int64_t reply[2] = {0, 0};
-    if (m.header().size() != sizeof reply) return;
-    std::memcpy(reply, m.header().data(), sizeof reply);
+    std::int64_t reply = 0;
+    std::memcpy(&reply, m.header().data(), sizeof reply);
     std::lock_guard lock(clock_mu_);
-    clock_reply_ = reply[0];
-    clock_boot_ = reply[1];
+    clock_reply_ = reply;
     clock_cv_.notify_all();
   });
   transport_->on_peer_failure([this](const comm::PeerFailure& f) {
@@ -61,7 +46,9 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap) : bootstrap_(std::m
 // symmetric delays rank 0's clock at t2 is t1 + (t2 - t0) / 2. The sample with the shortest
 // round trip bounds the error best. Every rank other than 0 does this once, at start-up.
 void CommNet::measure_clock_offset() {
-  if (rank() == 0) return;
+  // One kernel: one monotonic clock, and an estimate could only add the pings' asymmetry
+  // (enough, on a loaded machine, to show a message received before it was sent).
+  if (rank() == 0 || transport_->shares_kernel_with(0)) return;
   std::int64_t best_rtt = -1;
   for (int i = 0; i < 8; ++i) {
     {
@@ -76,12 +63,6 @@ void CommNet::measure_clock_offset() {
     std::unique_lock lock(clock_mu_);
     if (!clock_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return clock_reply_ >= 0; }))
       return;  // no answer: leave the offset at 0 (one host) rather than guess
-    // One kernel: one monotonic clock, and an estimate could only add the pings' asymmetry
-    // (enough, on a loaded machine, to show a message received before it was sent).
-    if (clock_boot_ != 0 && clock_boot_ == boot_id()) {
-      clock_offset_ns_ = 0;
-      return;
-    }
     const std::int64_t t2 = steady_ns(), t1 = clock_reply_;
     if (best_rtt < 0 || t2 - t0 < best_rtt) {
       best_rtt = t2 - t0;

@@ -109,7 +109,6 @@ class CommNet final : public Net {
   std::map<std::uint32_t, std::size_t> placing_;  // placed receives in flight, guarded by mu_
 
   std::int64_t clock_offset_ns_ = 0;
-  std::int64_t clock_boot_ = 0;  // rank 0's boot id from its last clock reply (clock_mu_)
   std::mutex clock_mu_;
   std::condition_variable clock_cv_;
   std::int64_t clock_reply_ = -1;  // rank 0's time in the last reply, guarded by clock_mu_
