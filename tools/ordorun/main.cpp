@@ -574,17 +574,15 @@ class Launcher {
       (void)any;
       kill_at_.reset();
     }
-    if (!aborting_ && any_hello_ && now - start_ >= seconds(opt_.timeout_startup)) {
+    if (!aborting_ && startup_pending() && now - start_ >= seconds(opt_.timeout_startup)) {
       std::string missing;
       for (const Rank& r : ranks_)
         if (r.running && !r.hello)
           missing += (missing.empty() ? "" : ", ") + std::to_string(r.rank) + " (pid " +
                      std::to_string(r.pid) + " on host " + r.host + ")";
-      if (!missing.empty()) {
-        say("rank " + missing + " did not connect to the store within " +
-            fmt_seconds(opt_.timeout_startup) + " s (--timeout-startup); stopping the job");
-        abort_job(124);
-      }
+      say("rank " + missing + " did not connect to the store within " +
+          fmt_seconds(opt_.timeout_startup) + " s (--timeout-startup); stopping the job");
+      abort_job(124);
     }
     if (!aborting_ && opt_.timeout > 0 && now - start_ >= seconds(opt_.timeout)) {
       say("the job ran longer than --timeout " + fmt_seconds(opt_.timeout) + " s; stopping every rank");
