@@ -389,7 +389,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
   Header h{};
   if (header.size() < sizeof h || from >= nranks_) {
     protocol_error("rank " + std::to_string(from) + " sent a malformed message (" +
-               std::to_string(header.size()) + " header bytes)");
+                   std::to_string(header.size()) + " header bytes)");
     return;
   }
   std::memcpy(&h, header.data(), sizeof h);
@@ -404,8 +404,8 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       const LocationDesc& d = locs[h.location];
       if (payload.size() != d.elem_size * d.count) {
         protocol_error("rank " + std::to_string(from) + " sent " + std::to_string(payload.size()) +
-                   " bytes for location '" + d.name + "', which has " +
-                   std::to_string(d.elem_size * d.count));
+                       " bytes for location '" + d.name + "', which has " +
+                       std::to_string(d.elem_size * d.count));
         return;
       }
       if (payload.data() != graph_.data(h.location))  // else placed there already
@@ -440,8 +440,9 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
           std::lock_guard lock(early_mu_[h.location]);
           EarlyState& e = early_[h.location * nranks_ + from];
           if (!e.held || !payload.empty()) {
-            protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
-                       "' early, which it did not hold early: the ranks' protocol versions differ");
+            protocol_error(
+                "rank " + std::to_string(from) + " released location '" + d.name +
+                "' early, which it did not hold early: the ranks' protocol versions differ");
             return;
           }
           e.held = false;
@@ -464,8 +465,8 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       if (plan_.locks[h.location].phases[h.phase].mode == Mode::write) {
         if (payload.size() != d.elem_size * d.count) {
           protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
-                     "' with " + std::to_string(payload.size()) + " bytes instead of " +
-                     std::to_string(d.elem_size * d.count));
+                         "' with " + std::to_string(payload.size()) + " bytes instead of " +
+                         std::to_string(d.elem_size * d.count));
           return;
         }
         if (payload.data() != graph_.data(h.location))  // else placed there already
@@ -499,8 +500,8 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
     }
   }
   protocol_error("rank " + std::to_string(from) + " sent a message for an unknown location or " +
-             "phase (location #" + std::to_string(h.location) + ", phase " +
-             std::to_string(h.phase) + "): the ranks' graphs or versions differ");
+                 "phase (location #" + std::to_string(h.location) + ", phase " +
+                 std::to_string(h.phase) + "): the ranks' graphs or versions differ");
 }
 
 void Engine::note_error(const std::string& what) {
