@@ -236,6 +236,17 @@ def wait_ready(proc, n, seconds):
     return lines
 
 
+def terminate(proc, seconds):
+    # SIGTERM to ordorun, then its output; None (after a SIGKILL) when it did not end in time.
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None
+
+
 def case_signals():
     script = 'trap "echo got-term $ORDO_RANK; exit 0" TERM; echo ready; while :; do sleep 0.05; done'
     proc = subprocess.Popen([ORDORUN, "-n", "2", "sh", "-c", script], stdout=subprocess.PIPE,
@@ -243,11 +254,13 @@ def case_signals():
     try:
         if len(wait_ready(proc, 2, 20)) < 2:
             fail("ranks did not start")
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
-    except subprocess.TimeoutExpired:
+    except BaseException:
         proc.kill()
+        raise
+    ended = terminate(proc, 20)
+    if ended is None:
         fail("ordorun did not end after SIGTERM")
+    out, err = ended
     print("stdout:\n" + out + "stderr:\n" + err)
     for r in range(2):
         if "[%d] got-term %d" % (r, r) not in out:
@@ -287,12 +300,7 @@ def case_launcher_idle():
         if used > 0.5:
             fail("ordorun used %.2f s of CPU in 2 s while its ranks waited (a busy loop)" % used)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
+        terminate(proc, 30)
 
 
 def case_launcher_killed():
@@ -396,11 +404,7 @@ def case_store_auth():
         if got != b"\0\0\0\0\0" + b"\0\0\0\0\0" + b"\0\0\0\0\1v":
             fail("a proper client got %r" % got)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.communicate(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        if terminate(proc, 20) is None:
             fail("ordorun did not end after SIGTERM")
 
 

@@ -269,8 +269,8 @@ TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distribute
 // the run on every rank with a message naming the sender, instead of corrupting locks.
 TEST_CASE("a peer's malformed or impossible protocol message stops every rank, naming it",
           "[distributed]") {
-  // The wire header (runtime/distributed.cpp): kind u8 (2 = RELEASE), initial u8, flags u16
-  // (1 = early), location u32, phase u32.
+  // The wire header (runtime/distributed.cpp): kind u8 (1 = GRANT, 2 = RELEASE), initial u8,
+  // flags u16 (1 = early), location u32, phase u32.
   auto header = [](std::uint8_t kind, std::uint16_t flags, std::uint32_t location) {
     std::vector<std::byte> h(12);
     h[0] = std::byte{kind};
@@ -279,14 +279,16 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
     return h;
   };
   struct Case {
-    std::vector<std::byte> message;
+    std::vector<std::byte> message, payload;
     std::string error;
   };
   const std::vector<Case> cases = {
-      {std::vector<std::byte>(3), "rank 1 sent a malformed message (3 header bytes)"},
-      {header(2, 0, 99), "rank 1 sent a message for an unknown location"},
+      {std::vector<std::byte>(3), {}, "rank 1 sent a malformed message (3 header bytes)"},
+      {header(2, 0, 99), {}, "rank 1 sent a message for an unknown location"},
       // z (#2) is rank 0's own and rank 1 never reads it: it cannot hold an early version.
-      {header(2, 1, 2), "rank 1 released location 'z' early, which it did not hold early"},
+      {header(2, 1, 2), {}, "rank 1 released location 'z' early, which it did not hold early"},
+      {header(1, 0, 0), std::vector<std::byte>(3),
+       "rank 1 sent 3 bytes for location 'x', which has 32"},
   };
   for (const Case& c : cases) {
     LoopbackHub hub(2);
@@ -300,7 +302,7 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
       g.set_home(z, 0);
       g.add_task({"wx", {{x, rt::Mode::write}, {z, rt::Mode::write}},
                   [&hub, &c](const rt::Instance& in) {
-                    if (in.iteration == 5) hub.inject(1, 0, 1, c.message);
+                    if (in.iteration == 5) hub.inject(1, 0, 1, c.message, c.payload);
                   }});
       // y's task reads x (8 x 4 bytes: granted early) on rank 1.
       g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
