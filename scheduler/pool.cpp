@@ -328,6 +328,28 @@ bool Pool::find(Worker& w, Item& item) {
   return false;
 }
 
+// An idle worker polls (yielding the core between polls, for oversubscribed machines) until
+// it finds an item or the poller has had nothing for idle_spin(). A worker that finds another
+// thread polling stops at once and goes the usual way (a short search, then parking): one
+// poller per process is enough.
+bool Pool::poll_while_idle(Worker& w, Poller& p, Item& item) {
+  using Clock = std::chrono::steady_clock;
+  const auto spin = p.idle_spin();
+  auto last = Clock::now();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const Poller::Result r = p.poll(w.index);
+    if (r == Poller::Result::taken) return find(w, item);
+    if (find(w, item)) return true;
+    const auto now = Clock::now();
+    if (r == Poller::Result::work)
+      last = now;
+    else if (now - last >= spin)
+      return false;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
 void Pool::run(Worker& w, Item item) {
   Executor* exec = exec_.load(std::memory_order_relaxed);
   exec->execute(item, w.index);
@@ -380,6 +402,9 @@ void Pool::worker_main(Worker& w) {
   Item item = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool found = find(w, item);
+    // acquire: pairs with set_poller().
+    Poller* poller = poller_.load(std::memory_order_acquire);
+    if (!found && poller) found = poll_while_idle(w, *poller, item);
     for (int r = 0; !found && r < kSpinRounds; ++r) {
       std::this_thread::yield();
       found = find(w, item);
@@ -396,6 +421,7 @@ void Pool::worker_main(Worker& w) {
       } else {
         Observer* o = observer_.load(std::memory_order_acquire);  // pairs with set_observer()
         if (o) o->on_park(w.index);
+        if (poller) poller->parking(w.index);
         commit_wait(key);  // W4
         if (o) o->on_unpark(w.index);
         continue;

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -53,6 +54,28 @@ class Observer {
 
  protected:
   ~Observer() = default;
+};
+
+// Lets idle workers drive something else's progress (the runtime's network), so that an
+// incoming message is handled by the worker that will run the task it enables, on its core,
+// with no hand-off between threads. The scheduler knows nothing of what is polled.
+class Poller {
+ public:
+  enum class Result {
+    work,   // it did something (items may have been pushed): search again at once
+    idle,   // nothing to do now
+    taken,  // another thread is polling: this worker need not keep polling
+  };
+  // An idle worker's turn. Cheap when there is nothing to do; never blocks.
+  virtual Result poll(unsigned worker) = 0;
+  // How long a worker that polls (poll() did not answer `taken`) keeps polling without result
+  // before it parks.
+  virtual std::chrono::nanoseconds idle_spin() const = 0;
+  // The worker stops polling and parks: whatever polls when no worker does must take over.
+  virtual void parking(unsigned worker) = 0;
+
+ protected:
+  ~Poller() = default;
 };
 
 struct PoolConfig {
@@ -102,6 +125,10 @@ class Pool {
   // release: pairs with the acquire loads on the workers, which may be parking right now.
   void set_observer(Observer* observer) { observer_.store(observer, std::memory_order_release); }
 
+  // Installs the poller idle workers call (nullptr: none). Same rules as set_observer: the
+  // poller must outlive the pool, or be removed while no worker can be polling (no executor).
+  void set_poller(Poller* poller) { poller_.store(poller, std::memory_order_release); }
+
   // Index of the calling worker in its pool, or -1 on a thread that is not a worker.
   static int current_worker();
 
@@ -150,6 +177,7 @@ class Pool {
 
   void worker_main(Worker& w);
   bool find(Worker& w, Item& item);
+  bool poll_while_idle(Worker& w, Poller& p, Item& item);
   bool take_inbox(unsigned node, Item& item);
   bool steal_from(Worker& thief, unsigned victim, Item& item);
   void run(Worker& w, Item item);
@@ -176,6 +204,7 @@ class Pool {
 
   std::atomic<Executor*> exec_{nullptr};
   std::atomic<Observer*> observer_{nullptr};
+  std::atomic<Poller*> poller_{nullptr};
 };
 
 }  // namespace ordo::sched
