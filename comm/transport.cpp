@@ -13,9 +13,10 @@
 // a rank is ready for every tag as soon as its worker exists: the address exchange in
 // connect() then doubles as the "everyone is listening" barrier.
 //
-// Threading. The worker runs in UCS_THREAD_MODE_SINGLE: one thread owns the Transport (call it
-// the transport thread) and makes every call; handlers, completions and failure callbacks run
-// on it, inside progress(), wait_for_event(), send() or close(). wake() and post() are the
+// Threading. The worker runs in UCS_THREAD_MODE_SERIALIZED: one thread at a time (call it the
+// transport thread; the caller serializes, and several threads may take turns) makes every
+// call; handlers, completions and failure callbacks run on it, inside progress(),
+// wait_for_event(), prepare_sleep(), after_sleep(), send() or close(). wake() and post() are the
 // exceptions: any thread may call them (ucp_worker_signal is documented as safe from any thread;
 // posted work sits in a mutex-protected queue that progress() drains on the transport thread).
 // No lost wake-up: post() pushes, then signals; wait_for_event() checks the queue before
@@ -313,6 +314,17 @@ struct Transport::Impl {
       for (int i = 0; i < n; ++i) peer_exited(peers[ev[i].data.u64]);
   }
 
+  // check_watched() at most every kWatchPeriod (or now: `force`), rethrowing what the
+  // failure callback threw.
+  void check_watched_every(bool force) {
+    if (watched == 0) return;
+    if (const auto now = Clock::now(); force || now >= next_watch_check) {
+      next_watch_check = now + kWatchPeriod;
+      check_watched();
+      rethrow_pending();
+    }
+  }
+
   // A watched local peer's process ended.
   void peer_exited(Peer& p) {
     stop_watching(p);
@@ -471,7 +483,7 @@ Transport::Transport(Bootstrap& bootstrap, TransportOptions options)
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   wp.events = UCP_WAKEUP_RX | UCP_WAKEUP_TX;
   if (ucs_status_t ws = ucp_worker_create(m.context, &wp, &m.worker); ws != UCS_OK) {
     ucp_cleanup(m.context);
@@ -657,13 +669,7 @@ bool Transport::progress() {
 bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
   Impl& m = *impl_;
   if (m.closed) return false;
-  if (m.watched > 0) {
-    if (const auto now = Clock::now(); now >= m.next_watch_check) {
-      m.next_watch_check = now + Impl::kWatchPeriod;
-      m.check_watched();
-      m.rethrow_pending();
-    }
-  }
+  m.check_watched_every(false);
   if (progress()) return true;
   // Busy phase: a peer that just sent is likely to send again within microseconds, and a
   // sleeping receiver costs both sides a system call per message (UCX's shared memory signals
@@ -676,27 +682,50 @@ bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
       if (progress()) return true;
     } while (Clock::now() < until && !m.has_posted.load(std::memory_order_acquire));
   }
-  if (m.has_posted.load(std::memory_order_acquire)) return progress();  // pairs with post()
-  const ucs_status_t s = ucp_worker_arm(m.worker);
-  if (s == UCS_ERR_BUSY) {  // events arrived between the progress and the arm
+  if (!prepare_sleep()) return true;
+  epoll_event ev[8];
+  const int rc = ::epoll_wait(m.wait_fd, ev, 8, int(timeout.count()));
+  if (rc < 0 && errno != EINTR) {
+    m.sleeping.store(false, std::memory_order_relaxed);
+    throw CommError(std::string("comm: epoll_wait failed: ") + std::strerror(errno));
+  }
+  return after_sleep() || rc > 0;
+}
+
+bool Transport::prepare_sleep(bool force) {
+  Impl& m = *impl_;
+  if (m.closed) return false;
+  m.check_watched_every(force);
+  if (m.has_posted.load(std::memory_order_acquire)) {  // pairs with post()
     progress();
-    return true;
+    return false;
+  }
+  const ucs_status_t s = ucp_worker_arm(m.worker);
+  if (s == UCS_ERR_BUSY) {  // events arrived between the last progress and the arm
+    progress();
+    return false;
   }
   if (s != UCS_OK) fail("worker arm", s);
   m.sleeping.store(true);
   if (m.has_posted.load()) {  // posted after the check above, maybe without a signal
     m.sleeping.store(false, std::memory_order_relaxed);
-    return progress();
+    progress();
+    return false;
   }
-  epoll_event ev[8];
-  const int rc = ::epoll_wait(m.wait_fd, ev, 8, int(timeout.count()));
-  m.sleeping.store(false, std::memory_order_relaxed);
-  if (rc < 0 && errno != EINTR) throw CommError(std::string("comm: epoll_wait failed: ") + std::strerror(errno));
-  for (int i = 0; i < rc; ++i)
-    if (ev[i].data.u64 == 1) m.check_watched();
-  m.rethrow_pending();
-  return progress() || rc > 0;
+  return true;
 }
+
+bool Transport::after_sleep() {
+  Impl& m = *impl_;
+  m.sleeping.store(false, std::memory_order_relaxed);
+  if (m.closed) return false;
+  // The pidfds are level-triggered: an exited peer must be reported (and unwatched) now, or
+  // the next sleep returns at once.
+  m.check_watched_every(true);
+  return progress();
+}
+
+std::chrono::microseconds Transport::busy_phase() const { return impl_->spin; }
 
 void Transport::wake() {
   if (impl_->worker != nullptr) ucp_worker_signal(impl_->worker);

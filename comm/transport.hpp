@@ -153,6 +153,18 @@ class Transport {
   // Progresses; when nothing is pending, arms the worker and sleeps on its event file
   // descriptor up to `timeout` (no CPU while idle). True when anything happened.
   bool wait_for_event(std::chrono::milliseconds timeout);
+  // wait_for_event() in two halves, for a caller whose threads take turns at the transport
+  // (one at a time, under the caller's lock) and that sleeps outside that lock:
+  // prepare_sleep() reports exited local peers (at most every 10 ms unless `force`), runs
+  // posted work and arms the worker: true when the caller may now sleep on event_fd(), false
+  // when something is pending (progress again). after_sleep() then reports the peers whose
+  // exit woke it and progresses (true when anything happened). Another thread may progress
+  // while the caller sleeps: the fd is then readable for events already handled, harmlessly.
+  bool prepare_sleep(bool force = false);
+  bool after_sleep();
+  // The busy phase wait_for_event() polls for before it sleeps (TransportOptions::spin, or
+  // ORDO_PROGRESS_SPIN_US).
+  std::chrono::microseconds busy_phase() const;
   // Wakes a wait_for_event() in progress (or the next one). May be called from any thread.
   void wake();
   // Runs `work` on the transport thread, inside its next progress(), and wakes it. May be called
