@@ -78,6 +78,8 @@ struct Runtime::Impl {
       : net(connect_ranks()),
         stacks(make_stacks(o.fiber_stack_size)),
         pool(pool_config(o.workers)) {
+    // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
+    if (net) pool.set_poller(net.get());
     std::string path = o.trace_path;
     if (path.empty())
       if (const char* env = std::getenv("ORDO_TRACE")) path = env;

@@ -1,5 +1,7 @@
 #include "comm_net.hpp"
 
+#include <poll.h>
+
 #include <cstring>
 #include <exception>
 #include <future>
@@ -72,16 +74,23 @@ void CommNet::measure_clock_offset() {
 }
 
 CommNet::~CommNet() {
-  // Sends this thread posted (the last control round's, say) must go out before the progress
-  // thread stops: a post runs after every earlier post of the same thread, so once this one
-  // has run, they all have. Bounded, in case the transport is wedged by a failure.
+  // Work posted to the transport (a late attach's deliveries) runs before the progress thread
+  // stops. Bounded, in case the transport is wedged by a failure.
   auto flushed = std::make_shared<std::promise<void>>();
   auto done = flushed->get_future();
   transport_->post([flushed] { flushed->set_value(); });
   done.wait_for(std::chrono::seconds(10));
-  stop_.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(standby_mu_);
+    stop_.store(true, std::memory_order_relaxed);
+  }
+  standby_cv_.notify_all();
   transport_->wake();
   thread_.join();
+  // Messages queued by a thread that found the turn taken (the last control round's, say) are
+  // sent by the holder when it gives the turn back; the workers have stopped (the pool goes
+  // first) and the progress thread has given it back: anything left goes now.
+  if (take_turn()) release_turn();
   bool failed;
   {
     std::lock_guard lock(mu_);
@@ -95,14 +104,132 @@ CommNet::~CommNet() {
   }
 }
 
-void CommNet::progress_loop() {
-  while (!stop_.load(std::memory_order_relaxed)) {
-    try {
-      transport_->wait_for_event(std::chrono::milliseconds(200));
-    } catch (const std::exception& e) {
-      on_peer_failure(std::string("transport error on rank ") + std::to_string(rank()) + ": " +
-                      e.what());
+namespace {
+thread_local const CommNet* tls_turn = nullptr;  // the CommNet whose turn this thread holds
+}  // namespace
+
+bool CommNet::take_turn() {
+  if (turn_.load(std::memory_order_relaxed) || turn_.exchange(true)) return false;
+  tls_turn = this;
+  return true;
+}
+
+// Gives the turn back, after sending what was queued. A sender that found the turn taken
+// queued its message before its exchange failed, and that exchange came before this store
+// (seq_cst), so the load of queued_ below sees the message: it is sent by this thread, or by
+// whichever thread takes the turn next.
+void CommNet::release_turn() {
+  for (;;) {
+    if (queued_.load() != 0) {
+      try {
+        drain_outbox();
+      } catch (const std::exception& e) {
+        on_peer_failure(std::string("transport error on rank ") + std::to_string(rank()) + ": " +
+                        e.what());
+      }
     }
+    tls_turn = nullptr;
+    turn_.store(false);
+    if (queued_.load() == 0 || !take_turn()) return;
+  }
+}
+
+// Runs `work` (transport calls) with the turn, if it can be had: false when another thread
+// holds it. An error ends the job, as a peer's failure would.
+template <class F>
+bool CommNet::with_turn(F&& work) {
+  if (!take_turn()) return false;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    on_peer_failure(std::string("transport error on rank ") + std::to_string(rank()) + ": " +
+                    e.what());
+  }
+  release_turn();
+  return true;
+}
+
+sched::Poller::Result CommNet::poll(unsigned worker) {
+  if (stop_.load(std::memory_order_relaxed)) return Result::idle;
+  bool did = false;
+  if (!with_turn([&] {
+        poll_stamp_.store(steady_ns(), std::memory_order_relaxed);
+        poll_worker_.store(worker, std::memory_order_relaxed);
+        did = transport_->progress();
+      }))
+    return Result::taken;
+  return did ? Result::work : Result::idle;
+}
+
+void CommNet::parking(unsigned worker) {
+  if (poll_worker_.load(std::memory_order_relaxed) != worker) return;  // not the one polling
+  poll_stamp_.store(0, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(standby_mu_);
+    handoff_ = true;
+  }
+  standby_cv_.notify_one();
+}
+
+bool CommNet::workers_polling() const {
+  const std::int64_t stamp = poll_stamp_.load(std::memory_order_relaxed);
+  return stamp != 0 && steady_ns() - stamp < std::chrono::nanoseconds(kStandby).count();
+}
+
+// Sleeps while workers poll, until one parks or none has polled for kStandby.
+void CommNet::standby() {
+  std::unique_lock lock(standby_mu_);
+  while (!handoff_ && !stop_.load(std::memory_order_relaxed)) {
+    const std::int64_t stamp = poll_stamp_.load(std::memory_order_relaxed);
+    const std::int64_t left =
+        stamp + std::chrono::nanoseconds(kStandby).count() - steady_ns();
+    if (stamp == 0 || left <= 0) break;
+    standby_cv_.wait_for(lock, std::chrono::nanoseconds(left));
+  }
+  handoff_ = false;
+}
+
+// Polls for the transport's busy phase, yielding between polls. True when something happened
+// or workers took over.
+bool CommNet::busy_phase() {
+  const auto until = std::chrono::steady_clock::now() + transport_->busy_phase();
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+    if (stop_.load(std::memory_order_relaxed) || workers_polling()) return true;
+    bool did = false;
+    if (with_turn([&] { did = transport_->progress(); }) && did) return true;
+  }
+  return false;
+}
+
+void CommNet::progress_loop() {
+  bool handed_over = false;  // the workers polled through a busy phase before parking
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (workers_polling()) {
+      standby();
+      handed_over = true;
+      continue;
+    }
+    bool did = false;
+    if (!with_turn([&] { did = transport_->progress(); })) {
+      std::this_thread::yield();  // a worker or a sender has the turn
+      continue;
+    }
+    if (did) {
+      handed_over = false;
+      continue;
+    }
+    if (!handed_over && busy_phase()) continue;
+    handed_over = false;
+    bool armed = false;
+    if (!with_turn([&] { armed = transport_->prepare_sleep(); }) || !armed) continue;
+    pollfd pfd{transport_->event_fd(), POLLIN, 0};
+    ::poll(&pfd, 1, 200);
+    // The turn may be held by a worker for a while: after_sleep must still run (it reports
+    // exited peers, whose pidfds would otherwise wake every sleep at once).
+    while (!with_turn([&] { transport_->after_sleep(); }) &&
+           !stop_.load(std::memory_order_relaxed))
+      std::this_thread::yield();
   }
 }
 
@@ -158,14 +285,14 @@ void CommNet::detach(std::uint32_t channel) {
 }
 
 void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
-                   std::span<const std::byte> payload) {
-  bool first;
+                   std::span<const std::byte> payload, Sent sent) {
   {
     std::lock_guard lock(outbox_mu_);
-    first = outbox_used_ == 0;
     if (outbox_used_ == outbox_.size()) outbox_.emplace_back();
     Outgoing& o = outbox_[outbox_used_++];
     o.peer = peer;
+    o.channel = channel;
+    o.sent = std::move(sent);
     if (sizeof channel + header.size() > transport_->max_header_size()) {
       // Header and payload together in one owned buffer, kept until the send completes.
       const std::uint64_t hlen = header.size();
@@ -187,15 +314,14 @@ void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::by
       // safety: the payload stays valid until the peer answers (rt::Net's contract).
       o.payload = payload;
     }
+    queued_.fetch_add(1);
   }
-  // One drain per batch: the send that found the outbox empty posts it; later ones find it
-  // non-empty, so a drain is posted (or about to be, by that send) that has not taken the
-  // outbox yet (a drain empties it under the same lock). Every send has returned, drain posted,
-  // before the destructor posts its flush, so the flush still runs after all of them.
-  if (first) transport_->post([this] { drain_outbox(); });
+  // Inside a callback (this thread holds the turn) the message goes when the turn is given
+  // back; else now, or by the thread that holds the turn when it gives it back.
+  if (tls_turn != this && take_turn()) release_turn();
 }
 
-// Progress thread: sends everything in the outbox. The transport copies each header, so the
+// With the turn: sends everything in the outbox. The transport copies each header, so the
 // records are free again when send returns.
 void CommNet::drain_outbox() {
   std::size_t n;
@@ -203,6 +329,7 @@ void CommNet::drain_outbox() {
     std::lock_guard lock(outbox_mu_);
     n = outbox_used_;
     outbox_used_ = 0;
+    queued_.store(0);
     outbox_.swap(sending_);  // sending_'s records of the last batch become the spare outbox
   }
   // A send that throws (a header over the transport's limit) must not drop the rest of the
@@ -211,9 +338,15 @@ void CommNet::drain_outbox() {
   for (std::size_t i = 0; i < n; ++i) {
     try {
       Outgoing& o = sending_[i];
-      if (o.owned)  // the completion keeps the owned buffer alive; the record lets it go
+      // The completion keeps an owned buffer alive (the record lets it go) and runs `sent`,
+      // on the thread with the turn: sends that `sent` makes are queued, not nested. Only
+      // those two captures cost the completion an allocation.
+      if (o.sent || o.owned)
         transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload,
-                         [owned = std::move(o.owned)](comm::Status) {});
+                         [this, owned = std::move(o.owned), sent = std::move(o.sent),
+                          channel = o.channel](comm::Status) {
+                           if (sent) run_sent(channel, sent);
+                         });
       else
         transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload, [](comm::Status) {});
     } catch (...) {
@@ -310,6 +443,21 @@ void CommNet::deliver(std::uint32_t channel, unsigned from, std::span<const std:
     delivering_ = channel;
   }
   receiver(from, header, payload);
+  std::lock_guard lock(mu_);
+  delivering_ = -1;
+  cv_.notify_all();
+}
+
+// A send's `sent`, unless its channel has been detached; marked as delivering, like a
+// receiver, so that detach() waits for it.
+void CommNet::run_sent(std::uint32_t channel, const Sent& sent) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = channels_.find(channel);
+    if (it == channels_.end() || !it->second.attached) return;
+    delivering_ = channel;
+  }
+  sent();
   std::lock_guard lock(mu_);
   delivering_ = -1;
   cv_.notify_all();

@@ -1,14 +1,20 @@
 // rt::Net over the UCX transport (comm/): what a Runtime uses when it is one rank of several.
 //
-// Threads: one progress thread owns the transport (UCX workers are single-threaded here). It
-// sleeps on the transport's event descriptor when idle, runs the receive handlers, and calls
-// the engines' receivers. Other threads send through an outbox: send() copies the header into a
-// reused record under outbox_mu_ and, only when the outbox was empty, posts one drain to the
-// progress thread (Transport::post: a lock and a wake-up). Sends that pile up while the progress
-// thread is busy or asleep go out in one batch with one wake-up, and a warm CommNet sends
-// without allocating (records keep their header capacity; the drain closure captures only
-// `this`, which std::function stores inline).
-//
+// Threads. The transport is driven by whichever thread holds its turn (turn_, taken without
+// blocking; UCX's worker is serialized, not single-threaded):
+// * Idle scheduler workers poll it (sched::Poller): a message is then handled on the worker
+//   that runs the task it enables, and the task's answer is sent by that worker, with no
+//   hand-off between threads. A rank with one worker and one core to itself runs its whole
+//   halo exchange on that one thread.
+// * The progress thread is the fallback. While workers poll (one did within kStandby) it
+//   stands by on a condition variable, *not* armed on the transport, so peers need not signal
+//   it; it takes over when the polling worker parks (parking()) or has not polled for
+//   kStandby (it is running a task). Active, it progresses, keeps polling for the transport's
+//   busy phase, then arms the transport and sleeps on its event descriptor outside the turn.
+// * Any thread sends: send() queues the message in the outbox, then takes the turn and drains
+//   it if it is free; a thread that gives the turn back drains what was queued meanwhile
+//   (release_turn), so a send never waits for a sleeping thread and makes no system call.
+//   A warm CommNet sends without allocating (records keep their header capacity).
 // Wire: comm tag kTag; the comm header is [channel (4 bytes)][runtime header]; the payload goes
 // as it is (zero copy; rendezvous for large ones). A rendezvous payload lands where the
 // channel's placer says (the engine's replica: no copy), else in a buffer, then is delivered.
@@ -35,11 +41,12 @@
 
 #include "bootstrap.hpp"
 #include "net.hpp"
+#include "pool.hpp"
 #include "transport.hpp"
 
 namespace ordo::rt {
 
-class CommNet final : public Net {
+class CommNet final : public Net, public sched::Poller {
  public:
   // Connects every rank (collective). Throws comm::CommError when that fails.
   explicit CommNet(std::unique_ptr<comm::Bootstrap> bootstrap);
@@ -56,9 +63,16 @@ class CommNet final : public Net {
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
   void detach(std::uint32_t channel) override;
   void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
-            std::span<const std::byte> payload) override;
+            std::span<const std::byte> payload, Sent sent) override;
+
+  // sched::Poller: idle workers drive the transport (see Threads above).
+  Result poll(unsigned worker) override;
+  std::chrono::nanoseconds idle_spin() const override { return transport_->busy_phase(); }
+  void parking(unsigned worker) override;
 
  private:
+  // How long after a worker's last poll the progress thread stands by.
+  static constexpr std::chrono::microseconds kStandby{200};
   static constexpr comm::Tag kTag = 7;
   static constexpr comm::Tag kClockTag = 8;  // start-up clock pings to rank 0 and replies
   static constexpr std::uint32_t kBigHeader = 1u << 31;  // channel flag: header in the payload
@@ -68,8 +82,10 @@ class CommNet final : public Net {
   };
   struct Outgoing {
     unsigned peer = 0;
+    std::uint32_t channel = 0;
     std::vector<std::byte> wire;  // [channel][runtime header]; capacity reused
     std::span<const std::byte> payload;
+    Sent sent;  // run by the transport's completion
     // A header over the transport's limit: [length][header][payload], payload points into it.
     std::shared_ptr<std::vector<std::byte>> owned;
   };
@@ -81,11 +97,19 @@ class CommNet final : public Net {
     std::deque<Pending> pending;  // arrived before attach
   };
 
+  bool take_turn();
+  void release_turn();
+  template <class F>
+  bool with_turn(F&& work);
+  bool workers_polling() const;
+  void standby();
+  bool busy_phase();
   void drain_outbox();
   void on_incoming(comm::Incoming& m);
   void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                std::span<const std::byte> payload);
   void on_peer_failure(const std::string& what);
+  void run_sent(std::uint32_t channel, const Sent& sent);
   void progress_loop();
   void measure_clock_offset();
 
@@ -94,12 +118,24 @@ class CommNet final : public Net {
   std::thread thread_;
   std::atomic<bool> stop_{false};
 
+  // The turn: whoever set it (exchange) may call the transport. seq_cst with queued_, which
+  // is what lets release_turn() see every message queued by a thread that found it taken.
+  std::atomic<bool> turn_{false};
+  std::atomic<std::size_t> queued_{0};  // messages in the outbox
+  // steady-clock ns of the last poll by a worker that had the turn (0: none since it parked),
+  // and that worker.
+  std::atomic<std::int64_t> poll_stamp_{0};
+  std::atomic<unsigned> poll_worker_{~0u};
+  std::mutex standby_mu_;
+  std::condition_variable standby_cv_;
+  bool handoff_ = false;  // a polling worker parked; guarded by standby_mu_
+
   // Outbox: records [0, outbox_used_) wait to be sent; those past it are spare (their header
-  // buffers keep their capacity). The progress thread swaps the whole vector with sending_.
+  // buffers keep their capacity). The turn's holder swaps the whole vector with sending_.
   std::mutex outbox_mu_;
   std::vector<Outgoing> outbox_;  // guarded by outbox_mu_
   std::size_t outbox_used_ = 0;   // guarded by outbox_mu_
-  std::vector<Outgoing> sending_;  // progress thread only
+  std::vector<Outgoing> sending_;  // the turn's holder only
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -4,31 +4,35 @@
 //
 // Early read grants. The plain protocol makes a remote read cost its location a round trip:
 // the home may not let the next writer in before the reader's RELEASE is back, although the
-// reader works on its own replica. So a read phase of at most kEarlyMaxBytes is granted to a
-// remote rank *early*: the home copies the bytes to a snapshot, sends the GRANT from it (flag
-// kEarly) and does not count that rank in the phase's `remaining`: the phase may end, and the
-// writer overwrite the location, while the reader still reads its replica. Two rules keep it
-// exact:
+// reader works on its own replica. So a read phase of at most kEarlyMaxBytes (sent eagerly:
+// the transport copies the bytes out at once) is granted to a remote rank *early*: the home
+// sends the GRANT (flag kEarly) and counts that rank in the phase's `remaining` only until the
+// transport no longer reads the location (Net::send's `sent`, early_sent()): the phase may end,
+// and the writer overwrite the location, while the reader still reads its replica. Two rules
+// keep it exact:
 //   1. No GRANT of a location goes to a rank that holds an early version of it (`held`) until
 //      that rank's RELEASE (flagged kEarly, counted nowhere) has come back. A phase that needs
 //      the rank meanwhile counts it and parks in `pending`; the RELEASE sends it (early again
-//      if it is a small read phase, then counted done at once). So a replica is never written
+//      if it is a small read phase, then counted until sent). So a replica is never written
 //      while its tasks read it, and a rank still holds one phase of a location at a time.
-//   2. The snapshot of (location, rank) is rewritten only for the next early GRANT to that
-//      rank, which by rule 1 follows the rank's RELEASE, so the previous send has completed.
+//   2. The writer cannot come in before the transport has the bytes: the rank stays counted
+//      in the phase until `sent`. No copy is made (an earlier version copied the location to a
+//      snapshot and sent from that: one more copy of every halo on the sender, its bottleneck).
 // The FIFO order is the plan's, as before: every rank sees the same versions, bit for bit. At
-// most one message per location is still in flight towards a rank, and every message is still
-// sent in reaction to a task's release or to a received message (what quiesce() relies on).
-// A phase all of whose holders were granted early is over as soon as it is entered.
-//
+// most one message per location is still in flight towards a rank, and every message is sent
+// in reaction to a task's release, to a received message, or to a `sent` (which quiesce()
+// waits for: early_unsent_).
+
 // Wire format: every message starts with a Header. GRANT and RELEASE carry the location's bytes
 // as the payload (RELEASE only after a write phase). CONTROL carries a round number and the
 // round's bytes in the header (headers are copied by the transport, so the sender need not keep
 // them). ABORT carries a message naming the failing rank.
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "engine.hpp"
 
@@ -293,19 +297,34 @@ unsigned Engine::trace_buffer() const {
   return w >= 0 ? static_cast<unsigned>(w) : trace_->control();
 }
 
-// An early GRANT goes from the (location, peer) snapshot, filled by the caller under the location's early_mu_.
+// An early GRANT's rank is counted in its phase until the transport has the bytes: its `sent`
+// releases the phase then. Call it without holding early_mu_ (`sent` may run inside).
 void Engine::send_grant_to(std::uint32_t location, std::uint32_t phase, unsigned peer,
                            bool initial, bool early) {
   const LocationDesc& d = graph_.locations()[location];
   Header h{Kind::grant, static_cast<std::uint8_t>(initial), early ? kEarly : std::uint16_t{0},
            location, phase};
   std::span<const std::byte> payload(graph_.data(location), d.elem_size * d.count);
-  if (early) payload = early_[location * nranks_ + peer].snapshot;
   const std::uint64_t tag = trace_tag(true, location, peer);
   if (trace_) [[unlikely]]
     trace_->send(trace_buffer(), peer, location, trace::kNone, payload.size(), tag);
   sent_[peer].fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
-  net_->send(peer, channel_, as_bytes(h), payload);
+  Net::Sent sent;
+  if (early) {
+    early_unsent_.fetch_add(1, std::memory_order_relaxed);
+    sent = [this, location] { early_sent(location); };
+  }
+  net_->send(peer, channel_, as_bytes(h), payload, std::move(sent));
+}
+
+void Engine::early_sent(std::uint32_t location) {
+  // seq_cst pair with run()'s close: a call that saw the run open is counted before run()
+  // reads sent_running_, so run() waits for it; a later one sees it closed.
+  sent_running_.fetch_add(1);
+  if (sent_open_.load()) release(location, kNoTask, 0, 0);
+  sent_running_.fetch_sub(1);
+  // release: pairs with quiesce()'s acquire; what the release sent is counted in sent_ by now.
+  early_unsent_.fetch_sub(1, std::memory_order_release);
 }
 
 bool Engine::early_eligible(std::uint32_t location, std::uint32_t phase) const {
@@ -318,50 +337,43 @@ bool Engine::early_eligible(std::uint32_t location, std::uint32_t phase) const {
 void Engine::enter_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
                          std::uint64_t iteration, unsigned worker) {
   LockState& ls = locks_[location];
-  const LockPlan& lp = plan_.locks[location];
-  const LocationDesc& d = graph_.locations()[location];
   struct Send {
     unsigned peer;
     bool early;
   };
-  thread_local std::vector<Send> sends;
-  for (;;) {
-    const PhaseRanks& pr = dist_.phases[location][phase];
-    sends.clear();
-    std::uint32_t counted = static_cast<std::uint32_t>(pr.local.size());
-    if (pr.remote.empty()) {
-      ls.remaining.store(counted, std::memory_order_relaxed);
-    } else {
-      std::lock_guard lock(early_mu_[location]);
-      const bool eligible = early_eligible(location, phase);
-      for (std::uint32_t r : pr.remote) {
-        EarlyState& e = early_[location * nranks_ + r];
-        if (e.held) {  // rule 1: sent when r's RELEASE comes back
-          e.pending = phase;
-          ++counted;
-        } else if (eligible) {
-          // Copied before any holder of this phase is granted (or the phase ends at once):
-          // until then no writer can be in. rule 2: r's last early version was released.
-          e.snapshot.resize(d.elem_size * d.count);
-          std::memcpy(e.snapshot.data(), graph_.data(location), e.snapshot.size());
-          e.held = true;
-          sends.push_back({r, true});
-        } else {
-          ++counted;
-          sends.push_back({r, false});
-        }
+  // One list per nesting level: an early GRANT's `sent` may run inside the send and enter the
+  // next phase of this location (re-entering this function) before the loop below is done.
+  thread_local std::deque<std::vector<Send>> lists;
+  thread_local std::size_t depth = 0;
+  if (lists.size() == depth) lists.emplace_back();
+  std::vector<Send>& sends = lists[depth];
+  sends.clear();
+  const PhaseRanks& pr = dist_.phases[location][phase];
+  std::uint32_t counted = static_cast<std::uint32_t>(pr.local.size());
+  if (pr.remote.empty()) {
+    ls.remaining.store(counted, std::memory_order_relaxed);
+  } else {
+    std::lock_guard lock(early_mu_[location]);
+    const bool eligible = early_eligible(location, phase);
+    for (std::uint32_t r : pr.remote) {
+      EarlyState& e = early_[location * nranks_ + r];
+      ++counted;  // early or not: the phase waits for its RELEASE, or for its GRANT's `sent`
+      if (e.held) {  // rule 1: sent when r's RELEASE comes back
+        e.pending = phase;
+      } else {
+        e.held = eligible;
+        sends.push_back({r, eligible});
       }
-      // Stored before any grant or GRANT goes out (a holder may release at once), and before
-      // a pending phase is visible to the thread that may send it and count it done.
-      ls.remaining.store(counted, std::memory_order_relaxed);
     }
-    for (const Send& x : sends) send_grant_to(location, phase, x.peer, false, x.early);
-    for (std::uint32_t t : pr.local) grant_traced(t, location, releaser, iteration, worker);
-    if (counted != 0) return;
-    // Every holder was granted early: the phase is over, the next one starts now.
-    phase = phase + 1 == lp.phases.size() ? 0 : phase + 1;
-    ls.phase = phase;
+    // Stored before any grant or GRANT goes out (a holder may release at once), and before
+    // a pending phase is visible to the thread that may send it.
+    ls.remaining.store(counted, std::memory_order_relaxed);
   }
+  // Local holders first: once the GRANTs are out, the phase may end inside this loop.
+  for (std::uint32_t t : pr.local) grant_traced(t, location, releaser, iteration, worker);
+  ++depth;
+  for (const Send& x : sends) send_grant_to(location, phase, x.peer, false, x.early);
+  --depth;
 }
 
 void Engine::proxy_release(std::uint32_t location) {
@@ -379,7 +391,7 @@ void Engine::proxy_release(std::uint32_t location) {
   if (trace_) [[unlikely]]
     trace_->send(trace_buffer(), home, location, trace::kNone, payload.size(), tag);
   sent_[home].fetch_add(1, std::memory_order_relaxed);
-  net_->send(home, channel_, as_bytes(h), payload);
+  net_->send(home, channel_, as_bytes(h), payload, {});
 }
 
 void Engine::on_message(unsigned from, std::span<const std::byte> header,
@@ -435,7 +447,8 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
         const std::uint64_t tag = trace_tag(false, h.location, from);
         if (trace_) [[unlikely]]
           trace_->receive(trace_buffer(), from, h.location, trace::kNone, payload.size(), tag);
-        bool done = false;
+        std::uint32_t pending = kNoPhase;
+        bool early = false;
         {
           std::lock_guard lock(early_mu_[h.location]);
           EarlyState& e = early_[h.location * nranks_ + from];
@@ -445,20 +458,12 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
                 "' early, which it did not hold early: the ranks' protocol versions differ");
             return;
           }
-          e.held = false;
-          if (e.pending != kNoPhase) {  // rule 1: the phase that waited for this release
-            const std::uint32_t p = e.pending;
-            e.pending = kNoPhase;
-            done = early_eligible(h.location, p);
-            if (done) {
-              e.snapshot.resize(d.elem_size * d.count);
-              std::memcpy(e.snapshot.data(), graph_.data(h.location), e.snapshot.size());
-              e.held = true;
-            }
-            send_grant_to(h.location, p, from, false, done);
-          }
+          // rule 1: the phase that waited for this release (counted there already) goes now.
+          pending = std::exchange(e.pending, kNoPhase);
+          early = pending != kNoPhase && early_eligible(h.location, pending);
+          e.held = early;
         }
-        if (done) release(h.location, kNoTask, 0, 0);  // counted in that phase: done already
+        if (pending != kNoPhase) send_grant_to(h.location, pending, from, false, early);
         recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
         return;
       }
@@ -537,7 +542,7 @@ void Engine::abort_everywhere(const std::string& what, bool fatal) {
   append(msg, &h, sizeof h);
   append(msg, what.data(), what.size());
   for (unsigned r = 0; r < nranks_; ++r)
-    if (r != rank_) net_->send(r, channel_, msg, {});
+    if (r != rank_) net_->send(r, channel_, msg, {}, {});
 }
 
 std::vector<std::vector<std::byte>> Engine::exchange(const std::vector<std::byte>& mine) {
@@ -548,7 +553,7 @@ std::vector<std::vector<std::byte>> Engine::exchange(const std::vector<std::byte
   put_u64(msg, round);
   append(msg, mine.data(), mine.size());
   for (unsigned r = 0; r < nranks_; ++r)
-    if (r != rank_) net_->send(r, channel_, msg, {});
+    if (r != rank_) net_->send(r, channel_, msg, {}, {});
 
   std::vector<std::vector<std::byte>> out(nranks_);
   std::unique_lock lock(ctl_mu_);
@@ -605,7 +610,9 @@ void Engine::quiesce() {
         std::this_thread::yield();
       }
     }
-    stable = true;
+    // An early GRANT still being sent will release its phase, which may send more.
+    // acquire: pairs with early_sent()'s release.
+    stable = early_unsent_.load(std::memory_order_acquire) == 0;
     for (unsigned r = 0; r < nranks_; ++r) {
       if (r == rank_) continue;
       if (recv_[r].load(std::memory_order_acquire) != get_u64(theirs[r], 8 + 8 * rank_))

@@ -406,6 +406,9 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
       std::lock_guard lock(trace_mu_);
       stopped_ = true;
     }
+    // Nor does an early GRANT's `sent` act any more (the live peers' may still come).
+    sent_open_.store(false);
+    while (sent_running_.load() != 0) std::this_thread::yield();
     // Peer failure: instances still queued drain quickly (bodies are skipped once aborted).
     std::unique_lock lock(done_mu_);
     done_cv_.wait(lock, [this] { return inflight_.load(std::memory_order_relaxed) == 0; });

@@ -326,14 +326,21 @@ class Engine final : public sched::Executor {
   // Early read grants (distributed.cpp, "Early read grants"), home side, per location and
   // remote rank [location * ranks + peer], guarded by early_mu_[location]: `held` while that rank holds
   // an early-granted version it has not released; `pending`, a phase whose GRANT waits for
-  // that release; `snapshot`, the bytes the early GRANT was sent from.
+  // that release.
   static constexpr std::size_t kEarlyMaxBytes = std::size_t{256} << 10;
   static constexpr std::uint32_t kNoPhase = ~std::uint32_t{0};
   struct EarlyState {
     bool held = false;
     std::uint32_t pending = kNoPhase;
-    std::vector<std::byte> snapshot;
   };
+  // Early GRANTs whose bytes the transport still reads (quiesce() waits for them).
+  std::atomic<std::uint64_t> early_unsent_{0};
+  // early_sent() acts until a peer's failure ends a run (like on_message, stopped_), which
+  // may leave GRANTs unsent: run() closes it then and waits for those inside (seq_cst pair,
+  // see early_sent()).
+  std::atomic<bool> sent_open_{true};
+  std::atomic<unsigned> sent_running_{0};
+  void early_sent(std::uint32_t location);
   std::unique_ptr<std::mutex[]> early_mu_;  // per location: phases of others never wait
   std::vector<EarlyState> early_;
   std::uint64_t trace_tag(bool grant, std::uint32_t location, unsigned peer);

@@ -48,12 +48,17 @@ class Net {
   // payload is being placed into a span its placer gave.
   virtual void detach(std::uint32_t channel) = 0;
 
+  // Called once the transport no longer reads a payload (it was copied out or delivered).
+  using Sent = std::function<void()>;
+
   // Sends `header` and `payload` to `peer` (never to self), from any thread. The header is
   // copied before send returns. The payload is read in place (zero copy) and must stay
-  // unchanged until the peer has received it; the runtime guarantees this by never writing a
-  // sent buffer before the peer has answered.
+  // unchanged until `sent` runs, or, without `sent`, until the peer has answered (the runtime
+  // never writes a sent buffer before that). `sent` runs once, on any thread and possibly
+  // inside this call (so the caller must not hold a lock that `sent` takes), also when the
+  // peer failed; never after detach(channel) has returned.
   virtual void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
-                    std::span<const std::byte> payload) = 0;
+                    std::span<const std::byte> payload, Sent sent) = 0;
 };
 
 }  // namespace ordo::rt

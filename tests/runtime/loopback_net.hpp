@@ -1,6 +1,8 @@
 // An in-process rt::Net for tests: N ranks in one process, one delivery thread per rank,
-// messages copied at send (like an eager transport). It counts protocol traffic per pair of
-// ranks and can simulate a rank's death.
+// payloads copied at send and `sent` run inside send (like an eager transport), or, with
+// `late_copy`, copied by the receiving thread just before delivery and `sent` run only then
+// (like a zero-copy one: a sender that writes a payload too early sends the wrong bytes). It
+// counts protocol traffic per pair of ranks and can simulate a rank's death.
 #pragma once
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -27,7 +30,7 @@ class LoopbackNet final : public rt::Net {
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
   void detach(std::uint32_t channel) override;
   void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
-            std::span<const std::byte> payload) override;
+            std::span<const std::byte> payload, Sent sent) override;
 
  private:
   friend class LoopbackHub;
@@ -36,6 +39,8 @@ class LoopbackNet final : public rt::Net {
     std::uint32_t channel;
     std::vector<std::byte> header, payload;
     bool failure = false;  // a failure notice: header holds the text
+    std::span<const std::byte> late;  // late_copy: the sender's payload, copied at delivery
+    Sent sent;                        // late_copy: run once `late` is copied
   };
   void post(Msg m);
   void loop();
@@ -55,7 +60,7 @@ class LoopbackNet final : public rt::Net {
 
 class LoopbackHub {
  public:
-  explicit LoopbackHub(unsigned ranks) {
+  explicit LoopbackHub(unsigned ranks, bool late_copy = false) : late_copy_(late_copy) {
     for (unsigned r = 0; r < ranks; ++r) nets_.push_back(std::make_unique<LoopbackNet>(*this, r));
     traffic_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
     bytes_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
@@ -73,13 +78,13 @@ class LoopbackHub {
   // rank does with messages its peers' protocol would never send.
   void inject(unsigned from, unsigned to, std::uint32_t channel, std::vector<std::byte> header,
               std::vector<std::byte> payload = {}) {
-    nets_[to]->post(LoopbackNet::Msg{from, channel, std::move(header), std::move(payload), false});
+    nets_[to]->post(LoopbackNet::Msg{from, channel, std::move(header), std::move(payload), false, {}, {}});
   }
 
   void kill(unsigned dead) {
     dead_ = static_cast<int>(dead);
     for (auto& n : nets_) {
-      LoopbackNet::Msg m{dead, 0, {}, {}, true};
+      LoopbackNet::Msg m{dead, 0, {}, {}, true, {}, {}};
       std::string text = "rank " + std::to_string(dead) + " died (killed by the test)";
       auto p = reinterpret_cast<const std::byte*>(text.data());
       m.header.assign(p, p + text.size());
@@ -92,6 +97,7 @@ class LoopbackHub {
   std::vector<std::unique_ptr<LoopbackNet>> nets_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> traffic_, bytes_;
   std::atomic<int> dead_{-1};
+  bool late_copy_;
 };
 
 inline LoopbackNet::LoopbackNet(LoopbackHub& hub, unsigned rank)
@@ -116,7 +122,7 @@ inline void LoopbackNet::attach(std::uint32_t channel, Receiver on_message, Fail
     for (auto m = it->second.rbegin(); m != it->second.rend(); ++m) queue_.push_front(std::move(*m));
     pending_.erase(it);
   }
-  if (!failure_.empty()) queue_.push_back(Msg{0, channel, {}, {}, true});
+  if (!failure_.empty()) queue_.push_back(Msg{0, channel, {}, {}, true, {}, {}});
   cv_.notify_all();
 }
 
@@ -128,15 +134,24 @@ inline void LoopbackNet::detach(std::uint32_t channel) {
 
 inline void LoopbackNet::send(unsigned peer, std::uint32_t channel,
                               std::span<const std::byte> header,
-                              std::span<const std::byte> payload) {
-  if (hub_.dead_ == static_cast<int>(rank_) || hub_.dead_ == static_cast<int>(peer)) return;
+                              std::span<const std::byte> payload, Sent sent) {
+  if (hub_.dead_ == static_cast<int>(rank_) || hub_.dead_ == static_cast<int>(peer)) {
+    if (sent) sent();
+    return;
+  }
   auto kind = header.empty() ? 0 : static_cast<int>(header[0]);
   if (kind == 1 || kind == 2) {  // GRANT, RELEASE
     hub_.traffic_[rank_ * size() + peer].fetch_add(1);
     hub_.bytes_[rank_ * size() + peer].fetch_add(payload.size());
   }
+  if (hub_.late_copy_) {
+    hub_.net(peer).post(Msg{rank_, channel, {header.begin(), header.end()}, {}, false, payload,
+                            std::move(sent)});
+    return;
+  }
   hub_.net(peer).post(Msg{rank_, channel, {header.begin(), header.end()},
-                          {payload.begin(), payload.end()}, false});
+                          {payload.begin(), payload.end()}, false, {}, {}});
+  if (sent) sent();  // copied: inside send, as an eager transport may
 }
 
 inline void LoopbackNet::post(Msg m) {
@@ -168,6 +183,17 @@ inline void LoopbackNet::loop() {
         cv_.notify_all();
       }
       continue;
+    }
+    if (!m.late.empty() || m.sent) {  // late_copy: the bytes leave the sender now
+      m.payload.assign(m.late.begin(), m.late.end());
+      m.late = {};
+      Sent sent = std::move(m.sent);
+      m.sent = nullptr;
+      if (sent) {
+        lock.unlock();
+        sent();
+        lock.lock();
+      }
     }
     auto it = attached_.find(m.channel);
     if (it == attached_.end()) {
