@@ -69,6 +69,18 @@ constexpr std::uint64_t kWaiterMask = 0xffffffffu;
 constexpr std::uint64_t kEpochOne = std::uint64_t{1} << 32;
 constexpr int kSpinRounds = 16;      // searches (with a yield between) before parking
 constexpr std::uint32_t kInboxEvery = 32;
+// An idle worker that polls yields the core once every this many polls and only pauses in
+// between: a yield is a system call, and one per poll cost the 64 KiB halo benchmark ~10% of
+// its throughput (median of 6 alternated runs: 7.0 -> 7.7 GB/s with 8, 7.8 with 32).
+constexpr unsigned kPollsPerYield = 8;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 bool env_verbose() {
   const char* v = std::getenv("ORDO_VERBOSE");
@@ -328,14 +340,15 @@ bool Pool::find(Worker& w, Item& item) {
   return false;
 }
 
-// An idle worker polls (yielding the core between polls, for oversubscribed machines) until
-// it finds an item or the poller has had nothing for idle_spin(). A worker that finds another
+// An idle worker polls (yielding the core every kPollsPerYield polls, for oversubscribed
+// machines) until it finds an item or the poller has had nothing for idle_spin(). A worker that finds another
 // thread polling stops at once and goes the usual way (a short search, then parking): one
 // poller per process is enough.
 bool Pool::poll_while_idle(Worker& w, Poller& p, Item& item) {
   using Clock = std::chrono::steady_clock;
   const auto spin = p.idle_spin();
   auto last = Clock::now();
+  unsigned polls = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     const Poller::Result r = p.poll(w.index);
     if (r == Poller::Result::taken) return find(w, item);
@@ -345,7 +358,10 @@ bool Pool::poll_while_idle(Worker& w, Poller& p, Item& item) {
       last = now;
     else if (now - last >= spin)
       return false;
-    std::this_thread::yield();
+    if (++polls % kPollsPerYield == 0)
+      std::this_thread::yield();
+    else
+      cpu_relax();
   }
   return false;
 }
