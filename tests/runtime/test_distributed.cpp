@@ -115,49 +115,40 @@ std::vector<std::vector<std::uint64_t>> run_ranks(const GraphSpec& spec, unsigne
 
 }  // namespace
 
-TEST_CASE("random graphs give the sequential result on 1 to 4 ranks", "[distributed]") {
-  for (std::uint64_t seed = 0; seed < 40; ++seed) {
-    GraphSpec spec = random_spec(seed + 1000, 6, 10);
+namespace {
+
+// `seeds` random graphs (seeds from `base`) on `lo`..`hi` ranks x 1-2 workers, each compared
+// with the sequential interpreter.
+void check_random_graphs(std::uint64_t base, std::uint64_t seeds, unsigned lo, unsigned hi,
+                         bool families, bool late_copy) {
+  for (std::uint64_t seed = 0; seed < seeds; ++seed) {
+    GraphSpec spec = random_spec(seed + base, 6, 10);
     std::vector<std::uint32_t> order(spec.tasks.size());
     std::iota(order.begin(), order.end(), 0u);
     auto want = interpret(spec, order, 5);
-    for (unsigned ranks = 1; ranks <= 4; ++ranks)
+    for (unsigned ranks = lo; ranks <= hi; ++ranks)
       for (unsigned workers : {1u, 2u}) {
         INFO("seed " << seed << " ranks " << ranks << " workers " << workers);
-        CHECK(run_ranks(spec, ranks, workers, 3, 2) == want);
+        CHECK(run_ranks(spec, ranks, workers, 3, 2, {}, nullptr, families, late_copy) == want);
       }
   }
+}
+
+}  // namespace
+
+TEST_CASE("random graphs give the sequential result on 1 to 4 ranks", "[distributed]") {
+  check_random_graphs(1000, 40, 1, 4, false, false);
 }
 
 // An early GRANT is sent from the location itself: the writer must wait for its `sent`. With
 // payloads copied only at delivery, a writer let in sooner changes what the reader gets.
 TEST_CASE("random graphs give the sequential result when payloads are copied late",
           "[distributed]") {
-  for (std::uint64_t seed = 0; seed < 20; ++seed) {
-    GraphSpec spec = random_spec(seed + 7000, 6, 10);
-    std::vector<std::uint32_t> order(spec.tasks.size());
-    std::iota(order.begin(), order.end(), 0u);
-    auto want = interpret(spec, order, 5);
-    for (unsigned ranks = 2; ranks <= 4; ++ranks)
-      for (unsigned workers : {1u, 2u}) {
-        INFO("seed " << seed << " ranks " << ranks << " workers " << workers);
-        CHECK(run_ranks(spec, ranks, workers, 3, 2, {}, nullptr, false, true) == want);
-      }
-  }
+  check_random_graphs(7000, 20, 2, 4, false, true);
 }
 
 TEST_CASE("random graphs declared as task families give the sequential result", "[distributed]") {
-  for (std::uint64_t seed = 0; seed < 15; ++seed) {
-    GraphSpec spec = random_spec(seed + 3000, 6, 10);
-    std::vector<std::uint32_t> order(spec.tasks.size());
-    std::iota(order.begin(), order.end(), 0u);
-    auto want = interpret(spec, order, 5);
-    for (unsigned ranks = 1; ranks <= 3; ++ranks)
-      for (unsigned workers : {1u, 2u}) {
-        INFO("seed " << seed << " ranks " << ranks << " workers " << workers);
-        CHECK(run_ranks(spec, ranks, workers, 3, 2, {}, nullptr, true) == want);
-      }
-  }
+  check_random_graphs(3000, 15, 1, 3, true, false);
 }
 
 TEST_CASE("random placements and explicit orders give the sequential result", "[distributed]") {
