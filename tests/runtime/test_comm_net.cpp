@@ -1,0 +1,121 @@
+// CommNet's threading on one rank (UCX's self transport): scheduler workers that poll the
+// transport, the progress thread, and a thread outside the pool all send at once, some from
+// inside a receiver; every message must arrive exactly once and every `sent` run exactly once.
+// A message left in the outbox by a lost hand-off of the turn would never arrive (bounded
+// wait). Under ThreadSanitizer (suite tsan) this also checks the turn's memory ordering.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "bootstrap.hpp"
+#include "comm_net.hpp"
+#include "pool.hpp"
+#include "test_support.hpp"
+
+using namespace ordo;
+
+namespace {
+
+constexpr std::uint32_t kChannel = 3;
+
+struct Counts {
+  explicit Counts(std::size_t n)
+      : received(new std::atomic<std::uint32_t>[n]), sent(new std::atomic<std::uint32_t>[n]),
+        size(n) {
+    for (std::size_t i = 0; i < n; ++i) received[i].store(0), sent[i].store(0);
+  }
+  std::unique_ptr<std::atomic<std::uint32_t>[]> received, sent;
+  std::size_t size;
+  std::atomic<std::uint64_t> total_received{0}, total_sent{0};
+  std::uint64_t wrong() const {
+    std::uint64_t bad = 0;
+    for (std::size_t i = 0; i < size; ++i) bad += (received[i].load() != 1) + (sent[i].load() != 1);
+    return bad;
+  }
+};
+
+// Sends message `id` to rank 0 (itself) on kChannel: the id in the header, a payload of 64 KiB
+// (eager) whose first word is the id, read in place until `sent`.
+void send_id(rt::CommNet& net, Counts& c, std::vector<std::vector<std::uint64_t>>& payloads,
+             std::uint64_t id) {
+  payloads[id].assign(8192, 0);
+  payloads[id][0] = id;
+  net.send(0, kChannel, {reinterpret_cast<const std::byte*>(&id), sizeof id},
+           {reinterpret_cast<const std::byte*>(payloads[id].data()), 8192 * sizeof(std::uint64_t)},
+           [&c, id] {
+             c.sent[id].fetch_add(1);
+             c.total_sent.fetch_add(1);
+           });
+}
+
+class SendExecutor final : public sched::Executor {
+ public:
+  SendExecutor(rt::CommNet& net, Counts& c, std::vector<std::vector<std::uint64_t>>& p)
+      : net_(net), c_(c), p_(p) {}
+  void execute(sched::Item item, unsigned) override {
+    send_id(net_, c_, p_, item);
+    done.fetch_add(1);  // last: detach() wants no item running
+  }
+  std::atomic<std::uint64_t> done{0};
+
+ private:
+  rt::CommNet& net_;
+  Counts& c_;
+  std::vector<std::vector<std::uint64_t>>& p_;
+};
+
+}  // namespace
+
+TEST_CASE("messages sent by workers, receivers and other threads all arrive once", "[comm_net]") {
+  const std::uint64_t n = ordo::test::kTsan ? 300 : 3000;  // ids [0, n): workers; [n, 2n): replies;
+                                                         // [2n, 3n): the outside thread
+  Counts c(3 * n);
+  std::vector<std::vector<std::uint64_t>> payloads(3 * n);
+  // Declared before the pool, so destroyed after it: workers poll it until they are joined.
+  auto net = std::make_shared<rt::CommNet>(comm::Bootstrap::single());
+  std::atomic<std::uint64_t> bad_payloads{0};
+  net->attach(
+      kChannel,
+      [&](unsigned from, std::span<const std::byte> header, std::span<const std::byte> payload) {
+        std::uint64_t id = ~0ull, first = ~0ull;
+        if (from == 0 && header.size() == sizeof id && payload.size() >= sizeof first) {
+          std::memcpy(&id, header.data(), sizeof id);
+          std::memcpy(&first, payload.data(), sizeof first);
+        }
+        if (id >= 3 * n || first != id) {
+          bad_payloads.fetch_add(1);
+          return;
+        }
+        c.received[id].fetch_add(1);
+        c.total_received.fetch_add(1);
+        if (id < n) send_id(*net, c, payloads, id + n);  // from inside a receiver
+      },
+      [&](const std::string&) { bad_payloads.fetch_add(1); });
+  {
+    sched::Pool pool(sched::PoolConfig{.workers = 2});
+    SendExecutor exec(*net, c, payloads);
+    pool.attach(exec);
+    pool.set_poller(net.get());
+    std::thread outside([&] {
+      for (std::uint64_t id = 2 * n; id < 3 * n; ++id) send_id(*net, c, payloads, id);
+    });
+    for (std::uint64_t id = 0; id < n; ++id) pool.push(id);
+    outside.join();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while ((c.total_received.load() < 3 * n || c.total_sent.load() < 3 * n ||
+            exec.done.load() < n) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pool.set_poller(nullptr);
+    pool.detach();
+  }
+  net->detach(kChannel);
+  CHECK(bad_payloads.load() == 0);
+  CHECK(c.total_received.load() == 3 * n);
+  CHECK(c.total_sent.load() == 3 * n);
+  CHECK(c.wrong() == 0);
+}
