@@ -70,7 +70,9 @@
 // the re-request implicit, so the FIFO order is the same on every rank by construction. A proxy
 // holds at most one phase of a location at a time (the home waits for its release before it
 // moves on), hence no ordering between messages is needed, and a sent buffer is never written
-// before its receiver has answered (zero copy is safe).
+// before its receiver has answered (zero copy is safe). Small read phases are granted early
+// (distributed.cpp): the home counts that rank only until the transport has the bytes
+// (Net::send's `sent`), not until its RELEASE.
 // A run ends with a quiescence barrier (control rounds exchanging message counts until no
 // protocol message is in flight), so each rank's home locations are final when run returns.
 // A body exception or a failed peer on any rank reaches every rank as ABORT; all drain the
