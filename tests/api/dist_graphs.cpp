@@ -4,8 +4,17 @@
 //   ordorun -n 3 dist_graphs --seeds 20 --workers 2
 // Fault modes: --mismatch (rank 1 names a task differently), --die-at K (rank 1 kills itself
 // with SIGKILL in iteration K of a long run).
+// --busy-home (2 ranks, 1 worker each): rank 1's only worker stays in one task body until rank
+// 0 has run 200 iterations of a task whose every iteration needs rank 1 (the home of a
+// location it writes) to answer its RELEASE with the next GRANT. Idle workers drive the
+// network, so this checks that the progress thread takes over while the worker is busy (else
+// rank 1 gives up after 20 s and the run fails).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
@@ -19,10 +28,11 @@ using namespace ordo::test;
 int main(int argc, char** argv) {
   std::uint64_t seeds = 20;
   unsigned workers = 2;
-  bool mismatch = false;
+  bool mismatch = false, busy_home = false;
   long die_at = -1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--mismatch")) mismatch = true;
+    if (!std::strcmp(argv[i], "--busy-home")) busy_home = true;
     if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--seeds")) seeds = std::strtoull(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--workers")) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
@@ -30,6 +40,47 @@ int main(int argc, char** argv) {
   }
   try {
     Runtime rt({.workers = workers});
+    if (busy_home) {
+      if (rt.ranks() != 2) throw std::runtime_error("--busy-home runs on 2 ranks");
+      constexpr std::uint64_t kIters = 200;
+      // Both ranks run on this host: rank 0's last iteration leaves a file that rank 1 waits for.
+      const char* token = std::getenv("ORDO_STORE");
+      std::string name = "ordo-busy-home-" + std::string(token ? token : "x");
+      for (char& c : name)
+        if (c == ':' || c == '/') c = '-';
+      const std::filesystem::path marker = std::filesystem::temp_directory_path() / name;
+      bool seen = false;
+      Graph g;
+      auto a = g.location<double>("a", 1);
+      auto x = g.location<double>("x", 1);
+      auto b = g.location<double>("b", 1);
+      g.set_home_rank(a, 0);
+      g.set_home_rank(x, 1);
+      g.set_home_rank(b, 1);
+      g.task("w", {write(a), write(x)}, [&](Context& ctx) {  // runs on rank 0
+        ctx.write(x)[0] += 1;
+        if (ctx.iteration() == kIters - 1) std::ofstream(marker) << "done\n";
+      });
+      g.task("long", {write(b)}, [&](Context& ctx) {  // runs on rank 1
+        if (ctx.iteration() != 0) return;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!(seen = std::filesystem::exists(marker)) &&
+               std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+      rt.run(g, kIters);
+      if (rt.rank() == 0) {
+        std::printf("rank 0: %llu iterations of w done\n", static_cast<unsigned long long>(kIters));
+        return 0;
+      }
+      std::filesystem::remove(marker);
+      const double xv = g.data(x)[0];
+      std::printf("rank 1: %s; x = %g\n",
+                  seen ? "the home answered while its only worker was busy"
+                       : "rank 0 did not finish while this rank's worker was busy",
+                  xv);
+      return seen && xv == static_cast<double>(kIters) ? 0 : 1;
+    }
     if (mismatch || die_at >= 0) {
       Graph g;
       auto a = g.location<int>("a", 4);
