@@ -162,6 +162,34 @@ TEST_CASE("transport misuse is reported, not crashed on", "[comm]") {
   t.close();  // idempotent
 }
 
+namespace {
+
+// Rank 0 of 2 whose peer's contribution to the first exchange is `peer_blob`: what a rank of
+// another ordo build (or a corrupted store) would send.
+class ForgedPeer final : public Bootstrap {
+ public:
+  explicit ForgedPeer(Blob peer_blob) : peer_(std::move(peer_blob)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  const char* kind() const override { return "forged"; }
+  std::vector<Blob> allgather(std::span<const std::byte> mine) override {
+    return {Blob(mine.begin(), mine.end()), peer_};
+  }
+  void barrier() override {}
+
+ private:
+  Blob peer_;
+};
+
+}  // namespace
+
+TEST_CASE("a peer address too short to hold its locality record is refused", "[comm]") {
+  ForgedPeer boot(bytes_of("short"));
+  Transport t(boot);
+  CHECK_THROWS_WITH(t.connect(), Catch::Contains("rank 1 sent a malformed address (5 bytes)") &&
+                                     Catch::Contains("same ordo build"));
+}
+
 TEST_CASE("wake interrupts an idle wait", "[comm]") {
   auto boot = Bootstrap::single();
   Transport t(*boot);
