@@ -17,6 +17,10 @@
 
 #include <ordo/stencil.hpp>
 
+#include "stencil_check.hpp"
+
+using ordo::test::same_bits;
+
 namespace st = ordo::stencil;
 
 namespace {
@@ -192,10 +196,7 @@ Case random_case(std::mt19937& rng) {
 }
 
 std::string describe(const st::PipelineSpec& s) {
-  std::string t = "size=";
-  for (auto v : s.size) t += std::to_string(v) + ",";
-  t += " blocks=";
-  for (auto v : s.blocks) t += std::to_string(v) + ",";
+  std::string t = ordo::test::describe_grid(s);
   t += " periodic=" + std::to_string(s.boundary == st::Boundary::periodic) + " stages:";
   for (const auto& stage : s.stages) {
     t += " " + stage.name + "(";
@@ -207,14 +208,9 @@ std::string describe(const st::PipelineSpec& s) {
   return t;
 }
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
 void check_case(const Case& c, std::mt19937& rng, ordo::Runtime& rt) {
   INFO(describe(c.spec));
-  std::size_t n = 1;
-  for (auto e : c.spec.size) n *= e;
+  const std::size_t n = ordo::test::points(c.spec);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   Grids want;
   for (const auto& in : c.spec.inputs) want[in] = std::vector<double>(n, 0.0);

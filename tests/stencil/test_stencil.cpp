@@ -12,6 +12,10 @@
 
 #include <ordo/stencil.hpp>
 
+#include "stencil_check.hpp"
+
+using ordo::test::same_bits;
+
 namespace st = ordo::stencil;
 
 namespace {
@@ -156,10 +160,7 @@ Case random_case(std::mt19937& rng, bool gauss_seidel) {
 }
 
 std::string describe(const st::Spec& s) {
-  std::string t = "dims=" + std::to_string(s.size.size()) + " size=";
-  for (auto v : s.size) t += std::to_string(v) + ",";
-  t += " blocks=";
-  for (auto v : s.blocks) t += std::to_string(v) + ",";
+  std::string t = "dims=" + std::to_string(s.size.size()) + " " + ordo::test::describe_grid(s);
   t += " halo=" + std::to_string(s.halo) + " offsets=" + std::to_string(s.neighbourhood.size()) +
        " periodic=" + std::to_string(s.boundary == st::Boundary::periodic) +
        " levels=" + std::to_string(s.time_levels) + " aux=" + std::to_string(s.aux_grids) +
@@ -169,14 +170,9 @@ std::string describe(const st::Spec& s) {
   return t;
 }
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
-}
-
 void check_case(const Case& c, std::mt19937& rng, ordo::Runtime& rt) {
   INFO(describe(c.spec));
-  std::size_t n = 1;
-  for (auto e : c.spec.size) n *= e;
+  const std::size_t n = ordo::test::points(c.spec);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   std::vector<std::vector<double>> lv(c.spec.time_levels, std::vector<double>(n));
   for (auto& l : lv)
