@@ -692,10 +692,10 @@ bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
   return after_sleep() || rc > 0;
 }
 
-bool Transport::prepare_sleep(bool force) {
+bool Transport::prepare_sleep() {
   Impl& m = *impl_;
   if (m.closed) return false;
-  m.check_watched_every(force);
+  m.check_watched_every(false);
   if (m.has_posted.load(std::memory_order_acquire)) {  // pairs with post()
     progress();
     return false;

@@ -155,12 +155,12 @@ class Transport {
   bool wait_for_event(std::chrono::milliseconds timeout);
   // wait_for_event() in two halves, for a caller whose threads take turns at the transport
   // (one at a time, under the caller's lock) and that sleeps outside that lock:
-  // prepare_sleep() reports exited local peers (at most every 10 ms unless `force`), runs
+  // prepare_sleep() reports exited local peers (at most every 10 ms), runs
   // posted work and arms the worker: true when the caller may now sleep on event_fd(), false
   // when something is pending (progress again). after_sleep() then reports the peers whose
   // exit woke it and progresses (true when anything happened). Another thread may progress
   // while the caller sleeps: the fd is then readable for events already handled, harmlessly.
-  bool prepare_sleep(bool force = false);
+  bool prepare_sleep();
   bool after_sleep();
   // The busy phase wait_for_event() polls for before it sleeps (TransportOptions::spin, or
   // ORDO_PROGRESS_SPIN_US).
