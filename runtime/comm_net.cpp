@@ -96,12 +96,16 @@ CommNet::~CommNet() {
     std::lock_guard lock(mu_);
     failed = !failure_.empty();
   }
-  if (failed) return;  // the transport's destructor tears down locally
-  try {
-    transport_->close();
-  } catch (const std::exception&) {
-    // A rank that is already gone: nothing more to tell anyone.
+  if (!failed) {
+    try {
+      transport_->close();
+    } catch (const std::exception&) {
+      // A rank that is already gone: nothing more to tell anyone.
+    }
   }
+  // Torn down here, not after the members below it: tearing down (after a failure, locally)
+  // completes the sends still in flight, whose completions use this object's state.
+  transport_.reset();
 }
 
 namespace {
@@ -338,17 +342,19 @@ void CommNet::drain_outbox() {
   for (std::size_t i = 0; i < n; ++i) {
     try {
       Outgoing& o = sending_[i];
-      // The completion keeps an owned buffer alive (the record lets it go) and runs `sent`,
-      // on the thread with the turn: sends that `sent` makes are queued, not nested. Only
-      // those two captures cost the completion an allocation.
-      if (o.sent || o.owned)
+      if (o.sent || o.owned) {
+        // What the completion needs (an owned buffer to keep alive, `sent` to run, on the
+        // thread with the turn: sends that `sent` makes are queued, not nested) waits in a
+        // recycled record, so that the completion captures two pointers and allocates nothing.
+        Completed* c = take_completed();
+        c->channel = o.channel;
+        c->sent = std::move(o.sent);
+        c->owned = std::move(o.owned);
         transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload,
-                         [this, owned = std::move(o.owned), sent = std::move(o.sent),
-                          channel = o.channel](comm::Status) {
-                           if (sent) run_sent(channel, sent);
-                         });
-      else
+                         [this, c](comm::Status) { finish(c); });
+      } else {
         transport_->send(static_cast<int>(o.peer), kTag, o.wire, o.payload, [](comm::Status) {});
+      }
     } catch (...) {
       if (!error) error = std::current_exception();
     }
@@ -448,9 +454,24 @@ void CommNet::deliver(std::uint32_t channel, unsigned from, std::span<const std:
   cv_.notify_all();
 }
 
-// A send's `sent`, unless its channel has been detached; marked as delivering, like a
-// receiver, so that detach() waits for it.
-void CommNet::run_sent(std::uint32_t channel, const Sent& sent) {
+CommNet::Completed* CommNet::take_completed() {
+  if (free_completed_.empty()) {
+    completed_.push_back(std::make_unique<Completed>());
+    return completed_.back().get();
+  }
+  Completed* c = free_completed_.back();
+  free_completed_.pop_back();
+  return c;
+}
+
+// A send has completed: its owned buffer goes, and its `sent` runs unless its channel has
+// been detached, marked as delivering, like a receiver, so that detach() waits for it.
+void CommNet::finish(Completed* c) {
+  Sent sent = std::move(c->sent);
+  const std::uint32_t channel = c->channel;
+  c->owned.reset();
+  free_completed_.push_back(c);
+  if (!sent) return;
   {
     std::lock_guard lock(mu_);
     auto it = channels_.find(channel);

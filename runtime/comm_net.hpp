@@ -109,7 +109,14 @@ class CommNet final : public Net, public sched::Poller {
   void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                std::span<const std::byte> payload);
   void on_peer_failure(const std::string& what);
-  void run_sent(std::uint32_t channel, const Sent& sent);
+  // A send's completion state beyond its record (Outgoing is reused at once).
+  struct Completed {
+    std::uint32_t channel = 0;
+    Sent sent;
+    std::shared_ptr<std::vector<std::byte>> owned;
+  };
+  Completed* take_completed();
+  void finish(Completed* c);
   void progress_loop();
   void measure_clock_offset();
 
@@ -136,6 +143,10 @@ class CommNet final : public Net, public sched::Poller {
   std::vector<Outgoing> outbox_;  // guarded by outbox_mu_
   std::size_t outbox_used_ = 0;   // guarded by outbox_mu_
   std::vector<Outgoing> sending_;  // the turn's holder only
+  // Completion records: all of them, and those free (the turn's holder only: completions run
+  // with the turn).
+  std::vector<std::unique_ptr<Completed>> completed_;
+  std::vector<Completed*> free_completed_;
 
   std::mutex mu_;
   std::condition_variable cv_;
