@@ -372,11 +372,12 @@ void CommNet::on_incoming(comm::Incoming& m) {
   std::uint32_t channel;
   std::memcpy(&channel, h.data(), sizeof channel);
   const unsigned from = static_cast<unsigned>(m.peer());
-  std::vector<std::byte> header(h.begin() + sizeof channel, h.end());
-  if (auto eager = m.eager_payload()) {
-    deliver(channel, from, header, *eager);
+  if (auto eager = m.eager_payload()) {  // delivered now: the header is read in place
+    deliver(channel, from, h.subspan(sizeof channel), *eager);
     return;
   }
+  // Delivered when the bytes are in: the header is kept until then.
+  std::vector<std::byte> header(h.begin() + sizeof channel, h.end());
   // Rendezvous: pull the bytes where the channel's placer says, if it says so. It runs under
   // the delivering_ mark, like a receiver, so detach() cannot return while it does; and the
   // receive counts as placing only if the channel is still attached when the placer returns.
