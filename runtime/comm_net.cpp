@@ -6,6 +6,7 @@
 #include <exception>
 #include <future>
 #include <string>
+#include <utility>
 
 namespace ordo::rt {
 
@@ -124,31 +125,29 @@ bool CommNet::take_turn() {
 // whichever thread takes the turn next.
 void CommNet::release_turn() {
   for (;;) {
-    if (queued_.load() != 0) {
-      try {
-        drain_outbox();
-      } catch (const std::exception& e) {
-        on_peer_failure(std::string("transport error on rank ") + std::to_string(rank()) + ": " +
-                        e.what());
-      }
-    }
+    if (queued_.load() != 0) guarded([this] { drain_outbox(); });
     tls_turn = nullptr;
     turn_.store(false);
     if (queued_.load() == 0 || !take_turn()) return;
   }
 }
 
-// Runs `work` (transport calls) with the turn, if it can be had: false when another thread
-// holds it. An error ends the job, as a peer's failure would.
+// Runs `work` (transport calls); an error ends the job, as a peer's failure would.
 template <class F>
-bool CommNet::with_turn(F&& work) {
-  if (!take_turn()) return false;
+void CommNet::guarded(F&& work) {
   try {
     work();
   } catch (const std::exception& e) {
     on_peer_failure(std::string("transport error on rank ") + std::to_string(rank()) + ": " +
                     e.what());
   }
+}
+
+// Runs `work` with the turn, if it can be had: false when another thread holds it.
+template <class F>
+bool CommNet::with_turn(F&& work) {
+  if (!take_turn()) return false;
+  guarded(std::forward<F>(work));
   release_turn();
   return true;
 }

@@ -100,6 +100,8 @@ class CommNet final : public Net, public sched::Poller {
   bool take_turn();
   void release_turn();
   template <class F>
+  void guarded(F&& work);
+  template <class F>
   bool with_turn(F&& work);
   bool workers_polling() const;
   void standby();
