@@ -72,8 +72,6 @@ class LoopbackHub {
   std::uint64_t messages(unsigned from, unsigned to) const { return traffic_[from * size() + to]; }
   std::uint64_t bytes(unsigned from, unsigned to) const { return bytes_[from * size() + to]; }
 
-  // The rank dies: its messages are dropped and every rank (itself included, so that its
-  // engine stops too) is told.
   // Delivers a message to `to` as if `from` had sent it on `channel`: for tests of what a
   // rank does with messages its peers' protocol would never send.
   void inject(unsigned from, unsigned to, std::uint32_t channel, std::vector<std::byte> header,
@@ -81,6 +79,8 @@ class LoopbackHub {
     nets_[to]->post(LoopbackNet::Msg{from, channel, std::move(header), std::move(payload), false, {}, {}});
   }
 
+  // The rank dies: its messages are dropped and every rank (itself included, so that its
+  // engine stops too) is told.
   void kill(unsigned dead) {
     dead_ = static_cast<int>(dead);
     for (auto& n : nets_) {
