@@ -37,6 +37,8 @@ std::size_t trace_buffer_events() {
 
 // The transport when this process is one rank of several (ordorun, mpirun, srun), else null.
 std::shared_ptr<rt::CommNet> connect_ranks() {
+  // Every rank reads the same environment, so every rank stops here alike (no rank waits).
+  if (auto error = rt::shared_memory_env_error()) throw Error(*error);
   try {
     auto bootstrap = comm::Bootstrap::from_environment();
     if (bootstrap->size() <= 1) return nullptr;

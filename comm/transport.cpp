@@ -197,6 +197,7 @@ struct Transport::Impl {
     Status failure = Status::ok;
     int pidfd = -1;  // a local peer's process, while watched
     bool same_kernel = false;
+    bool same_host = false;
   };
   // One per send in flight: owns the wire header (UCX 1.13 reads it until completion) and the
   // caller's completion. Recycled through free_sends, so that a warm transport sends without
@@ -537,6 +538,10 @@ bool Transport::shares_kernel_with(int peer) const {
   return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_kernel;
 }
 
+bool Transport::same_host(int peer) const {
+  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_host;
+}
+
 int Transport::event_fd() const { return impl_->wait_fd; }
 
 void Transport::on_message(Tag tag, Handler handler) { impl_->handlers[tag] = std::move(handler); }
@@ -571,6 +576,7 @@ void Transport::connect() {
     Locality there;
     std::memcpy(&there, all[r].data() + all[r].size() - sizeof there, sizeof there);
     p.same_kernel = here.same_kernel_as(there);
+    p.same_host = here.same_host_as(there);
     // A local peer is watched through its pidfd rather than by UCX (see the comment at the top).
     bool ucx_detects = m.options.detect_peer_failure;
     if (ucx_detects && !m.options.ucx_detection_for_local_peers && here.same_host_as(there)) {

@@ -184,6 +184,10 @@ class Transport {
   // Whether `peer` runs on this process's kernel (same boot id, as connect() exchanged it), so
   // that both read one CLOCK_MONOTONIC. Valid after connect().
   bool shares_kernel_with(int peer) const;
+  // Whether `peer` runs on this host in this process's PID and network namespaces (the peers
+  // watched through a pidfd): it can map this process's memory through /proc/<pid>/fd. Valid
+  // after connect().
+  bool same_host(int peer) const;
 
   // Number of sends whose completion has not run yet.
   std::size_t outstanding_sends() const;

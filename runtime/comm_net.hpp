@@ -54,6 +54,7 @@ class CommNet final : public Net, public sched::Poller {
 
   unsigned rank() const override { return static_cast<unsigned>(transport_->rank()); }
   unsigned size() const override { return static_cast<unsigned>(transport_->size()); }
+  bool same_host(unsigned peer) const override { return transport_->same_host(static_cast<int>(peer)); }
   const char* bootstrap_kind() const { return bootstrap_->kind(); }
   // Rank 0's steady clock minus this rank's, measured at start-up (0 on rank 0): add it to a
   // local steady-clock time to get rank 0's. Ranks on one host measure about 0.

@@ -28,11 +28,14 @@
 // round's bytes in the header (headers are copied by the transport, so the sender need not keep
 // them). ABORT carries a message naming the failing rank.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include <unistd.h>
 
 #include "engine.hpp"
 
@@ -51,6 +54,9 @@ struct Header {
 };
 constexpr std::uint16_t kEarly = 1;
 constexpr std::uint16_t kFatal = 2;  // ABORT: the sender has stopped (treat as its failure)
+// GRANT or RELEASE between ranks that share the location's memory: no bytes, the proxy reads
+// and writes the home's buffer in place.
+constexpr std::uint16_t kShared = 4;
 static_assert(sizeof(Header) == 12);
 
 std::span<const std::byte> as_bytes(const Header& h) {
@@ -269,6 +275,100 @@ void Engine::check_same_graph() {
   }
 }
 
+// Shared memory (docs/distributed.md). Two control rounds at the first run, collective on
+// every rank whatever it shares. Round 1: each rank's process id, the chunks of its graph's
+// SharedArena and where each location lies in them. A rank maps the chunks of every peer on
+// its host (Net::same_host) when both keep locations in shared memory. Round 2: which peers it
+// mapped. Two ranks share when each mapped the other; then a location homed on one of them
+// whose buffer is in the home's arena is shared: GRANTs and RELEASEs between them carry no
+// bytes (kShared), and the proxy's tasks use the home's buffer. Both ends decide from the same
+// data, and the home decides before it sends its first GRANT; the proxy needs no table to
+// handle a message (the flag says), so a GRANT that overtakes its round 2 is handled right.
+void Engine::share_memory() {
+  const auto& locs = graph_.locations();
+  const SharedArena* arena = graph_.arena();
+  share_peer_.assign(nranks_, 0);
+  shared_view_.assign(locs.size(), nullptr);
+  std::vector<std::byte> mine;
+  put_u64(mine, static_cast<std::uint64_t>(::getpid()));
+  put_u64(mine, arena ? arena->chunks().size() + 1 : 0);  // 0: no arena at all
+  if (arena) {
+    for (const SharedArena::Chunk& c : arena->chunks()) {
+      put_u64(mine, static_cast<std::uint64_t>(c.fd));
+      put_u64(mine, c.size);
+      put_u64(mine, c.inode);
+    }
+    for (std::uint32_t l = 0; l < locs.size(); ++l) {
+      const auto& slot = graph_.shared_slot(l);
+      put_u64(mine, slot ? slot->chunk + std::uint64_t{1} : 0);
+      put_u64(mine, slot ? slot->offset : 0);
+    }
+  }
+  auto theirs = exchange(mine);
+  if (failed_) return;
+
+  // Per peer: its chunks as mapped here, and its slot table.
+  std::vector<char> mapped(nranks_, 0);
+  std::vector<std::vector<std::byte*>> bases(nranks_);
+  for (unsigned h = 0; h < nranks_; ++h) {
+    if (h == rank_ || !arena || !net_->same_host(h)) continue;
+    const std::vector<std::byte>& t = theirs[h];
+    const std::uint64_t nchunks = get_u64(t, 8);
+    if (nchunks == 0) continue;
+    if (t.size() != 16 + (nchunks - 1) * 24 + locs.size() * 16) {
+      protocol_error("rank " + std::to_string(h) + " described its shared memory in " +
+                     std::to_string(t.size()) + " bytes: the ranks' ordo versions differ");
+      return;
+    }
+    mapped[h] = 1;
+    for (std::uint64_t c = 0; c + 1 < nchunks; ++c) {
+      std::string error;
+      PeerMapping m = PeerMapping::map(static_cast<std::int64_t>(get_u64(t, 0)),
+                                       static_cast<int>(get_u64(t, 16 + c * 24)),
+                                       get_u64(t, 24 + c * 24), get_u64(t, 32 + c * 24), error);
+      if (m.base() == nullptr) {
+        std::fprintf(stderr,
+                     "ordo: rank %u cannot share rank %u's location memory (%s); their "
+                     "locations are copied instead\n",
+                     rank_, h, error.c_str());
+        mapped[h] = 0;
+        break;
+      }
+      bases[h].push_back(m.base());
+      mappings_.push_back(std::move(m));
+    }
+  }
+  std::vector<std::byte> ok(mapped.size());
+  for (std::size_t r = 0; r < mapped.size(); ++r) ok[r] = std::byte(mapped[r]);
+  auto answers = exchange(ok);
+  if (failed_) return;
+
+  for (unsigned h = 0; h < nranks_; ++h) {
+    if (!mapped[h] || answers[h].size() != nranks_ || answers[h][rank_] != std::byte{1}) continue;
+    share_peer_[h] = 1;
+    const std::vector<std::byte>& t = theirs[h];
+    const std::size_t table = 16 + (get_u64(t, 8) - 1) * 24;
+    for (std::uint32_t l = 0; l < locs.size(); ++l) {
+      const std::uint64_t chunk = get_u64(t, table + l * 16);
+      if (dist_.home[l] != h || chunk == 0 || !plan_.locks[l].locked) continue;
+      const std::uint64_t offset = get_u64(t, table + l * 16 + 8);
+      const std::size_t bytes = locs[l].elem_size * locs[l].count;
+      if (chunk > bases[h].size() || offset + bytes > get_u64(t, 24 + (chunk - 1) * 24)) {
+        protocol_error("rank " + std::to_string(h) + " placed location '" + locs[l].name +
+                       "' outside its shared memory: the ranks' ordo versions differ");
+        return;
+      }
+      shared_view_[l] = bases[h][chunk - 1] + offset;
+    }
+  }
+}
+
+bool Engine::shared_with(std::uint32_t location, unsigned peer) const {
+  return dist_.home[location] == rank_
+             ? share_peer_[peer] != 0 && graph_.shared_slot(location).has_value()
+             : shared_view_[location] != nullptr;
+}
+
 void Engine::start_initial_grants() {
   for (std::uint32_t t = 0; t < plan_.tasks; ++t)
     if (dist_.task_rank[t] == rank_ && (tasks_[t].requests == 0 || fiber_of(t))) ready(t);
@@ -302,9 +402,12 @@ unsigned Engine::trace_buffer() const {
 void Engine::send_grant_to(std::uint32_t location, std::uint32_t phase, unsigned peer,
                            bool initial, bool early) {
   const LocationDesc& d = graph_.locations()[location];
-  Header h{Kind::grant, static_cast<std::uint8_t>(initial), early ? kEarly : std::uint16_t{0},
-           location, phase};
-  std::span<const std::byte> payload(graph_.data(location), d.elem_size * d.count);
+  const bool shared = shared_with(location, peer);
+  Header h{Kind::grant, static_cast<std::uint8_t>(initial),
+           static_cast<std::uint16_t>((early ? kEarly : 0) | (shared ? kShared : 0)), location,
+           phase};
+  std::span<const std::byte> payload;
+  if (!shared) payload = {graph_.data(location), d.elem_size * d.count};
   const std::uint64_t tag = trace_tag(true, location, peer);
   if (trace_) [[unlikely]]
     trace_->send(trace_buffer(), peer, location, trace::kNone, payload.size(), tag);
@@ -361,8 +464,9 @@ void Engine::enter_phase(std::uint32_t location, std::uint32_t phase, std::uint3
       if (e.held) {  // rule 1: sent when r's RELEASE comes back
         e.pending = phase;
       } else {
-        e.held = eligible;
-        sends.push_back({r, eligible});
+        // A rank that shares the location reads the home's buffer: never early.
+        e.held = eligible && !shared_with(location, r);
+        sends.push_back({r, e.held});
       }
     }
     // Stored before any grant or GRANT goes out (a holder may release at once), and before
@@ -382,9 +486,12 @@ void Engine::proxy_release(std::uint32_t location) {
   if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   const LockPlan& lp = plan_.locks[location];
   const LocationDesc& d = graph_.locations()[location];
-  Header h{Kind::release, 0, ls.early ? kEarly : std::uint16_t{0}, location, ls.phase};
+  const bool shared = shared_view_[location] != nullptr;
+  Header h{Kind::release, 0,
+           static_cast<std::uint16_t>((ls.early ? kEarly : 0) | (shared ? kShared : 0)), location,
+           ls.phase};
   std::span<const std::byte> payload;
-  if (lp.phases[ls.phase].mode == Mode::write)
+  if (lp.phases[ls.phase].mode == Mode::write && !shared)
     payload = {graph_.data(location), d.elem_size * d.count};
   const std::uint32_t home = dist_.home[location];
   const std::uint64_t tag = trace_tag(false, location, home);
@@ -414,13 +521,14 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
     case Kind::grant: {
       if (bad_location()) break;
       const LocationDesc& d = locs[h.location];
-      if (payload.size() != d.elem_size * d.count) {
+      const bool shared = (h.flags & kShared) != 0;  // the bytes are in the home's buffer
+      if (payload.size() != (shared ? 0 : d.elem_size * d.count)) {
         protocol_error("rank " + std::to_string(from) + " sent " + std::to_string(payload.size()) +
                        " bytes for location '" + d.name + "', which has " +
-                       std::to_string(d.elem_size * d.count));
+                       std::to_string(d.elem_size * d.count) + (shared ? " (shared)" : ""));
         return;
       }
-      if (payload.data() != graph_.data(h.location))  // else placed there already
+      if (!shared && payload.data() != graph_.data(h.location))  // else placed there already
         std::memcpy(graph_.data(h.location), payload.data(), payload.size());
       const std::uint64_t tag = trace_tag(true, h.location, from);
       // Initial grants are sent while the engine is built, before tracing is attached.
@@ -460,14 +568,21 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
           }
           // rule 1: the phase that waited for this release (counted there already) goes now.
           pending = std::exchange(e.pending, kNoPhase);
-          early = pending != kNoPhase && early_eligible(h.location, pending);
+          early = pending != kNoPhase && early_eligible(h.location, pending) &&
+                  !shared_with(h.location, from);
           e.held = early;
         }
         if (pending != kNoPhase) send_grant_to(h.location, pending, from, false, early);
         recv_[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()'s acquire
         return;
       }
-      if (plan_.locks[h.location].phases[h.phase].mode == Mode::write) {
+      if ((h.flags & kShared) && (!shared_with(h.location, from) || !payload.empty())) {
+        protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
+                       "' as shared, which this rank does not share with it: the ranks' "
+                       "protocol versions differ");
+        return;
+      }
+      if (plan_.locks[h.location].phases[h.phase].mode == Mode::write && !(h.flags & kShared)) {
         if (payload.size() != d.elem_size * d.count) {
           protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
                          "' with " + std::to_string(payload.size()) + " bytes instead of " +

@@ -76,6 +76,7 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
   if (net_) {
     distribute();
     check_same_graph();
+    if (!error_) share_memory();
     if (!error_) start_initial_grants();
     return;
   }
@@ -367,6 +368,19 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
   if (check_every == 0) check_every = 1;
   pool_ = &pool;
   place(pool);
+  // Locations shared with their home on this host: this run's tasks use the home's buffer.
+  // Only those views change: the transport's thread may meanwhile copy a GRANT's bytes into
+  // another location's replica (reading data()), never into a shared one (no bytes).
+  struct Views {
+    Graph& graph;
+    const std::vector<std::byte*>& shared;
+    void set(bool on) {
+      for (std::uint32_t l = 0; l < shared.size(); ++l)
+        if (shared[l] != nullptr) on ? graph.set_view(l, shared[l]) : graph.reset_view(l);
+    }
+    ~Views() { set(false); }
+  } views{graph_, shared_view_};
+  views.set(true);
   if (has_fibers_) {
     if (stacks == nullptr) {
       if (!own_stacks_) own_stacks_ = std::make_unique<sched::StackPool>();

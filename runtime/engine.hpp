@@ -72,7 +72,9 @@
 // moves on), hence no ordering between messages is needed, and a sent buffer is never written
 // before its receiver has answered (zero copy is safe). Small read phases are granted early
 // (distributed.cpp): the home counts that rank only until the transport has the bytes
-// (Net::send's `sent`), not until its RELEASE.
+// (Net::send's `sent`), not until its RELEASE. Ranks of one host share the memory of small
+// locations (share_memory(), distributed.cpp): their GRANTs and RELEASEs carry no bytes, the
+// proxy's tasks use the home's buffer during a run, and such reads are never granted early.
 // A run ends with a quiescence barrier (control rounds exchanging message counts until no
 // protocol message is in flight), so each rank's home locations are final when run returns.
 // A body exception or a failed peer on any rank reaches every rank as ABORT; all drain the
@@ -358,6 +360,16 @@ class Engine final : public sched::Executor {
   // Instances queued or executing (distributed mode only): a run that stops on a failed peer
   // waits for zero before returning, so no worker touches the engine afterwards.
   std::atomic<std::int64_t> inflight_{0};
+
+  // Shared memory between ranks of one host (distributed.cpp, "Shared memory"), set once by
+  // share_memory() before any GRANT goes out: per peer, whether the two share location memory;
+  // per location homed on such a peer, its buffer as mapped here (null: copied), which run()
+  // makes the graph's data() for the run's duration.
+  void share_memory();
+  bool shared_with(std::uint32_t location, unsigned peer) const;
+  std::vector<char> share_peer_;
+  std::vector<std::byte*> shared_view_;
+  std::vector<PeerMapping> mappings_;
 };
 
 }  // namespace ordo::rt

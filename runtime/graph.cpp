@@ -32,12 +32,33 @@ Buffer::Buffer(std::size_t bytes) : bytes_(bytes) {
   ptr_.reset(static_cast<std::byte*>(p));
 }
 
-void Buffer::Free::operator()(std::byte* p) const noexcept { std::free(p); }
+void Buffer::Free::operator()(std::byte* p) const noexcept {
+  if (!shared) std::free(p);
+}
+
+Graph::Graph(bool shared_storage) {
+  if (shared_storage) arena_ = std::make_unique<SharedArena>();
+}
 
 std::uint32_t Graph::add_location(std::string name, std::size_t elem_size, std::size_t count,
                                   const std::type_info& type) {
+  const std::size_t bytes = elem_size * count;
+  std::optional<SharedArena::Slot> slot;
+  // Huge locations stay private: anonymous memory gets huge pages, shared memory does not.
+  // Shared ones keep the private rules below (page alignment from a page up).
+  if (arena_ && bytes < kHuge) {
+    const bool paged = bytes >= kPage;  // then no neighbour on its pages
+    slot = arena_->allocate(paged ? (bytes + kPage - 1) / kPage * kPage : bytes,
+                            paged ? kPage : kAlign);
+  }
+  if (slot) {
+    buffers_.emplace_back(arena_->address(*slot), bytes);
+  } else {
+    buffers_.emplace_back(bytes);
+  }
   locations_.push_back({std::move(name), elem_size, count, &type});
-  buffers_.emplace_back(elem_size * count);
+  slots_.push_back(slot);
+  views_.push_back(buffers_.back().data());
   return static_cast<std::uint32_t>(locations_.size() - 1);
 }
 

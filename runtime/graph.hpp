@@ -11,10 +11,13 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <typeinfo>
 #include <vector>
+
+#include "shared_memory.hpp"
 
 namespace ordo::rt {
 
@@ -74,11 +77,14 @@ class Buffer {
  public:
   Buffer() = default;
   explicit Buffer(std::size_t bytes);
+  // Memory of a SharedArena (zeroed already), not owned.
+  Buffer(std::byte* shared, std::size_t bytes) : ptr_(shared, Free{true}), bytes_(bytes) {}
   std::byte* data() const { return ptr_.get(); }
   std::size_t bytes() const { return bytes_; }
 
  private:
   struct Free {
+    bool shared;  // value-initialised false: heap memory, freed
     void operator()(std::byte* p) const noexcept;
   };
   std::unique_ptr<std::byte, Free> ptr_;
@@ -87,6 +93,10 @@ class Buffer {
 
 class Graph {
  public:
+  // `shared_storage`: keep locations below 2 MiB in a SharedArena, which ranks on this host
+  // can map (shared_memory.hpp); the default follows the environment.
+  explicit Graph(bool shared_storage = shared_storage_default());
+
   // Returns the new location's index. `name` must be unique (checked by the caller).
   std::uint32_t add_location(std::string name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
@@ -125,7 +135,18 @@ class Graph {
   void set_home(std::uint32_t location, std::int32_t rank) { locations_[location].home = rank; }
 
   const std::vector<LocationDesc>& locations() const { return locations_; }
-  std::byte* data(std::uint32_t location) const { return buffers_[location].data(); }
+  // A location's memory as this process's tasks see it: its own buffer, or during a run of a
+  // rank that shares the home's memory, the home's (set_view).
+  std::byte* data(std::uint32_t location) const { return views_[location]; }
+  // Where the location's own buffer lies in the SharedArena, or nullopt when it is private.
+  const std::optional<SharedArena::Slot>& shared_slot(std::uint32_t location) const {
+    return slots_[location];
+  }
+  const SharedArena* arena() const { return arena_.get(); }
+  // The engine points data(location) at a peer's mapping for a run, then back (reset_view).
+  // Not synchronised: only for locations no other thread reads meanwhile.
+  void set_view(std::uint32_t location, std::byte* p) { views_[location] = p; }
+  void reset_view(std::uint32_t location) { views_[location] = buffers_[location].data(); }
 
   std::uint32_t task_count() const { return task_count_; }
   // A deque: growing it never moves a family (no copies of names and bodies, no doubled
@@ -152,6 +173,9 @@ class Graph {
  private:
   std::vector<LocationDesc> locations_;
   std::vector<Buffer> buffers_;
+  std::unique_ptr<SharedArena> arena_;  // null: every buffer private
+  std::vector<std::optional<SharedArena::Slot>> slots_;
+  std::vector<std::byte*> views_;
   std::deque<Family> families_;
   std::vector<AccessDesc> accesses_;
   std::vector<std::uint32_t> offsets_;

@@ -48,6 +48,14 @@ class Net {
   // payload is being placed into a span its placer gave.
   virtual void detach(std::uint32_t channel) = 0;
 
+  // Whether `peer` runs on this host, in this process's PID namespace, so that this process can
+  // map its shared location memory (Graph's SharedArena, through /proc/<pid>/fd). Default: no,
+  // and locations are copied.
+  virtual bool same_host(unsigned peer) const {
+    (void)peer;
+    return false;
+  }
+
   // Called once the transport no longer reads a payload (it was copied out or delivered).
   using Sent = std::function<void()>;
 

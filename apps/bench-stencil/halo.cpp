@@ -11,15 +11,23 @@
 // exchange. `--window K` such pairs of locations run side by side, so K transfers can be in
 // flight, as K halos of a decomposition are (ucx_perftest's tag_bw, the peer, keeps many sends
 // in flight too). The writer touches one element per iteration (the bytes moved are the whole
-// location regardless: the protocol sends versions, not diffs).
+// location regardless: the protocol sends versions, not diffs), and so does the reader, unless
+// `--read-all`: then it reads every byte of the version it got (XOR of its words), as a stencil
+// reads its halo. That matters between ranks of one host, which share the location's memory
+// (docs/distributed.md): no byte moves, and without --read-all the figure is the rate at which
+// a new version becomes readable on the other rank.
 //
 // Rank 0 prints, per size, after a warm-up run:
 //   bench=halo system=ordo bytes=S window=K iters=N seconds=T mbps=X
 // with mbps = S * K * N / T / 1e6 (decimal megabytes per second).
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <span>
 
 #include "app_cli.hpp"
 
@@ -55,6 +63,7 @@ int run(int argc, char** argv) {
   unsigned window = 8;
   double mib = 64;
   unsigned workers = 1;
+  bool read_all = false;
   cli.add_option("--bytes", bytes_list, "comma-separated location sizes in bytes")
       ->capture_default_str();
   cli.add_option("--window", window, "location pairs side by side (transfers in flight)")
@@ -62,6 +71,7 @@ int run(int argc, char** argv) {
   cli.add_option("--mib", mib, "MiB moved per size in the timed run (at least 20 iterations)")
       ->capture_default_str();
   cli.add_option("--workers", workers, "worker threads per rank")->capture_default_str();
+  cli.add_flag("--read-all", read_all, "the reader reads every byte of each version it gets");
   if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> sizes = parse_sizes(bytes_list);
   if (window == 0) throw ordo::Error("--window 0: use at least one location pair");
@@ -85,7 +95,14 @@ int run(int argc, char** argv) {
       });
       g.task("get" + std::to_string(k), {ordo::write(sink), ordo::read(halo)},
              [=](ordo::Context& ctx) {
-               ctx.write(sink)[0] += ctx.read(halo)[ctx.iteration() % n];
+               std::span<const double> h = ctx.read(halo);
+               if (!read_all) {
+                 ctx.write(sink)[0] += h[ctx.iteration() % n];
+                 return;
+               }
+               std::uint64_t x = 0;  // integer XOR: vectorised, unlike a strict double sum
+               for (double v : h) x ^= std::bit_cast<std::uint64_t>(v);
+               ctx.write(sink)[0] += static_cast<double>(x & 1);
              });
     }
     const double total = mib * 1048576.0;
@@ -94,9 +111,10 @@ int run(int argc, char** argv) {
     rt.run(g, std::max<std::uint64_t>(3, iters / 10));  // warm-up: connect, graph check, pages
     const ordo::RunStats s = rt.run(g, iters);
     if (rt.rank() == 0)
-      fmt::print("bench=halo system=ordo bytes={} window={} iters={} seconds={:.6f} mbps={:.2f}\n",
+      fmt::print("bench=halo system=ordo bytes={} window={} iters={} seconds={:.6f} mbps={:.2f}{}\n",
                  bytes, window, iters, s.seconds,
-                 static_cast<double>(bytes * window * iters) / s.seconds / 1e6);
+                 static_cast<double>(bytes * window * iters) / s.seconds / 1e6,
+                 read_all ? " read=all" : "");
     std::fflush(stdout);
   }
   return 0;

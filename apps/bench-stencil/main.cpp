@@ -361,20 +361,37 @@ int run_ranks(const RanksOptions& o) {
   if (!perftest)
     std::printf("# bench=halo: ucx_perftest not found (Debian package ucx-utils): its side "
                 "skipped\n");
-  std::map<std::size_t, std::vector<double>> ordo_mbps;
+  // ordo three times: with the ranks sharing location memory (the default on one host: a halo
+  // moves no bytes, so this is the rate at which a new version becomes readable by the other
+  // rank), the same with the reader reading every byte of each version (what using the halo
+  // costs it), and with locations copied through UCX (ORDO_SHARED_MEMORY=0, as between hosts).
+  struct Mode {
+    const char* name;
+    const char* env;
+    const char* ratio;  // name of its ratio to ucx_perftest
+    bool read_all;
+  };
+  const Mode modes[] = {{"shared", "ORDO_SHARED_MEMORY=1", "ordo", false},
+                        {"shared-read", "ORDO_SHARED_MEMORY=1", "read", true},
+                        {"copy", "ORDO_SHARED_MEMORY=0", "copy", false}};
+  std::map<std::pair<std::string, std::size_t>, std::vector<double>> ordo_mbps;  // mode, size
   std::map<std::pair<std::size_t, std::string>, std::vector<double>> ucx_mbps;  // by size, wait
-  std::map<std::size_t, std::vector<double>> paired;  // by size: ordo / that round's better ucx
+  // By mode and size: ordo / that round's better ucx_perftest.
+  std::map<std::pair<std::string, std::size_t>, std::vector<double>> paired;
   const char* tls = std::getenv("UCX_TLS");
   std::printf("# bench=halo: UCX_TLS=%s for both ordo and ucx_perftest (tag_bw, loopback, "
               "server and client on this host)\n", tls ? tls : "unset (all)");
   bool halo_failed = false;
   for (unsigned r = 0; r < o.reps; ++r) {
-    if (halo_bin && ordorun && !halo_failed) {
-      Output out = run_command({ordorun->string(), "--timeout", std::to_string(o.timeout_s), "-n",
-                                "2", halo_bin->string(), "--bytes", o.halo_bytes, "--window",
-                                std::to_string(o.halo_window), "--mib",
-                                fmt::format("{}", o.halo_mib)},
-                               o.timeout_s);
+    for (const Mode& mode : modes) {
+      if (!halo_bin || !ordorun || halo_failed) break;
+      std::vector<std::string> argv{"env", mode.env, ordorun->string(), "--timeout",
+                                    std::to_string(o.timeout_s), "-n", "2", halo_bin->string(),
+                                    "--bytes", o.halo_bytes, "--window",
+                                    std::to_string(o.halo_window), "--mib",
+                                    fmt::format("{}", o.halo_mib)};
+      if (mode.read_all) argv.push_back("--read-all");
+      Output out = run_command(argv, o.timeout_s);
       std::size_t found = 0;
       for (std::size_t pos = 0; pos < out.text.size();) {
         std::size_t nl = out.text.find('\n', pos);
@@ -384,12 +401,12 @@ int run_ranks(const RanksOptions& o) {
         if (f["bench"] != "halo" || f["system"] != "ordo") continue;
         auto b = ordo::bench::parse_number(f["bytes"]);
         auto m = ordo::bench::parse_number(f["mbps"]);
-        if (b && m) ordo_mbps[static_cast<std::size_t>(*b)].push_back(*m), ++found;
+        if (b && m) ordo_mbps[{mode.name, static_cast<std::size_t>(*b)}].push_back(*m), ++found;
       }
       if (out.status != 0 || found != sizes.size()) {
         halo_failed = failed = true;
-        std::fprintf(stderr, "ordo-bench-stencil: ordo-bench-halo failed (rc=%d); its last "
-                             "output:\n%s\n", out.status, last_lines(out.text, 8).c_str());
+        std::fprintf(stderr, "ordo-bench-stencil: ordo-bench-halo (%s) failed (rc=%d); its last "
+                             "output:\n%s\n", mode.env, out.status, last_lines(out.text, 8).c_str());
       }
     }
     if (perftest)
@@ -409,18 +426,16 @@ int run_ranks(const RanksOptions& o) {
                         text.empty() ? "it failed or timed out" : "no Final row in its output");
           }
         }
-        // Paired with this round's ordo run (as the triad is with the stencils): on a shared
+        // Paired with this round's ordo runs (as the triad is with the stencils): on a shared
         // machine both move together from one phase to the next, and their ratio much less.
-        auto& om = ordo_mbps[bytes];
-        if (best > 0 && om.size() == r + 1) paired[bytes].push_back(om.back() / best);
+        for (const Mode& mode : modes) {
+          auto& om = ordo_mbps[{mode.name, bytes}];
+          if (best > 0 && om.size() == r + 1) paired[{mode.name, bytes}].push_back(om.back() / best);
+        }
       }
   }
   for (std::size_t bytes : sizes) {
-    const double om = median(ordo_mbps[bytes]);
     double best = 0;
-    if (om > 0)
-      fmt::print("bench=halo system=ordo bytes={} window={} reps={} mbps={:.2f}\n", bytes,
-                 o.halo_window, ordo_mbps[bytes].size(), om);
     for (const char* wait : {"poll", "sleep"}) {
       const auto& v = ucx_mbps[{bytes, wait}];
       if (v.empty()) continue;
@@ -428,12 +443,22 @@ int run_ranks(const RanksOptions& o) {
       fmt::print("bench=halo system=ucx_perftest bytes={} test=tag_bw wait={} reps={} "
                  "mbps={:.2f}\n", bytes, wait, v.size(), median(v));
     }
-    // Against the better of ucx_perftest's two wait modes (busy polling wins on an idle
-    // machine, sleeping on a loaded one), round by round: the median of the paired ratios.
-    const auto& pr = paired[bytes];
-    fmt::print("bench=halo bytes={} ordo_vs_ucx_perftest={} rounds={} medians_ratio={}\n", bytes,
-               pr.empty() ? std::string("nan") : fmt::format("{:.3f}", median(pr)), pr.size(),
-               fmt_ratio(om, best));
+    for (const Mode& mode : modes) {
+      const auto& v = ordo_mbps[{mode.name, bytes}];
+      const double om = median(v);
+      if (om > 0)
+        fmt::print("bench=halo system=ordo mode={} bytes={} window={} reps={} mbps={:.2f}\n",
+                   mode.name, bytes, o.halo_window, v.size(), om);
+      // Against the better of ucx_perftest's two wait modes (busy polling wins on an idle
+      // machine, sleeping on a loaded one), round by round: the median of the paired ratios.
+      // ordo_vs_ucx_perftest is the default (shared), read_vs_ucx_perftest the same with the
+      // reader reading the halo, copy_vs_ucx_perftest the copied halos.
+      const auto& pr = paired[{mode.name, bytes}];
+      fmt::print("bench=halo bytes={} {}_vs_ucx_perftest={} rounds={} medians_ratio={}\n", bytes,
+                 mode.ratio,
+                 pr.empty() ? std::string("nan") : fmt::format("{:.3f}", median(pr)), pr.size(),
+                 fmt_ratio(om, best));
+    }
   }
   return failed ? 1 : 0;
 }

@@ -38,6 +38,9 @@ def ucx_env(tls, devices="lo"):
         env["UCX_TLS"] = tls
     if devices:
         env["UCX_NET_DEVICES"] = devices
+    # Ranks on one host share their locations' memory (no bytes on the wire); over TCP the tests
+    # stand for ranks on separate hosts, so the locations travel as payloads, as they would there.
+    env["ORDO_SHARED_MEMORY"] = "0" if tls.startswith("tcp") else "1"
     # Keep stray Slurm variables from turning the launch into an srun handoff.
     for k in list(env):
         if k.startswith("SLURM_"):

@@ -27,6 +27,7 @@ class LoopbackNet final : public rt::Net {
   ~LoopbackNet() override;
   unsigned rank() const override { return rank_; }
   unsigned size() const override;
+  bool same_host(unsigned peer) const override;
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
   void detach(std::uint32_t channel) override;
   void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
@@ -60,7 +61,10 @@ class LoopbackNet final : public rt::Net {
 
 class LoopbackHub {
  public:
-  explicit LoopbackHub(unsigned ranks, bool late_copy = false) : late_copy_(late_copy) {
+  // `same_host`: the ranks say they share a host (Net::same_host), so graphs with shared
+  // storage map each other's location memory (all ranks are this one process).
+  explicit LoopbackHub(unsigned ranks, bool late_copy = false, bool same_host = false)
+      : late_copy_(late_copy), same_host_(same_host) {
     for (unsigned r = 0; r < ranks; ++r) nets_.push_back(std::make_unique<LoopbackNet>(*this, r));
     traffic_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
     bytes_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
@@ -98,6 +102,7 @@ class LoopbackHub {
   std::unique_ptr<std::atomic<std::uint64_t>[]> traffic_, bytes_;
   std::atomic<int> dead_{-1};
   bool late_copy_;
+  bool same_host_;
 };
 
 inline LoopbackNet::LoopbackNet(LoopbackHub& hub, unsigned rank)
@@ -113,6 +118,8 @@ inline LoopbackNet::~LoopbackNet() {
 }
 
 inline unsigned LoopbackNet::size() const { return hub_.size(); }
+
+inline bool LoopbackNet::same_host(unsigned peer) const { return hub_.same_host_ && peer != rank_; }
 
 inline void LoopbackNet::attach(std::uint32_t channel, Receiver on_message, Failure on_failure) {
   std::lock_guard lock(mu_);

@@ -66,7 +66,7 @@ void build(rt::Graph& g, const GraphSpec& spec, bool families = false) {
 }
 
 struct Rank {
-  rt::Graph graph;
+  rt::Graph graph{false};
   std::unique_ptr<sched::Pool> pool;
   std::unique_ptr<rt::Engine> engine;
 };
@@ -78,10 +78,14 @@ std::vector<std::vector<std::uint64_t>> run_ranks(const GraphSpec& spec, unsigne
                                                   std::uint64_t second,
                                                   const std::vector<std::int32_t>& homes = {},
                                                   LoopbackHub* hub_out = nullptr,
-                                                  bool families = false, bool late_copy = false) {
+                                                  bool families = false, bool late_copy = false,
+                                                  bool shared = false) {
   LoopbackHub local_hub(ranks, late_copy);
   LoopbackHub& hub = hub_out ? *hub_out : local_hub;
   std::vector<Rank> rs(ranks);
+  // Locations in shared memory (the hub must then say the ranks share a host).
+  if (shared)
+    for (Rank& r : rs) r.graph = rt::Graph(true);
   // Engines are built concurrently: construction exchanges graph digests.
   std::vector<std::future<void>> f;
   for (unsigned r = 0; r < ranks; ++r)
@@ -120,7 +124,8 @@ namespace {
 // `seeds` random graphs (seeds from `base`) on `lo`..`hi` ranks x 1-2 workers, each compared
 // with the sequential interpreter.
 void check_random_graphs(std::uint64_t base, std::uint64_t seeds, unsigned lo, unsigned hi,
-                         bool families, bool late_copy) {
+                         bool families, bool late_copy, bool shared = false) {
+  std::uint64_t messages = 0;  // protocol messages of all runs (some graphs need none)
   for (std::uint64_t seed = 0; seed < seeds; ++seed) {
     GraphSpec spec = random_spec(seed + base, 6, 10);
     std::vector<std::uint32_t> order(spec.tasks.size());
@@ -129,9 +134,20 @@ void check_random_graphs(std::uint64_t base, std::uint64_t seeds, unsigned lo, u
     for (unsigned ranks = lo; ranks <= hi; ++ranks)
       for (unsigned workers : {1u, 2u}) {
         INFO("seed " << seed << " ranks " << ranks << " workers " << workers);
-        CHECK(run_ranks(spec, ranks, workers, 3, 2, {}, nullptr, families, late_copy) == want);
+        LoopbackHub hub(ranks, late_copy, shared);
+        CHECK(run_ranks(spec, ranks, workers, 3, 2, {}, &hub, families, late_copy, shared) == want);
+        if (!shared) continue;
+        // Every location is small, hence shared: never a byte of payload.
+        std::uint64_t bytes = 0;
+        for (unsigned a = 0; a < ranks; ++a)
+          for (unsigned b = 0; b < ranks; ++b) {
+            messages += hub.messages(a, b);
+            bytes += hub.bytes(a, b);
+          }
+        CHECK(bytes == 0);
       }
   }
+  if (shared) CHECK(messages > 0);
 }
 
 }  // namespace
@@ -145,6 +161,40 @@ TEST_CASE("random graphs give the sequential result on 1 to 4 ranks", "[distribu
 TEST_CASE("random graphs give the sequential result when payloads are copied late",
           "[distributed]") {
   check_random_graphs(7000, 20, 2, 4, false, true);
+}
+
+// Ranks of one host read and write the home's buffer in place: GRANTs and RELEASEs carry no
+// bytes, and a writer waits for the readers' RELEASE (no early grant).
+TEST_CASE("random graphs give the sequential result when the ranks share location memory",
+          "[distributed]") {
+  check_random_graphs(9000, 30, 2, 4, false, false, true);
+  check_random_graphs(9500, 10, 2, 3, true, false, true);
+}
+
+// Locations of 2 MiB and more stay private (huge pages) and are copied, the others shared, in
+// one graph: every payload byte on the wire belongs to the large location.
+TEST_CASE("a graph mixing shared and copied locations gives the sequential result",
+          "[distributed]") {
+  std::uint64_t copied = 0;
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    GraphSpec spec = random_spec(seed + 9900, 6, 10);
+    spec.sizes[0] = (std::size_t{2} << 20) / 8 + 1;  // just over 2 MiB of uint64
+    std::vector<std::uint32_t> order(spec.tasks.size());
+    std::iota(order.begin(), order.end(), 0u);
+    auto want = interpret(spec, order, 5);
+    for (unsigned ranks = 2; ranks <= 3; ++ranks)
+      for (unsigned workers : {1u, 2u}) {
+        INFO("seed " << seed << " ranks " << ranks << " workers " << workers);
+        LoopbackHub hub(ranks, false, true);
+        CHECK(run_ranks(spec, ranks, workers, 3, 2, {}, &hub, false, false, true) == want);
+        std::uint64_t bytes = 0;
+        for (unsigned a = 0; a < ranks; ++a)
+          for (unsigned b = 0; b < ranks; ++b) bytes += hub.bytes(a, b);
+        CHECK(bytes % (spec.sizes[0] * 8) == 0);
+        copied += bytes;
+      }
+  }
+  CHECK(copied > 0);
 }
 
 TEST_CASE("random graphs declared as task families give the sequential result", "[distributed]") {

@@ -66,7 +66,8 @@ expect_2 "missing" "no such trace file" summary "$dir/absent.trace"
 expect_2 "bad flag" "error" export --format svg -o "$dir/x" "$dir/flag.trace"
 if [ $# -ge 3 ]; then
   ordorun=$(realpath "$3")
-  UCX_TLS=shm,self UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n \
+  # Locations copied (as between hosts), so that the halos' bytes are on the wire.
+  UCX_TLS=shm,self UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n ORDO_SHARED_MEMORY=0 \
     "$ordorun" --timeout 60 -n 2 "$heat" --size 64x64 --blocks 2x2 --iters 3 --workers 1 \
     --trace "$dir/ranks.trace" >/dev/null
   [ -s "$dir/ranks.trace.rank0" ] && [ -s "$dir/ranks.trace.rank1" ] ||
@@ -82,6 +83,15 @@ if [ $# -ge 3 ]; then
     minimum=$(sed -n 's/.*minimum \([0-9]*\).*/\1/p' <<<"$line")
     [ -n "$bytes" ] && [ "$bytes" -gt 0 ] && [ "$bytes" = "$minimum" ] ||
       fail "traffic $dir_ is not the minimum: $line"
+  done
+  # Shared between the two ranks (the default on one host): the same messages, no bytes.
+  UCX_TLS=shm,self UCX_NET_DEVICES=lo UCX_WARN_UNUSED_ENV_VARS=n ORDO_SHARED_MEMORY=1 \
+    "$ordorun" --timeout 60 -n 2 "$heat" --size 64x64 --blocks 2x2 --iters 3 --workers 1 \
+    --trace "$dir/shared.trace" >/dev/null
+  "$tool" summary "$dir/shared.trace" >"$dir/shared.txt"
+  for dir_ in "0 -> 1" "1 -> 0"; do
+    grep -Eq "  $dir_: 0 bytes in [1-9][0-9]* messages, minimum [1-9][0-9]* if copied \(the ranks share" \
+      "$dir/shared.txt" || fail "shared run: traffic $dir_ is not messages without bytes: $(grep "  $dir_: " "$dir/shared.txt")"
   done
   ! grep -qi "before it was sent\|arrive.* before" "$dir/ranks.txt" ||
     fail "a receive precedes its send in the two-rank trace"

@@ -389,8 +389,12 @@ std::string render_text(const Summary& s, const Trace& t) {
   out += "\npeers (bytes sent from -> to, vs the minimum)\n";
   if (s.peers.empty()) out += "  none: every location is local to its rank\n";
   for (const PeerRow& p : s.peers)
-    out += fmt::format("  {} -> {}: {} bytes in {} messages, minimum {}\n", p.from, p.to, p.bytes,
-                       p.messages, p.min_bytes);
+    out += fmt::format("  {} -> {}: {} bytes in {} messages, minimum {}{}\n", p.from, p.to,
+                       p.bytes, p.messages, p.min_bytes,
+                       // Ranks of one host share their locations' memory (docs/distributed.md).
+                       p.bytes == 0 && p.messages > 0 && p.min_bytes > 0
+                           ? " if copied (the ranks share the locations' memory)"
+                           : "");
   if (s.unmatched_messages)
     out += fmt::format("  {} sends or receives without their other end\n", s.unmatched_messages);
   if (s.inverted_messages)

@@ -1,0 +1,135 @@
+#include "shared_memory.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace ordo::rt {
+
+namespace {
+
+// Chunks are sparse (memfd pages exist once touched), so a generous size costs address space
+// only, and one chunk holds every small location of most graphs: one descriptor per graph.
+constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
+constexpr std::size_t kPage = 4096;
+
+enum class Setting { unset, on, off, invalid };
+
+Setting env_setting() {
+  const char* v = std::getenv("ORDO_SHARED_MEMORY");
+  if (v == nullptr || *v == '\0') return Setting::unset;
+  const std::string_view s(v);
+  if (s == "1" || s == "on") return Setting::on;
+  if (s == "0" || s == "off") return Setting::off;
+  return Setting::invalid;
+}
+
+}  // namespace
+
+bool shared_storage_default() {
+  static const bool on = [] {
+    switch (env_setting()) {
+      case Setting::on: return true;
+      case Setting::off:
+      case Setting::invalid: return false;  // the Runtime reports an invalid value
+      case Setting::unset: break;
+    }
+    if (const char* size = std::getenv("ORDO_SIZE"); size != nullptr && std::atoi(size) > 1)
+      return true;
+    return std::getenv("PMIX_RANK") != nullptr;
+  }();
+  return on;
+}
+
+std::optional<std::string> shared_memory_env_error() {
+  if (env_setting() != Setting::invalid) return std::nullopt;
+  return std::string("ORDO_SHARED_MEMORY='") + std::getenv("ORDO_SHARED_MEMORY") +
+         "' is not understood: give 1 (or on) to share the locations of ranks on one host, 0 "
+         "(or off) to copy them, or leave it unset (shared when the process is one rank of "
+         "several)";
+}
+
+SharedArena::~SharedArena() {
+  for (Chunk& c : chunks_) {
+    ::munmap(c.base, c.size);
+    ::close(c.fd);
+  }
+}
+
+std::optional<SharedArena::Slot> SharedArena::allocate(std::size_t bytes, std::size_t align) {
+  if (bytes == 0) bytes = 1;
+  for (std::uint32_t i = 0; i < chunks_.size(); ++i) {
+    Chunk& c = chunks_[i];
+    const std::size_t at = (c.used + align - 1) / align * align;
+    if (at + bytes <= c.size) {
+      c.used = at + bytes;
+      return Slot{i, at};
+    }
+  }
+  Chunk c;
+  c.size = std::max(kChunkBytes, (bytes + kPage - 1) / kPage * kPage);
+  c.fd = ::memfd_create("ordo-locations", MFD_CLOEXEC);
+  if (c.fd < 0) return std::nullopt;
+  struct stat st {};
+  void* p = MAP_FAILED;
+  if (::ftruncate(c.fd, static_cast<off_t>(c.size)) == 0 && ::fstat(c.fd, &st) == 0)
+    p = ::mmap(nullptr, c.size, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
+  if (p == MAP_FAILED) {
+    ::close(c.fd);
+    return std::nullopt;
+  }
+  c.base = static_cast<std::byte*>(p);
+  c.inode = st.st_ino;
+  c.used = bytes;
+  chunks_.push_back(c);
+  return Slot{static_cast<std::uint32_t>(chunks_.size() - 1), 0};
+}
+
+PeerMapping::~PeerMapping() {
+  if (base_ != nullptr) ::munmap(base_, size_);
+}
+
+PeerMapping::PeerMapping(PeerMapping&& o) noexcept
+    : base_(std::exchange(o.base_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+
+PeerMapping& PeerMapping::operator=(PeerMapping&& o) noexcept {
+  if (this != &o) {
+    if (base_ != nullptr) ::munmap(base_, size_);
+    base_ = std::exchange(o.base_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+
+PeerMapping PeerMapping::map(std::int64_t pid, int fd, std::size_t size, std::uint64_t inode,
+                             std::string& error) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const int f = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (f < 0) {
+    error = "cannot open " + path + ": " + std::strerror(errno);
+    return {};
+  }
+  struct stat st {};
+  PeerMapping m;
+  if (::fstat(f, &st) != 0 || st.st_ino != inode || static_cast<std::size_t>(st.st_size) != size) {
+    error = path + " is not the peer's location memory (inode or size differs)";
+  } else if (void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+             p == MAP_FAILED) {
+    error = "cannot map " + path + ": " + std::strerror(errno);
+  } else {
+    m.base_ = static_cast<std::byte*>(p);
+    m.size_ = size;
+  }
+  ::close(f);
+  return m;
+}
+
+}  // namespace ordo::rt
