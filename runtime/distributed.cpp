@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -92,6 +93,63 @@ std::uint64_t get_u64(std::span<const std::byte> in, std::size_t at) {
   std::uint64_t v = 0;
   if (at + sizeof v <= in.size()) std::memcpy(&v, in.data() + at, sizeof v);
   return v;
+}
+
+// A rank's location memory as share_memory()'s first round describes it: its process id, then
+// (when it has a SharedArena) the number of chunks plus one, each chunk's fd, size and inode,
+// and per location its chunk plus one (0: private) and offset; without an arena, a 0.
+struct PeerMemory {
+  struct Chunk {
+    int fd;
+    std::uint64_t size, inode;
+  };
+  std::int64_t pid = 0;
+  bool arena = false;
+  std::vector<Chunk> chunks;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> slots;  // (chunk + 1, offset)
+};
+
+std::vector<std::byte> describe_memory(const Graph& graph) {
+  std::vector<std::byte> out;
+  put_u64(out, static_cast<std::uint64_t>(::getpid()));
+  const SharedArena* arena = graph.arena();
+  put_u64(out, arena ? arena->chunks().size() + 1 : 0);
+  if (!arena) return out;
+  for (const SharedArena::Chunk& c : arena->chunks()) {
+    put_u64(out, static_cast<std::uint64_t>(c.fd));
+    put_u64(out, c.size);
+    put_u64(out, c.inode);
+  }
+  for (std::uint32_t l = 0; l < graph.locations().size(); ++l) {
+    const auto& slot = graph.shared_slot(l);
+    put_u64(out, slot ? slot->chunk + std::uint64_t{1} : 0);
+    put_u64(out, slot ? slot->offset : 0);
+  }
+  return out;
+}
+
+// Reads describe_memory()'s bytes of a peer with the same graph; nullopt when they do not
+// describe it (wrong length, a location outside its chunk).
+std::optional<PeerMemory> parse_memory(std::span<const std::byte> in,
+                                       const std::vector<LocationDesc>& locs) {
+  PeerMemory m;
+  m.pid = static_cast<std::int64_t>(get_u64(in, 0));
+  const std::uint64_t n = get_u64(in, 8);
+  if (n == 0) return in.size() == 16 ? std::optional(m) : std::nullopt;
+  if (in.size() != 16 + (n - 1) * 24 + locs.size() * 16) return std::nullopt;
+  m.arena = true;
+  for (std::uint64_t c = 0; c + 1 < n; ++c)
+    m.chunks.push_back({static_cast<int>(get_u64(in, 16 + c * 24)), get_u64(in, 24 + c * 24),
+                        get_u64(in, 32 + c * 24)});
+  const std::size_t table = 16 + (n - 1) * 24;
+  for (std::size_t l = 0; l < locs.size(); ++l) {
+    const std::uint64_t chunk = get_u64(in, table + l * 16), offset = get_u64(in, table + l * 16 + 8);
+    if (chunk > m.chunks.size() ||
+        (chunk != 0 && offset + locs[l].elem_size * locs[l].count > m.chunks[chunk - 1].size))
+      return std::nullopt;
+    m.slots.emplace_back(chunk, offset);
+  }
+  return m;
 }
 
 }  // namespace
@@ -286,79 +344,54 @@ void Engine::check_same_graph() {
 // handle a message (the flag says), so a GRANT that overtakes its round 2 is handled right.
 void Engine::share_memory() {
   const auto& locs = graph_.locations();
-  const SharedArena* arena = graph_.arena();
   share_peer_.assign(nranks_, 0);
   shared_view_.assign(locs.size(), nullptr);
-  std::vector<std::byte> mine;
-  put_u64(mine, static_cast<std::uint64_t>(::getpid()));
-  put_u64(mine, arena ? arena->chunks().size() + 1 : 0);  // 0: no arena at all
-  if (arena) {
-    for (const SharedArena::Chunk& c : arena->chunks()) {
-      put_u64(mine, static_cast<std::uint64_t>(c.fd));
-      put_u64(mine, c.size);
-      put_u64(mine, c.inode);
-    }
-    for (std::uint32_t l = 0; l < locs.size(); ++l) {
-      const auto& slot = graph_.shared_slot(l);
-      put_u64(mine, slot ? slot->chunk + std::uint64_t{1} : 0);
-      put_u64(mine, slot ? slot->offset : 0);
-    }
-  }
-  auto theirs = exchange(mine);
+  auto theirs = exchange(describe_memory(graph_));
   if (failed_) return;
 
-  // Per peer: its chunks as mapped here, and its slot table.
-  std::vector<char> mapped(nranks_, 0);
+  // Per peer of this host, when both keep locations in shared memory: its chunks mapped here.
+  std::vector<PeerMemory> peers(nranks_);
   std::vector<std::vector<std::byte*>> bases(nranks_);
+  std::vector<std::byte> mapped(nranks_, std::byte{0});
   for (unsigned h = 0; h < nranks_; ++h) {
-    if (h == rank_ || !arena || !net_->same_host(h)) continue;
-    const std::vector<std::byte>& t = theirs[h];
-    const std::uint64_t nchunks = get_u64(t, 8);
-    if (nchunks == 0) continue;
-    if (t.size() != 16 + (nchunks - 1) * 24 + locs.size() * 16) {
+    if (h == rank_ || !graph_.arena() || !net_->same_host(h)) continue;
+    auto m = parse_memory(theirs[h], locs);
+    if (!m) {
       protocol_error("rank " + std::to_string(h) + " described its shared memory in " +
-                     std::to_string(t.size()) + " bytes: the ranks' ordo versions differ");
+                     std::to_string(theirs[h].size()) + " bytes that do not fit this graph: "
+                     "the ranks' ordo versions differ");
       return;
     }
-    mapped[h] = 1;
-    for (std::uint64_t c = 0; c + 1 < nchunks; ++c) {
+    if (!m->arena) continue;
+    peers[h] = std::move(*m);
+    mapped[h] = std::byte{1};
+    for (const PeerMemory::Chunk& c : peers[h].chunks) {
       std::string error;
-      PeerMapping m = PeerMapping::map(static_cast<std::int64_t>(get_u64(t, 0)),
-                                       static_cast<int>(get_u64(t, 16 + c * 24)),
-                                       get_u64(t, 24 + c * 24), get_u64(t, 32 + c * 24), error);
-      if (m.base() == nullptr) {
+      PeerMapping pm = PeerMapping::map(peers[h].pid, c.fd, c.size, c.inode, error);
+      if (pm.base() == nullptr) {
         std::fprintf(stderr,
                      "ordo: rank %u cannot share rank %u's location memory (%s); their "
                      "locations are copied instead\n",
                      rank_, h, error.c_str());
-        mapped[h] = 0;
+        mapped[h] = std::byte{0};
         break;
       }
-      bases[h].push_back(m.base());
-      mappings_.push_back(std::move(m));
+      bases[h].push_back(pm.base());
+      mappings_.push_back(std::move(pm));
     }
   }
-  std::vector<std::byte> ok(mapped.size());
-  for (std::size_t r = 0; r < mapped.size(); ++r) ok[r] = std::byte(mapped[r]);
-  auto answers = exchange(ok);
+  auto answers = exchange(mapped);
   if (failed_) return;
 
   for (unsigned h = 0; h < nranks_; ++h) {
-    if (!mapped[h] || answers[h].size() != nranks_ || answers[h][rank_] != std::byte{1}) continue;
+    if (mapped[h] != std::byte{1} || answers[h].size() != nranks_ ||
+        answers[h][rank_] != std::byte{1})
+      continue;
     share_peer_[h] = 1;
-    const std::vector<std::byte>& t = theirs[h];
-    const std::size_t table = 16 + (get_u64(t, 8) - 1) * 24;
     for (std::uint32_t l = 0; l < locs.size(); ++l) {
-      const std::uint64_t chunk = get_u64(t, table + l * 16);
-      if (dist_.home[l] != h || chunk == 0 || !plan_.locks[l].locked) continue;
-      const std::uint64_t offset = get_u64(t, table + l * 16 + 8);
-      const std::size_t bytes = locs[l].elem_size * locs[l].count;
-      if (chunk > bases[h].size() || offset + bytes > get_u64(t, 24 + (chunk - 1) * 24)) {
-        protocol_error("rank " + std::to_string(h) + " placed location '" + locs[l].name +
-                       "' outside its shared memory: the ranks' ordo versions differ");
-        return;
-      }
-      shared_view_[l] = bases[h][chunk - 1] + offset;
+      const auto [chunk, offset] = peers[h].slots[l];
+      if (dist_.home[l] == h && chunk != 0 && plan_.locks[l].locked)
+        shared_view_[l] = bases[h][chunk - 1] + offset;
     }
   }
 }
@@ -430,11 +463,12 @@ void Engine::early_sent(std::uint32_t location) {
   early_unsent_.fetch_sub(1, std::memory_order_release);
 }
 
-bool Engine::early_eligible(std::uint32_t location, std::uint32_t phase) const {
+// A rank that shares the location reads the home's buffer: never early.
+bool Engine::early_to(std::uint32_t location, std::uint32_t phase, unsigned peer) const {
   const LocationDesc& d = graph_.locations()[location];
   const std::size_t bytes = d.elem_size * d.count;
   return plan_.locks[location].phases[phase].mode == Mode::read && bytes > 0 &&
-         bytes <= kEarlyMaxBytes;
+         bytes <= kEarlyMaxBytes && !shared_with(location, peer);
 }
 
 void Engine::enter_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
@@ -457,15 +491,13 @@ void Engine::enter_phase(std::uint32_t location, std::uint32_t phase, std::uint3
     ls.remaining.store(counted, std::memory_order_relaxed);
   } else {
     std::lock_guard lock(early_mu_[location]);
-    const bool eligible = early_eligible(location, phase);
     for (std::uint32_t r : pr.remote) {
       EarlyState& e = early_[location * nranks_ + r];
       ++counted;  // early or not: the phase waits for its RELEASE, or for its GRANT's `sent`
       if (e.held) {  // rule 1: sent when r's RELEASE comes back
         e.pending = phase;
       } else {
-        // A rank that shares the location reads the home's buffer: never early.
-        e.held = eligible && !shared_with(location, r);
+        e.held = early_to(location, phase, r);
         sends.push_back({r, e.held});
       }
     }
@@ -486,14 +518,14 @@ void Engine::proxy_release(std::uint32_t location) {
   if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   const LockPlan& lp = plan_.locks[location];
   const LocationDesc& d = graph_.locations()[location];
-  const bool shared = shared_view_[location] != nullptr;
+  const std::uint32_t home = dist_.home[location];
+  const bool shared = shared_with(location, home);
   Header h{Kind::release, 0,
            static_cast<std::uint16_t>((ls.early ? kEarly : 0) | (shared ? kShared : 0)), location,
            ls.phase};
   std::span<const std::byte> payload;
   if (lp.phases[ls.phase].mode == Mode::write && !shared)
     payload = {graph_.data(location), d.elem_size * d.count};
-  const std::uint32_t home = dist_.home[location];
   const std::uint64_t tag = trace_tag(false, location, home);
   if (trace_) [[unlikely]]
     trace_->send(trace_buffer(), home, location, trace::kNone, payload.size(), tag);
@@ -524,8 +556,9 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
       const bool shared = (h.flags & kShared) != 0;  // the bytes are in the home's buffer
       if (payload.size() != (shared ? 0 : d.elem_size * d.count)) {
         protocol_error("rank " + std::to_string(from) + " sent " + std::to_string(payload.size()) +
-                       " bytes for location '" + d.name + "', which has " +
-                       std::to_string(d.elem_size * d.count) + (shared ? " (shared)" : ""));
+                       " bytes for location '" + d.name + "', which " +
+                       (shared ? std::string("it shares with this rank (none expected)")
+                               : "has " + std::to_string(d.elem_size * d.count)));
         return;
       }
       if (!shared && payload.data() != graph_.data(h.location))  // else placed there already
@@ -568,8 +601,7 @@ void Engine::on_message(unsigned from, std::span<const std::byte> header,
           }
           // rule 1: the phase that waited for this release (counted there already) goes now.
           pending = std::exchange(e.pending, kNoPhase);
-          early = pending != kNoPhase && early_eligible(h.location, pending) &&
-                  !shared_with(h.location, from);
+          early = pending != kNoPhase && early_to(h.location, pending, from);
           e.held = early;
         }
         if (pending != kNoPhase) send_grant_to(h.location, pending, from, false, early);

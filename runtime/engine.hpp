@@ -260,7 +260,8 @@ class Engine final : public sched::Executor {
   // Enters `phase` of a home location across ranks (grant_phase's distributed half).
   void enter_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
                    std::uint64_t iteration, unsigned worker);
-  bool early_eligible(std::uint32_t location, std::uint32_t phase) const;
+  // Whether `phase` of `location` goes to `peer` as an early read grant.
+  bool early_to(std::uint32_t location, std::uint32_t phase, unsigned peer) const;
   void proxy_release(std::uint32_t location);
   void on_message(unsigned from, std::span<const std::byte> header,
                   std::span<const std::byte> payload);

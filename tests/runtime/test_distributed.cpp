@@ -328,7 +328,7 @@ TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distribute
 TEST_CASE("a peer's malformed or impossible protocol message stops every rank, naming it",
           "[distributed]") {
   // The wire header (runtime/distributed.cpp): kind u8 (1 = GRANT, 2 = RELEASE), initial u8,
-  // flags u16 (1 = early), location u32, phase u32.
+  // flags u16 (1 = early, 4 = shared), location u32, phase u32.
   auto header = [](std::uint8_t kind, std::uint16_t flags, std::uint32_t location) {
     std::vector<std::byte> h(12);
     h[0] = std::byte{kind};
@@ -347,6 +347,11 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
       {header(2, 1, 2), {}, "rank 1 released location 'z' early, which it did not hold early"},
       {header(1, 0, 0), std::vector<std::byte>(3),
        "rank 1 sent 3 bytes for location 'x', which has 32"},
+      // The two ranks share no memory (the hub does not put them on one host).
+      {header(2, 4, 2), {},
+       "rank 1 released location 'z' as shared, which this rank does not share with it"},
+      {header(1, 4, 0), std::vector<std::byte>(32),
+       "rank 1 sent 32 bytes for location 'x', which it shares with this rank (none expected)"},
   };
   for (const Case& c : cases) {
     LoopbackHub hub(2);
