@@ -10,6 +10,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "engine.hpp"
 #include "graph_spec.hpp"
 #include "loopback_net.hpp"
@@ -195,6 +197,58 @@ TEST_CASE("a graph mixing shared and copied locations gives the sequential resul
       }
   }
   CHECK(copied > 0);
+}
+
+// Sharing needs both ends: a rank whose graph keeps its locations private (ORDO_SHARED_MEMORY=0
+// there) makes its peers copy to and from it, whatever they keep.
+TEST_CASE("ranks share only with peers whose locations are in shared memory too",
+          "[distributed]") {
+  std::uint64_t copied = 0;  // payload bytes to and from rank 2, all seeds
+  for (std::uint64_t seed = 0; seed < 10; ++seed) {
+    GraphSpec spec = random_spec(seed + 9700, 6, 10);
+    std::vector<std::uint32_t> order(spec.tasks.size());
+    std::iota(order.begin(), order.end(), 0u);
+    auto want = interpret(spec, order, 5);
+    const unsigned ranks = 3;
+    LoopbackHub hub(ranks, false, true);
+    std::vector<Rank> rs(ranks);
+    // Ranks 0 and 1 keep shared storage, rank 2 private.
+    for (unsigned r = 0; r < 2; ++r) rs[r].graph = rt::Graph(true);
+    std::vector<std::future<std::uint64_t>> f;
+    for (unsigned r = 0; r < ranks; ++r)
+      f.push_back(std::async(std::launch::async, [&, r] {  // no Catch2 outside main
+        build(rs[r].graph, spec);
+        auto c = rt::compile(rs[r].graph);
+        if (!c.error.empty()) throw std::runtime_error(c.error);
+        rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{1});
+        rs[r].engine = std::make_unique<rt::Engine>(rs[r].graph, std::move(c.plan), &hub.net(r), 7);
+        return rs[r].engine->run(*rs[r].pool, 5, {}, 0);
+      }));
+    INFO("seed " << seed);
+    for (auto& x : f) CHECK(x.get() == 5);
+    for (std::uint32_t l = 0; l < spec.sizes.size(); ++l) {
+      auto p = reinterpret_cast<const std::uint64_t*>(rs[rs[0].engine->home(l)].graph.data(l));
+      CHECK(std::vector<std::uint64_t>(p, p + spec.sizes[l]) == want[l]);
+    }
+    CHECK(hub.bytes(0, 1) == 0);
+    CHECK(hub.bytes(1, 0) == 0);
+    copied += hub.bytes(0, 2) + hub.bytes(2, 0) + hub.bytes(1, 2) + hub.bytes(2, 1);
+  }
+  CHECK(copied > 0);
+}
+
+// What share_memory() reports when a peer's chunk cannot be mapped (its rank then copies).
+TEST_CASE("a peer's chunk that cannot be opened or is not its memory is refused, saying why",
+          "[distributed]") {
+  rt::SharedArena arena;
+  REQUIRE(arena.allocate(64, 64));
+  const rt::SharedArena::Chunk& c = arena.chunks()[0];
+  std::string error;
+  CHECK(rt::PeerMapping::map(::getpid(), c.fd, c.size, c.inode, error).base() != nullptr);
+  CHECK(rt::PeerMapping::map(::getpid(), c.fd, c.size, c.inode + 1, error).base() == nullptr);
+  CHECK_THAT(error, Catch::Contains("is not the peer's location memory"));
+  CHECK(rt::PeerMapping::map(::getpid(), 1 << 20, c.size, c.inode, error).base() == nullptr);
+  CHECK_THAT(error, Catch::Contains("cannot open /proc/"));
 }
 
 TEST_CASE("random graphs declared as task families give the sequential result", "[distributed]") {
