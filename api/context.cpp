@@ -1,6 +1,6 @@
 #include <exception>
 
-#include "graph_impl.hpp"
+#include "api/graph_impl.hpp"
 
 namespace ordo {
 

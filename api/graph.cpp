@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "graph_impl.hpp"
-#include "plan.hpp"
+#include "api/graph_impl.hpp"
+#include "runtime/plan.hpp"
 
 namespace ordo {
 

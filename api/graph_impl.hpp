@@ -5,9 +5,9 @@
 #include <memory>
 #include <vector>
 
-#include "engine.hpp"
-#include "graph.hpp"
-#include "ordo/ordo.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/graph.hpp"
+#include <ordo/ordo.hpp>
 
 namespace ordo::detail {
 

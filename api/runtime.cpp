@@ -3,11 +3,11 @@
 #include <stdexcept>
 #include <utility>
 
-#include "comm_net.hpp"
-#include "fiber.hpp"
-#include "graph_impl.hpp"
-#include "pool.hpp"
-#include "trace.hpp"
+#include "runtime/comm_net.hpp"
+#include "scheduler/fiber.hpp"
+#include "api/graph_impl.hpp"
+#include "scheduler/pool.hpp"
+#include "runtime/trace.hpp"
 
 namespace ordo {
 

@@ -26,7 +26,7 @@
 // was computed from data of the same group: bit-identical to D = 1.
 #include <ordo/stencil.hpp>
 
-#include "stencil_geometry.hpp"
+#include "api/stencil_geometry.hpp"
 
 #include <unistd.h>
 

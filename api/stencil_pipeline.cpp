@@ -37,7 +37,7 @@
 // done: no barrier between stages.
 #include <ordo/stencil.hpp>
 
-#include "stencil_geometry.hpp"
+#include "api/stencil_geometry.hpp"
 
 #include <algorithm>
 #include <cstring>

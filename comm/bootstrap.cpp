@@ -1,6 +1,6 @@
 // Single-process and store-client bootstraps, and the choice between them and PMIx.
 // The store protocol is described in store_protocol.hpp.
-#include "bootstrap.hpp"
+#include "comm/bootstrap.hpp"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <thread>
 
-#include "store_protocol.hpp"
+#include "comm/store_protocol.hpp"
 
 namespace ordo::comm {
 namespace {

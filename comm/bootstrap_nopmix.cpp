@@ -1,5 +1,5 @@
 // Built instead of bootstrap_pmix.cpp when PMIx's development files are missing.
-#include "bootstrap.hpp"
+#include "comm/bootstrap.hpp"
 
 namespace ordo::comm {
 

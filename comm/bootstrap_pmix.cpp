@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "bootstrap.hpp"
+#include "comm/bootstrap.hpp"
 
 namespace ordo::comm {
 namespace {

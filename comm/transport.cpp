@@ -57,7 +57,7 @@
 // that a dead peer could stall) and progress until the close requests finish (bounded);
 // 5. destroy the worker, 6. clean up the context. The destructor without close() does 4-6
 // without the barrier: it is the error path, and it must not wait on anyone.
-#include "transport.hpp"
+#include "comm/transport.hpp"
 
 #include <sys/epoll.h>
 #include <sys/stat.h>

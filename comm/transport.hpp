@@ -24,7 +24,7 @@
 #include <span>
 #include <string>
 
-#include "bootstrap.hpp"
+#include "comm/bootstrap.hpp"
 
 namespace ordo::comm {
 

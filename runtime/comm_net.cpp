@@ -1,4 +1,4 @@
-#include "comm_net.hpp"
+#include "runtime/comm_net.hpp"
 
 #include <poll.h>
 

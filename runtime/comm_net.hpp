@@ -39,10 +39,10 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap.hpp"
-#include "net.hpp"
-#include "pool.hpp"
-#include "transport.hpp"
+#include "comm/bootstrap.hpp"
+#include "runtime/net.hpp"
+#include "scheduler/pool.hpp"
+#include "comm/transport.hpp"
 
 namespace ordo::rt {
 

@@ -38,7 +38,7 @@
 
 #include <unistd.h>
 
-#include "engine.hpp"
+#include "runtime/engine.hpp"
 
 namespace ordo::rt {
 

@@ -1,4 +1,4 @@
-#include "engine.hpp"
+#include "runtime/engine.hpp"
 
 #include <algorithm>
 #include <cassert>

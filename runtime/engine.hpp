@@ -91,12 +91,12 @@
 #include <span>
 #include <vector>
 
-#include "fiber.hpp"
-#include "graph.hpp"
-#include "net.hpp"
-#include "plan.hpp"
-#include "pool.hpp"
-#include "trace.hpp"
+#include "scheduler/fiber.hpp"
+#include "runtime/graph.hpp"
+#include "runtime/net.hpp"
+#include "runtime/plan.hpp"
+#include "scheduler/pool.hpp"
+#include "runtime/trace.hpp"
 
 namespace ordo::rt {
 

@@ -1,4 +1,4 @@
-#include "graph.hpp"
+#include "runtime/graph.hpp"
 
 #include <algorithm>
 #include <cstdlib>

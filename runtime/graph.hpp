@@ -17,7 +17,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "shared_memory.hpp"
+#include "runtime/shared_memory.hpp"
 
 namespace ordo::rt {
 

@@ -1,4 +1,4 @@
-#include "plan.hpp"
+#include "runtime/plan.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "graph.hpp"
+#include "runtime/graph.hpp"
 
 namespace ordo::rt {
 

@@ -1,4 +1,4 @@
-#include "shared_memory.hpp"
+#include "runtime/shared_memory.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,4 +1,4 @@
-#include "trace.hpp"
+#include "runtime/trace.hpp"
 
 #include <cerrno>
 #include <cstring>

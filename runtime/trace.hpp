@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "graph.hpp"
-#include "pool.hpp"
+#include "runtime/graph.hpp"
+#include "scheduler/pool.hpp"
 
 namespace ordo::rt::trace {
 

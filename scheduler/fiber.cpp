@@ -10,7 +10,7 @@
 // stores the transfer's fctx as caller_ (the resumer's continuation) and jumps back with
 // kSuspended (from suspend()) or kFinished (when the entry returns; that jump never comes
 // back, so the stack is free as soon as the resumer sees kFinished).
-#include "fiber.hpp"
+#include "scheduler/fiber.hpp"
 
 #include <signal.h>
 #include <sys/mman.h>

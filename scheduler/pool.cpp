@@ -51,7 +51,7 @@
 // right node); to another node, to that node's inbox, where that node's workers look before
 // stealing. In flat mode (one pool node) hints are ignored. steal_far = false keeps every
 // thief on its own node, so an item runs on a worker of the node it was hinted to.
-#include "pool.hpp"
+#include "scheduler/pool.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -28,8 +28,8 @@
 #include <thread>
 #include <vector>
 
-#include "deque.hpp"
-#include "topology.hpp"
+#include "scheduler/deque.hpp"
+#include "scheduler/topology.hpp"
 
 namespace ordo::sched {
 

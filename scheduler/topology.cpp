@@ -1,5 +1,5 @@
 // The only file of ordo that touches hwloc (ORDO_HAVE_HWLOC is set by meson when found).
-#include "topology.hpp"
+#include "scheduler/topology.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -24,8 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap.hpp"
-#include "transport.hpp"
+#include "comm/bootstrap.hpp"
+#include "comm/transport.hpp"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap.hpp"
-#include "store_protocol.hpp"
-#include "transport.hpp"
+#include "comm/bootstrap.hpp"
+#include "comm/store_protocol.hpp"
+#include "comm/transport.hpp"
 
 using namespace ordo::comm;
 

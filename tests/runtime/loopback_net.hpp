@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "net.hpp"
+#include "runtime/net.hpp"
 
 namespace ordo::test {
 

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap.hpp"
-#include "comm_net.hpp"
-#include "pool.hpp"
+#include "comm/bootstrap.hpp"
+#include "runtime/comm_net.hpp"
+#include "scheduler/pool.hpp"
 #include "test_support.hpp"
 
 using namespace ordo;

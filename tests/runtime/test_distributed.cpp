@@ -12,11 +12,11 @@
 
 #include <unistd.h>
 
-#include "engine.hpp"
+#include "runtime/engine.hpp"
 #include "graph_spec.hpp"
 #include "loopback_net.hpp"
-#include "plan.hpp"
-#include "pool.hpp"
+#include "runtime/plan.hpp"
+#include "scheduler/pool.hpp"
 
 using namespace ordo;
 using namespace ordo::test;

@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine.hpp"
-#include "graph.hpp"
-#include "plan.hpp"
-#include "pool.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/graph.hpp"
+#include "runtime/plan.hpp"
+#include "scheduler/pool.hpp"
 
 using namespace ordo::rt;
 

@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "engine.hpp"
-#include "graph.hpp"
-#include "plan.hpp"
-#include "pool.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/graph.hpp"
+#include "runtime/plan.hpp"
+#include "scheduler/pool.hpp"
 
 using namespace ordo::rt;
 

@@ -2,8 +2,8 @@
 // refusal of bad explicit orders.
 #include <catch2/catch.hpp>
 
-#include "graph.hpp"
-#include "plan.hpp"
+#include "runtime/graph.hpp"
+#include "runtime/plan.hpp"
 
 using namespace ordo::rt;
 

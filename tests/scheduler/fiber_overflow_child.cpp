@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "fiber.hpp"
+#include "scheduler/fiber.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "deque.hpp"
+#include "scheduler/deque.hpp"
 
 using ordo::sched::Deque;
 using Q = Deque<std::uint64_t>;

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "fiber.hpp"
+#include "scheduler/fiber.hpp"
 
 using ordo::sched::Fiber;
 using ordo::sched::StackPool;

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "pool.hpp"
+#include "scheduler/pool.hpp"
 
 using namespace ordo::sched;
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "pool.hpp"
+#include "scheduler/pool.hpp"
 
 using namespace ordo::sched;
 

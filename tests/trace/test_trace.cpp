@@ -23,7 +23,7 @@
 
 #include "analysis.hpp"
 #include "export.hpp"
-#include "trace.hpp"
+#include "runtime/trace.hpp"
 #include "trace_file.hpp"
 
 namespace fs = std::filesystem;

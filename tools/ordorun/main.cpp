@@ -43,7 +43,7 @@
 #include <string>
 #include <vector>
 
-#include "store_protocol.hpp"
+#include "comm/store_protocol.hpp"
 
 namespace {
 
