@@ -30,31 +30,9 @@
 #include <span>
 
 #include "app_cli.hpp"
+#include "bench_numbers.hpp"
 
 namespace {
-
-std::vector<std::size_t> parse_sizes(const std::string& text) {
-  std::vector<std::size_t> out;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t c = text.find(',', pos);
-    if (c == std::string::npos) c = text.size();
-    const std::string item = text.substr(pos, c - pos);
-    std::size_t used = 0;
-    unsigned long long v = 0;
-    try {
-      v = std::stoull(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 8 || v % 8 != 0 || v > (1ull << 30))
-      throw ordo::Error("--bytes: '" + item + "' is not a size in bytes, a multiple of 8 in "
-                        "[8, 1073741824]; give a comma-separated list such as 8192,65536");
-    out.push_back(static_cast<std::size_t>(v));
-    pos = c + 1;
-  }
-  return out;
-}
 
 int run(int argc, char** argv) {
   CLI::App cli{"Halo throughput of ordo between two ranks (run under ordorun -n 2)",
@@ -73,7 +51,8 @@ int run(int argc, char** argv) {
   cli.add_option("--workers", workers, "worker threads per rank")->capture_default_str();
   cli.add_flag("--read-all", read_all, "the reader reads every byte of each version it gets");
   if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
-  const std::vector<std::size_t> sizes = parse_sizes(bytes_list);
+  const std::vector<std::size_t> sizes =
+      ordo::bench::parse_size_list(bytes_list, "--bytes", {8, std::uint64_t{1} << 30, 8});
   if (window == 0) throw ordo::Error("--window 0: use at least one location pair");
   if (!(mib > 0)) throw ordo::Error("--mib must be positive");
   if (workers == 0) throw ordo::Error("--workers 0: use at least one worker");

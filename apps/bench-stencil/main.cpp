@@ -38,6 +38,8 @@
 #include <vector>
 
 #include "app_cli.hpp"
+#include "bench_numbers.hpp"
+#include "bench_process.hpp"
 #include "result_line.hpp"
 #include "stream.hpp"
 
@@ -45,103 +47,19 @@ namespace {
 
 namespace fs = std::filesystem;
 using ordo::bench::AppResult;
+using ordo::bench::CommandOutput;
+using ordo::bench::find_binary;
+using ordo::bench::find_in_path;
+using ordo::bench::last_lines;
+using ordo::bench::median;
+using ordo::bench::run_command;
+
+// Halo message sizes (--halo-bytes): whole doubles, at most 1 GiB (ordo-bench-halo's --bytes).
+std::vector<std::size_t> halo_sizes(const std::string& text) {
+  return ordo::bench::parse_size_list(text, "--halo-bytes", {8, std::uint64_t{1} << 30, 8});
+}
 
 constexpr double kBytesPerPoint = 16;  // one read and one write of a double per grid point
-
-std::string quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Output {
-  int status = -1;  // exit status, or -1 if it did not exit normally
-  std::string text;  // stdout and stderr together
-};
-
-// Runs `argv` through the shell (arguments quoted) under coreutils `timeout` when present, so a
-// hung app cannot hang the benchmark.
-Output run_command(const std::vector<std::string>& argv, unsigned timeout_s) {
-  std::string cmd;
-  static const bool have_timeout = std::system("command -v timeout >/dev/null 2>&1") == 0;
-  if (have_timeout && timeout_s > 0)
-    cmd = "timeout --kill-after=5 " + std::to_string(timeout_s) + " ";
-  for (const auto& a : argv) cmd += quote(a) + " ";
-  cmd += "2>&1 </dev/null";
-  Output out;
-  std::fflush(stdout);
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.text.append(buf, n);
-  int st = pclose(pipe);
-  out.status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return out;
-}
-
-// Where the app binaries are: --bin-dir when given; otherwise this executable's folder and its
-// sibling folders (the build tree keeps apps/<name>/ordo-<name> beside apps/bench-stencil/; an
-// install puts them all in one bin/).
-std::optional<fs::path> find_binary(const std::string& name, const std::string& bin_dir) {
-  std::vector<fs::path> dirs;
-  std::error_code ec;
-  if (!bin_dir.empty()) {
-    dirs.emplace_back(bin_dir);
-  } else {
-    fs::path self = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-      dirs.push_back(self.parent_path());
-      for (const auto& e : fs::directory_iterator(self.parent_path().parent_path(), ec))
-        if (e.is_directory(ec) && e.path() != self.parent_path()) dirs.push_back(e.path());
-    }
-  }
-  for (const auto& d : dirs) {
-    fs::path p = d / name;
-    if (fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0) return p;
-  }
-  return std::nullopt;
-}
-
-std::optional<fs::path> find_in_path(const std::string& name) {
-  if (name.find('/') != std::string::npos) {
-    if (access(name.c_str(), X_OK) == 0) return fs::path(name);
-    return std::nullopt;
-  }
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "/usr/bin:/bin";
-  std::size_t pos = 0;
-  while (pos <= p.size()) {
-    std::size_t c = p.find(':', pos);
-    if (c == std::string::npos) c = p.size();
-    fs::path cand = fs::path(p.substr(pos, c - pos)) / name;
-    if (access(cand.c_str(), X_OK) == 0) return cand;
-    pos = c + 1;
-  }
-  return std::nullopt;
-}
-
-// Open MPI settings for a benchmark on one host: shared memory (vader) between ranks, the
-// runtime's own wire on loopback, running as root allowed (containers), more ranks than cores
-// allowed, no core binding (the other systems do not bind either), and ranks that yield the
-// core while they wait for a halo instead of busy-polling: Open MPI does that by itself when it
-// sees more ranks than cores, but on a machine shared with other work it does not see that,
-// and a polling rank then loses its partner's time slices (measured here: heat3d 256^3 on a
-// loaded 2-core machine ran 2-3x slower polling). A value the user exported already wins.
-void set_mpi_environment() {
-  const char* vars[][2] = {
-      {"OMPI_ALLOW_RUN_AS_ROOT", "1"},
-      {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"},
-      {"OMPI_MCA_pml", "ob1"},
-      {"OMPI_MCA_btl", "self,vader"},
-      {"OMPI_MCA_btl_vader_single_copy_mechanism", "none"},
-      {"OMPI_MCA_oob_tcp_if_include", "lo"},
-      {"OMPI_MCA_rmaps_base_oversubscribe", "1"},
-      {"OMPI_MCA_hwloc_base_binding_policy", "none"},
-      {"OMPI_MCA_mpi_yield_when_idle", "1"},
-  };
-  for (auto& v : vars) setenv(v[0], v[1], 0);
-}
 
 struct System {
   std::string name;                // ordo, ordo-tb, openmp, mpi
@@ -151,38 +69,12 @@ struct System {
   std::string failure;             // set when a run failed
 };
 
-std::string last_lines(const std::string& text, std::size_t count) {
-  std::size_t pos = text.size();
-  for (std::size_t i = 0; i <= count && pos > 0; ++i) pos = text.rfind('\n', pos - 1);
-  return pos == std::string::npos ? text : text.substr(pos + 1);
-}
-
 std::string fmt_ratio(double num, double den) {
   if (!(num > 0) || !(den > 0)) return "nan";
   return fmt::format("{:.3f}", num / den);
 }
 
 // ---- --ranks ----------------------------------------------------------------------------------
-
-// ordorun: --bin-dir, this executable's folder, the build tree's tools/ordorun (this executable
-// sits in <build>/apps/bench-stencil/), then PATH.
-std::optional<fs::path> find_ordorun(const std::string& bin_dir) {
-  if (auto p = find_binary("ordorun", bin_dir)) return p;
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    fs::path p = self.parent_path().parent_path().parent_path() / "tools" / "ordorun" / "ordorun";
-    if (fs::is_regular_file(p, ec) && access(p.c_str(), X_OK) == 0) return p;
-  }
-  return find_in_path("ordorun");
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
-}
 
 // A TCP port free on loopback now (the kernel's pick), for ucx_perftest's connection setup.
 int free_port() {
@@ -228,7 +120,7 @@ std::string run_ucx_perftest(const fs::path& perftest, std::size_t bytes, std::u
   }
   std::vector<std::string> client = args;
   client.insert(client.begin() + 1, "127.0.0.1");
-  Output out;
+  CommandOutput out;
   for (int attempt = 0; attempt < 20; ++attempt) {
     usleep(200000);  // the server sets up its listening socket
     out = run_command(client, timeout_s);
@@ -250,22 +142,6 @@ struct RanksOptions {
   bool quick;
 };
 
-std::vector<std::size_t> split_sizes(const std::string& text) {
-  std::vector<std::size_t> out;
-  for (std::size_t pos = 0; pos <= text.size();) {
-    std::size_t c = text.find(',', pos);
-    if (c == std::string::npos) c = text.size();
-    auto v = ordo::bench::parse_number(text.substr(pos, c - pos));
-    if (!v || *v < 8 || *v != static_cast<double>(static_cast<std::size_t>(*v)) ||
-        static_cast<std::size_t>(*v) % 8 != 0)
-      throw ordo::Error("--halo-bytes: '" + text.substr(pos, c - pos) +
-                        "' is not a size in bytes (a multiple of 8); give a list like 8192,65536");
-    out.push_back(static_cast<std::size_t>(*v));
-    pos = c + 1;
-  }
-  return out;
-}
-
 // heat2d (or heat3d) as 1 rank x 2 workers, 2 ranks x 1 worker and MPI on 2 ranks, round-robin,
 // median of the repetitions; then the halo throughput of ordo and ucx_perftest, round-robin too.
 int run_ranks(const RanksOptions& o) {
@@ -286,7 +162,7 @@ int run_ranks(const RanksOptions& o) {
                                   {"ordo-ranks", 2, 1, {}, {}, {}, {}},
                                   {"mpi", 2, 1, {}, {}, {}, {}}};
   const auto app_bin = find_binary("ordo-" + o.app, o.bin_dir);
-  const auto ordorun = find_ordorun(o.bin_dir);
+  const auto ordorun = ordo::bench::find_ordorun(o.bin_dir);
   if (app_bin) {
     systems[0].argv = with(with({app_bin->string()}, common), {"--workers", "2"});
     if (ordorun)
@@ -307,7 +183,7 @@ int run_ranks(const RanksOptions& o) {
     } else if (!launcher) {
       systems[2].skip_reason = o.mpirun + "_not_found";
     } else {
-      set_mpi_environment();
+      ordo::bench::set_mpi_environment();
       // The baseline's --workers counts ranks (one worker each).
       systems[2].argv =
           with({launcher->string(), "-n", "2", bin->string()}, with(common, {"--workers", "2"}));
@@ -316,7 +192,7 @@ int run_ranks(const RanksOptions& o) {
   for (unsigned r = 0; r < o.reps; ++r)
     for (RankSystem& s : systems) {
       if (s.argv.empty() || !s.failure.empty()) continue;
-      Output out = run_command(s.argv, o.timeout_s);
+      CommandOutput out = run_command(s.argv, o.timeout_s);
       // Rank 0 prints the job's line (an ordo job's ranks end together at the run's closing
       // barrier; docs/distributed.md), with ranks=R across ranks; so do mpirun's. Should
       // several ranks print, the slowest counts.
@@ -353,7 +229,7 @@ int run_ranks(const RanksOptions& o) {
   fmt::print("{} ranks_vs_mpi={}\n", head, fmt_ratio(ranks, mpi));
 
   // Halo throughput.
-  const std::vector<std::size_t> sizes = split_sizes(o.halo_bytes);
+  const std::vector<std::size_t> sizes = halo_sizes(o.halo_bytes);
   const auto halo_bin = find_binary("ordo-bench-halo", o.bin_dir);
   const auto perftest = find_in_path("ucx_perftest");
   if (!halo_bin) std::printf("# bench=halo: ordo-bench-halo not built: ordo side skipped\n");
@@ -391,7 +267,7 @@ int run_ranks(const RanksOptions& o) {
                                     std::to_string(o.halo_window), "--mib",
                                     fmt::format("{}", o.halo_mib)};
       if (mode.read_all) argv.push_back("--read-all");
-      Output out = run_command(argv, o.timeout_s);
+      CommandOutput out = run_command(argv, o.timeout_s);
       std::size_t found = 0;
       for (std::size_t pos = 0; pos < out.text.size();) {
         std::size_t nl = out.text.find('\n', pos);
@@ -530,7 +406,7 @@ int run(int argc, char** argv) {
     if (halo_mib == 0) halo_mib = quick ? 8 : 256;
     if (halo_bytes.empty())
       halo_bytes = quick ? "8192,65536,1048576" : "8192,16384,65536,262144,1048576,4194304";
-    split_sizes(halo_bytes);  // validates
+    halo_sizes(halo_bytes);  // validates
     return run_ranks(RanksOptions{app, size, bin_dir, mpirun, halo_bytes, iters, reps,
                                   timeout_s, halo_window, halo_mib, quick});
   }
@@ -549,7 +425,7 @@ int run(int argc, char** argv) {
       std::vector<std::string> a = with({bin->string()}, common);
       if (!ordo_blocks.empty()) a = with(a, {"--blocks", ordo_blocks});
       ordo_sys.argv = a;
-      Output help = run_command({bin->string(), "--help"}, 30);
+      CommandOutput help = run_command({bin->string(), "--help"}, 30);
       if (ordo::bench::help_lists_flag(help.text, "--tb"))
         tb_sys.argv = with(a, {"--tb", std::to_string(tb)});
       else
@@ -577,7 +453,7 @@ int run(int argc, char** argv) {
     } else if (!launcher) {
       s.skip_reason = mpirun + "_not_found";
     } else {
-      set_mpi_environment();
+      ordo::bench::set_mpi_environment();
       s.argv = with({launcher->string(), "-n", w, bin->string()}, common);
     }
     systems.push_back(s);
@@ -593,7 +469,7 @@ int run(int argc, char** argv) {
   for (unsigned r = 0; r < reps; ++r)
     for (System& s : systems) {
       if (s.argv.empty() || !s.failure.empty()) continue;
-      Output out = run_command(s.argv, timeout_s);
+      CommandOutput out = run_command(s.argv, timeout_s);
       auto res = ordo::bench::find_result(out.text, app);
       if (out.status != 0 || !res) {
         s.failure = out.status != 0 ? "rc=" + std::to_string(out.status) : "no_result_line";

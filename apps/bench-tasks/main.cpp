@@ -15,12 +15,9 @@
 // with one Graph::task call per task instead of one Graph::task_family call; not a peer, so
 // outside the ratios).
 // Exit status: 0 ok, 1 a system computed a wrong result, 2 bad command line.
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 #include <map>
 #include <optional>
@@ -28,11 +25,15 @@
 #include <vector>
 
 #include "app_cli.hpp"
+#include "bench_numbers.hpp"
 #include "bench.hpp"
 
 namespace {
 
 using bench::Pattern;
+using ordo::bench::load_average;
+using ordo::bench::median;
+using ordo::bench::process_cpu_seconds;
 
 struct SystemEntry {
   const char* name;
@@ -64,26 +65,6 @@ const std::vector<SystemEntry>& all_systems() {
 #endif
   };
   return systems;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// CPU time of the whole process (every thread), in seconds.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-// The first field of /proc/loadavg, or "?" where there is none.
-std::string load_average() {
-  std::ifstream in("/proc/loadavg");
-  std::string first;
-  return in >> first ? first : "?";
 }
 
 const char* kFooter = R"(What is timed, for every system: creating the pattern's tasks (and data), executing them,
