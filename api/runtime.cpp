@@ -92,6 +92,7 @@ struct Runtime::Impl {
     config.path = rt::trace::Recorder::rank_path(path, config.rank, config.ranks);
     config.workers = pool.size();
     config.buffer_events = trace_buffer_events();
+    config.run_id = net ? net->job_id() : 0;
     std::string error;
     recorder = rt::trace::Recorder::open(config, error);
     if (!recorder)

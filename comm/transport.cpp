@@ -73,6 +73,7 @@
 #include <exception>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -138,6 +139,7 @@ struct Locality {
   std::uint64_t pid_ns = 0;  // inode of /proc/self/ns/pid (0: unknown)
   std::uint64_t net_ns = 0;  // inode of /proc/self/ns/net: other namespaces count as other hosts
   std::int64_t pid = 0;
+  std::uint64_t nonce = 0;  // random per process: rank 0's names the job (Transport::job_id)
 
   static Locality here() {
     Locality l;
@@ -148,6 +150,8 @@ struct Locality {
     if (::stat("/proc/self/ns/pid", &st) == 0) l.pid_ns = st.st_ino;
     if (::stat("/proc/self/ns/net", &st) == 0) l.net_ns = st.st_ino;
     l.pid = ::getpid();
+    std::random_device entropy;
+    l.nonce = (std::uint64_t(entropy()) << 32) | entropy();
     return l;
   }
   // One kernel, hence one CLOCK_MONOTONIC (other namespaces included).
@@ -241,6 +245,7 @@ struct Transport::Impl {
   std::size_t outstanding = 0;
   std::size_t max_header = 0;
   bool connected = false;
+  std::uint64_t job_id = 0;  // rank 0's Locality::nonce
   bool closing = false;
   bool closed = false;
 
@@ -534,6 +539,8 @@ bool Transport::detects_peer_failure(int peer) const {
   return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].detects_failure;
 }
 
+std::uint64_t Transport::job_id() const { return impl_->job_id; }
+
 bool Transport::shares_kernel_with(int peer) const {
   return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_kernel;
 }
@@ -575,6 +582,7 @@ void Transport::connect() {
                       std::to_string(all[r].size()) + " bytes): are all ranks the same ordo build?");
     Locality there;
     std::memcpy(&there, all[r].data() + all[r].size() - sizeof there, sizeof there);
+    if (r == 0) m.job_id = there.nonce;
     p.same_kernel = here.same_kernel_as(there);
     p.same_host = here.same_host_as(there);
     // A local peer is watched through its pidfd rather than by UCX (see the comment at the top).

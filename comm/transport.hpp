@@ -184,6 +184,9 @@ class Transport {
   // Whether `peer` runs on this process's kernel (same boot id, as connect() exchanged it), so
   // that both read one CLOCK_MONOTONIC. Valid after connect().
   bool shares_kernel_with(int peer) const;
+  // A number that every rank of this job got from rank 0 in connect()'s exchange, drawn at
+  // random, so it differs between jobs (traces use it to tell runs apart). Valid after connect().
+  std::uint64_t job_id() const;
   // Whether `peer` runs on this host in this process's PID and network namespaces (the peers
   // watched through a pidfd): it can map this process's memory through /proc/<pid>/fd. Valid
   // after connect().

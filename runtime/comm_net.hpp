@@ -59,6 +59,8 @@ class CommNet final : public Net, public sched::Poller {
   // Rank 0's steady clock minus this rank's, measured at start-up (0 on rank 0): add it to a
   // local steady-clock time to get rank 0's. Ranks on one host measure about 0.
   std::int64_t clock_offset_ns() const { return clock_offset_ns_; }
+  // The same on every rank of this job, different between jobs (comm::Transport::job_id).
+  std::uint64_t job_id() const { return transport_->job_id(); }
 
   void set_placer(std::uint32_t channel, Placer placer) override;
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;

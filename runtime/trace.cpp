@@ -69,6 +69,7 @@ Recorder::Recorder(const RecorderConfig& config, std::FILE* file)
       capacity_(config.buffer_events),
       epoch_ns_(steady_ns()),
       clock_offset_ns_(config.clock_offset_ns),
+      run_id_(config.run_id),
       buffers_(new Buffer[config.workers + 1]) {
   for (unsigned i = 0; i <= workers_; ++i) buffers_[i].events.reset(new Event[capacity_]);
 }
@@ -83,7 +84,7 @@ Recorder::~Recorder() {
 
 void Recorder::write_header() {
   FileHeader h{};
-  std::memcpy(h.magic, "ORDOTRC", 8);
+  std::memcpy(h.magic, kMagic, sizeof h.magic);
   h.version = kFormatVersion;
   h.header_size = sizeof(FileHeader);
   h.event_size = sizeof(Event);
@@ -92,6 +93,7 @@ void Recorder::write_header() {
   h.workers = workers_;
   h.clock_offset_ns = clock_offset_ns_;
   h.epoch_ns = epoch_ns_;
+  h.run_id = run_id_;
   long pos = std::ftell(file_);
   std::fseek(file_, 0, SEEK_SET);
   std::fwrite(&h, sizeof h, 1, file_);

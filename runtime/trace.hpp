@@ -1,7 +1,7 @@
 // Trace recording: per-worker buffers of fixed-size events, written to one file per rank.
 //
 // The file format is the contract between this recorder and tools/ordo-trace; it is specified
-// in docs/trace-format.md (bump kFormatVersion with any change to it).
+// in docs/trace-format.md and its layouts live in runtime/trace_format.hpp, which both include.
 //
 // Protocol:
 //   open()          -- creates the file and writes its header. One Recorder per Runtime.
@@ -35,69 +35,10 @@
 #include <vector>
 
 #include "runtime/graph.hpp"
+#include "runtime/trace_format.hpp"
 #include "scheduler/pool.hpp"
 
 namespace ordo::rt::trace {
-
-inline constexpr std::uint32_t kFormatVersion = 1;
-inline constexpr std::uint32_t kNone = 0xffffffffu;  // no task / location / peer
-
-enum class Kind : std::uint8_t {
-  task_begin = 1,     // task, arg0 = iteration
-  task_end = 2,       // task, arg0 = iteration
-  grant = 3,          // task granted, location, arg0 = its iteration, arg1 = request time,
-                      // peer = releasing task (kNone: none), flags & kPrevIteration
-  steal = 4,          // peer = victim worker
-  park = 5,           // the worker found no work and sleeps
-  unpark = 6,         // it woke up
-  fiber_suspend = 7,  // task, location it waits for, arg0 = iteration
-  fiber_resume = 8,   // task, location, arg0 = iteration
-  send = 9,           // peer = destination rank, location, task, arg0 = bytes, arg1 = tag
-  receive = 10,       // peer = source rank, location, task, arg0 = bytes, arg1 = tag
-  flush = 11,         // time = start, arg0 = bytes written, arg1 = duration (ns)
-  run_begin = 12,     // arg0 = iterations requested
-  run_end = 13,       // arg0 = iterations run
-};
-inline constexpr std::uint8_t kMaxKind = 13;
-// grant: the releasing instance is of iteration arg0 - 1 (else of iteration arg0).
-inline constexpr std::uint8_t kPrevIteration = 1;
-
-// One event, 40 bytes, written to the file as is (little-endian hosts only).
-struct Event {
-  std::uint64_t time = 0;  // ns since the file's epoch, on this rank's clock
-  std::uint64_t arg0 = 0;
-  std::uint64_t arg1 = 0;
-  std::uint32_t task = kNone;
-  std::uint32_t location = kNone;
-  std::uint32_t peer = kNone;
-  std::uint16_t worker = 0;  // buffer index: worker, or workers for the caller's thread
-  std::uint8_t kind = 0;
-  std::uint8_t flags = 0;
-};
-static_assert(sizeof(Event) == 40, "Event is part of the file format");
-
-struct FileHeader {
-  char magic[8];  // "ORDOTRC" NUL
-  std::uint32_t version;
-  std::uint32_t header_size;  // sizeof(FileHeader)
-  std::uint32_t event_size;   // sizeof(Event)
-  std::uint32_t rank;
-  std::uint32_t ranks;
-  std::uint32_t workers;          // buffers = workers + 1 (the last: caller's thread)
-  std::int64_t clock_offset_ns;   // add to an event time to get the job's common clock
-  std::uint64_t epoch_ns;         // steady clock at the epoch (informational)
-  std::uint8_t reserved[16];
-};
-static_assert(sizeof(FileHeader) == 64, "FileHeader is part of the file format");
-
-enum class Record : std::uint32_t { graph = 1, events = 2, end = 3 };
-
-struct RecordHeader {
-  std::uint32_t type;   // Record
-  std::uint32_t arg;    // events: buffer index; graph: graph id
-  std::uint64_t bytes;  // payload size
-};
-static_assert(sizeof(RecordHeader) == 16, "RecordHeader is part of the file format");
 
 struct RecorderConfig {
   std::string path;  // this rank's file (see rank_path)
@@ -106,6 +47,7 @@ struct RecorderConfig {
   unsigned ranks = 1;
   std::size_t buffer_events = 1u << 16;  // per buffer; at least 2
   std::int64_t clock_offset_ns = 0;
+  std::uint64_t run_id = 0;  // the same on every rank of one run (FileHeader::run_id)
 };
 
 // Placement of a graph over ranks, for the minimum-bytes figure. Empty: everything on rank 0.
@@ -245,6 +187,7 @@ class Recorder final : public sched::Observer {
   std::size_t capacity_;
   std::uint64_t epoch_ns_;
   std::int64_t clock_offset_ns_;
+  std::uint64_t run_id_;
   std::unique_ptr<Buffer[]> buffers_;  // workers_ + 1
 
   // Request time of each task's next instance: stored at its task_end, loaded by the grants

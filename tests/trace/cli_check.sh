@@ -63,6 +63,11 @@ expect_2 "magic" "not an ordo trace" summary "$dir/magic.trace"
 expect_2 "newer" "version 7 is newer" summary "$dir/newer.trace"
 expect_2 "record type" "corrupt record" summary "$dir/record.trace"
 expect_2 "missing" "no such trace file" summary "$dir/absent.trace"
+# A header that claims 10^7 ranks: refused as missing ranks within 200 MB of address space
+# (sizing the merged trace by it once took 1.3 GB).
+cp "$dir/flag.trace" "$dir/ranks7.trace"
+printf '\x80\x96\x98\x00' | dd of="$dir/ranks7.trace" bs=1 seek=24 conv=notrunc status=none
+( ulimit -v 200000; expect_2 "10^7 ranks" "rank 1 of 10000000 is missing" summary "$dir/ranks7.trace" )
 expect_2 "bad flag" "error" export --format svg -o "$dir/x" "$dir/flag.trace"
 if [ $# -ge 3 ]; then
   ordorun=$(realpath "$3")
@@ -106,5 +111,10 @@ if [ $# -ge 3 ]; then
   "$tool" export --format perfetto -o "$dir/ranks.json" "$dir/ranks.trace"
   grep -q '"rank 1"' "$dir/ranks.json" || fail "the two-rank export has no rank 1 process"
   expect_2 "missing rank" "rank 0 of 2 is missing" summary "$dir/ranks.trace.rank1"
+  # Rank files of two runs (ranks.trace and shared.trace) are refused, both named.
+  expect_2 "two runs" "$dir/shared.trace.rank1 and $dir/ranks.trace.rank0 are from different runs" \
+    summary "$dir/ranks.trace.rank0" "$dir/shared.trace.rank1"
+  expect_2 "other size" "$dir/ranks.trace.rank1: belongs to a run of 2 ranks, $dir/flag.trace to one of 1" \
+    summary "$dir/flag.trace" "$dir/ranks.trace.rank1"
 fi
 echo "cli: all checks passed"

@@ -10,12 +10,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <ordo/ordo.hpp>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <unistd.h>
@@ -335,7 +337,8 @@ namespace {
 
 // Writes a synthetic two-rank trace: rank 1's clock reads `skew` ns behind rank 0's; the
 // header carries the offset that the transport's alignment would find.
-void write_two_ranks(const std::string& base, std::int64_t skew, int messages) {
+void write_two_ranks(const std::string& base, std::int64_t skew, int messages,
+                     std::uint64_t run_id = 7) {
   ordo::rt::Graph g;
   g.add_location("halo", sizeof(double), 128, typeid(double));
   ordo::rt::TaskDesc writer{"writer", {{0, ordo::rt::Mode::write, false, 0}}, {}};
@@ -350,6 +353,7 @@ void write_two_ranks(const std::string& base, std::int64_t skew, int messages) {
     c.rank = rank;
     c.ranks = 2;
     c.clock_offset_ns = rank == 1 ? skew : 0;
+    c.run_id = run_id;
     std::string error;
     auto rec = rtt::Recorder::open(c, error);
     REQUIRE(rec);
@@ -482,9 +486,10 @@ TEST_CASE("truncated, corrupt and newer files are refused with a clear message",
   }
   {
     std::vector<char> b = good;
-    b[8] = 2;  // format version 2
+    b[8] = char(tf::kFormatVersion + 1);
     CHECK_THROWS_WITH(tf::read_rank(spit(b, "newer")),
-                      Catch::Contains("version 2 is newer than this ordo-trace reads"));
+                      Catch::Contains("version " + std::to_string(tf::kFormatVersion + 1) +
+                                      " is newer than this ordo-trace reads"));
   }
   {
     // The first event record: find it after the graph record and break an event's kind.
@@ -514,6 +519,51 @@ TEST_CASE("truncated, corrupt and newer files are refused with a clear message",
     CHECK_THROWS_WITH(tf::read_rank(spit(b, "tail")), Catch::Contains("after the end record"));
   }
   CHECK_THROWS_WITH(tf::load({temp_path("absent")}), Catch::Contains("no such trace file"));
+}
+
+TEST_CASE("the rank files of two different runs are refused, naming both files", "[trace]") {
+  const std::string a = temp_path("run-a"), b = temp_path("run-b");
+  write_two_ranks(a, 0, 2, 11);
+  write_two_ranks(b, 0, 2, 12);
+  REQUIRE_NOTHROW(tf::load({a}));
+  REQUIRE_NOTHROW(tf::load({b + ".rank1", b + ".rank0"}));
+  CHECK_THROWS_WITH(tf::load({a + ".rank0", b + ".rank1"}),
+                    Catch::Contains(b + ".rank1 and " + a + ".rank0 are from different runs"));
+  // A file of a run of another size: both names are in the message (the first one was once
+  // printed empty, its trace already moved into the merged one).
+  const std::string one = temp_path("one");
+  {
+    TwoTasks t;
+    ordo::Runtime rt({.workers = 1, .trace_path = one});
+    rt.run(t.g, 1);
+  }
+  CHECK_THROWS_WITH(tf::load({one, a + ".rank1"}),
+                    Catch::Contains(a + ".rank1: belongs to a run of 2 ranks, " + one +
+                                    " to one of 1"));
+}
+
+TEST_CASE("sizes in a header or graph record are checked against the bytes there", "[trace]") {
+  const std::string base = temp_path("sizes");
+  write_two_ranks(base, 0, 2);
+  std::vector<char> bytes = slurp(base + ".rank1");
+  // A header that claims ten million ranks: refused as a missing rank, before the merged trace
+  // is sized by it.
+  const std::uint32_t ranks = 10'000'000;
+  std::memcpy(bytes.data() + offsetof(tf::FileHeader, ranks), &ranks, sizeof ranks);
+  const std::string lying = spit(bytes, "ranks");
+  CHECK_THROWS_WITH(tf::load({lying}), Catch::Contains("rank 0 of 10000000 is missing"));
+  // A graph record that declares more tasks than its bytes can hold.
+  std::vector<char> good = slurp(base + ".rank0");
+  tf::RecordHeader rh;
+  std::memcpy(&rh, good.data() + sizeof(tf::FileHeader), sizeof rh);
+  REQUIRE(rh.type == 1);
+  const std::uint32_t tasks = 0x40000000;
+  std::memcpy(good.data() + sizeof(tf::FileHeader) + sizeof rh + 12, &tasks, sizeof tasks);
+  std::span<const std::uint8_t> view(reinterpret_cast<const std::uint8_t*>(good.data()),
+                                     good.size());
+  CHECK_THROWS_WITH(tf::parse_rank(view, "buffer"),
+                    Catch::Contains("buffer: corrupt graph record") &&
+                        Catch::Contains("1073741824 tasks"));
 }
 
 TEST_CASE("a bad trace path is an ordo::Error that says what to do", "[trace]") {

@@ -37,6 +37,8 @@ struct Cursor {
   const std::string& path;
   std::uint64_t where;  // file offset of the record, for messages
 
+  std::size_t left() const { return static_cast<std::size_t>(end - p); }
+
   void need(std::size_t n) const {
     if (static_cast<std::size_t>(end - p) < n)
       throw TraceError(path + ": corrupt graph record at byte " + std::to_string(where) +
@@ -69,7 +71,7 @@ struct Cursor {
   }
 };
 
-void read_graph(RankTrace& r, const std::vector<std::uint8_t>& payload, std::uint64_t where) {
+void read_graph(RankTrace& r, std::span<const std::uint8_t> payload, std::uint64_t where) {
   Cursor c{payload.data(), payload.data() + payload.size(), r.path, where};
   auto corrupt = [&](const std::string& what) {
     return TraceError(r.path + ": corrupt graph record at byte " + std::to_string(where) + ": " +
@@ -82,8 +84,11 @@ void read_graph(RankTrace& r, const std::vector<std::uint8_t>& payload, std::uin
   std::uint32_t nlocs = c.u32();
   if (task_base != r.tasks.size() || location_base != r.locations.size())
     throw corrupt("its ids do not follow the previous graph's");
-  if (nlocs > payload.size() || ntasks > payload.size())
-    throw corrupt("it declares more tasks or locations than it has bytes");
+  // Each location takes at least 16 bytes of the record and each task 12: a count the bytes
+  // cannot hold is refused before anything is allocated for it.
+  if (std::uint64_t(nlocs) * 16 + std::uint64_t(ntasks) * 12 > c.left())
+    throw corrupt("it declares " + std::to_string(ntasks) + " tasks and " + std::to_string(nlocs) +
+                  " locations, more than its " + std::to_string(payload.size()) + " bytes hold");
   for (std::uint32_t l = 0; l < nlocs; ++l) {
     LocationInfo li;
     li.graph = graph;
@@ -99,7 +104,9 @@ void read_graph(RankTrace& r, const std::vector<std::uint8_t>& payload, std::uin
     ti.rank = c.u32();
     ti.name = c.str();
     std::uint32_t n = c.u32();
-    if (n > nlocs) throw corrupt("task '" + ti.name + "' has more accesses than locations");
+    if (n > nlocs || std::uint64_t(n) * 5 > c.left())
+      throw corrupt("task '" + ti.name + "' has more accesses than locations or bytes");
+    ti.accesses.reserve(n);
     for (std::uint32_t a = 0; a < n; ++a) {
       std::uint32_t loc = c.u32();
       std::uint8_t mode = c.u8();
@@ -118,6 +125,8 @@ void check_event(const RankTrace& r, const Event& e, std::uint64_t where) {
     return TraceError(r.path + ": corrupt event at byte " + std::to_string(where) + ": " + what);
   };
   if (e.kind == 0 || e.kind > kMaxKind) throw bad("unknown kind " + std::to_string(e.kind));
+  if (e.time > std::uint64_t(1) << 62)
+    throw bad("time " + std::to_string(e.time) + " ns is more than a century after the epoch");
   if (e.worker > r.workers)
     throw bad("worker " + std::to_string(e.worker) + " out of range (the file has " +
               std::to_string(r.workers) + " workers)");
@@ -138,22 +147,21 @@ void check_event(const RankTrace& r, const Event& e, std::uint64_t where) {
     throw bad("task id " + std::to_string(e.task) + " is not in the file's task table");
   if ((has_location || e.location != kNone) && e.location >= r.locations.size())
     throw bad("location id " + std::to_string(e.location) + " is not in the file's location table");
+  if ((e.k() == Kind::grant || e.k() == Kind::flush) && e.arg1 > std::uint64_t(1) << 62)
+    throw bad("time " + std::to_string(e.arg1) + " ns is more than a century");
   if (e.k() == Kind::grant && e.peer != kNone && e.peer >= r.tasks.size())
     throw bad("releasing task id " + std::to_string(e.peer) + " is not in the task table");
 }
 
 }  // namespace
 
-RankTrace read_rank(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TraceError(path + ": cannot open: " + std::strerror(errno));
-  std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)),
-                                 std::istreambuf_iterator<char>());
+RankTrace parse_rank(std::span<const std::uint8_t> data, const std::string& path) {
   RankTrace r;
   r.path = path;
   const std::uint64_t size = data.size();
   FileHeader h;
-  const bool magic = std::memcmp(data.data(), "ORDOTRC", std::min<std::uint64_t>(size, 8)) == 0;
+  const bool magic =
+      size > 0 && std::memcmp(data.data(), rt::trace::kMagic, std::min<std::uint64_t>(size, 8)) == 0;
   if (!magic || size == 0)
     throw TraceError(path + ": not an ordo trace file (no ORDOTRC magic at its start)");
   if (size < 12)
@@ -166,7 +174,8 @@ RankTrace read_rank(const std::string& path) {
                      " is newer than this ordo-trace reads (up to " +
                      std::to_string(kFormatVersion) +
                      "); use the ordo-trace of the ordo that wrote it");
-  if (h.version == 0) throw TraceError(path + ": corrupt header: format version 0");
+  if (h.version < kOldestVersion)
+    throw TraceError(path + ": corrupt header: format version " + std::to_string(h.version));
   if (size < sizeof h)
     throw TraceError(path + ": truncated: " + std::to_string(size) +
                      " bytes, shorter than the " + std::to_string(sizeof h) + "-byte header");
@@ -175,6 +184,12 @@ RankTrace read_rank(const std::string& path) {
     throw TraceError(path + ": corrupt header: header size " + std::to_string(h.header_size) +
                      ", event size " + std::to_string(h.event_size) + " (expected " +
                      std::to_string(sizeof h) + ", " + std::to_string(sizeof(Event)) + ")");
+  // Event times are added to the offset as signed 64-bit nanoseconds; a century either way is
+  // far beyond any real clock and keeps every sum in range.
+  constexpr std::int64_t kCentury = 100ll * 365 * 24 * 3600 * 1'000'000'000ll;
+  if (h.clock_offset_ns > kCentury || h.clock_offset_ns < -kCentury)
+    throw TraceError(path + ": corrupt header: clock offset " + std::to_string(h.clock_offset_ns) +
+                     " ns is more than a century");
   if (h.ranks == 0 || h.rank >= h.ranks || h.workers == 0 || h.workers > 65535)
     throw TraceError(path + ": corrupt header: rank " + std::to_string(h.rank) + " of " +
                      std::to_string(h.ranks) + ", " + std::to_string(h.workers) + " workers");
@@ -184,6 +199,7 @@ RankTrace read_rank(const std::string& path) {
   r.workers = h.workers;
   r.clock_offset_ns = h.clock_offset_ns;
   r.epoch_ns = h.epoch_ns;
+  r.run_id = h.version >= 2 ? h.run_id : 0;
 
   std::uint64_t pos = sizeof h;
   bool ended = false;
@@ -200,12 +216,7 @@ RankTrace read_rank(const std::string& path) {
                        std::to_string(rh.bytes) + " bytes, only " + std::to_string(size - body) +
                        " are left (was the run killed before the trace was closed?)");
     switch (rh.type) {
-      case 1: {
-        std::vector<std::uint8_t> payload(data.begin() + static_cast<std::ptrdiff_t>(body),
-                                          data.begin() + static_cast<std::ptrdiff_t>(body + rh.bytes));
-        read_graph(r, payload, pos);
-        break;
-      }
+      case 1: read_graph(r, data.subspan(body, rh.bytes), pos); break;
       case 2: {
         if (rh.bytes % sizeof(Event) != 0)
           throw TraceError(path + ": corrupt event record at byte " + std::to_string(pos) +
@@ -213,6 +224,7 @@ RankTrace read_rank(const std::string& path) {
         if (rh.arg > r.workers)
           throw TraceError(path + ": corrupt event record at byte " + std::to_string(pos) +
                            ": buffer " + std::to_string(rh.arg) + " out of range");
+        r.events.reserve(r.events.size() + rh.bytes / sizeof(Event));
         for (std::uint64_t off = 0; off < rh.bytes; off += sizeof(Event)) {
           Event e;
           std::memcpy(&e, data.data() + body + off, sizeof e);
@@ -250,6 +262,14 @@ RankTrace read_rank(const std::string& path) {
   return r;
 }
 
+RankTrace read_rank(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TraceError(path + ": cannot open: " + std::strerror(errno));
+  std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)),
+                                 std::istreambuf_iterator<char>());
+  return parse_rank(data, path);
+}
+
 Trace load(const std::vector<std::string>& inputs, bool align) {
   namespace fs = std::filesystem;
   if (inputs.empty()) throw TraceError("no trace file given");
@@ -273,24 +293,44 @@ Trace load(const std::vector<std::string>& inputs, bool align) {
   Trace t;
   std::vector<RankTrace> got;
   for (const std::string& f : files) got.push_back(read_rank(f));
+  // The first file names the run; every other must be of the same one. Its path is kept
+  // apart, since the files move into the trace below.
+  const std::string first = got.front().path;
   const std::uint32_t ranks = got.front().ranks;
+  const std::uint64_t run_id = got.front().run_id;
+  for (const RankTrace& r : got) {
+    if (r.ranks != ranks)
+      throw TraceError(r.path + ": belongs to a run of " + std::to_string(r.ranks) + " ranks, " +
+                       first + " to one of " + std::to_string(ranks) +
+                       "; give the files of one run");
+    if (r.run_id != run_id)
+      throw TraceError(r.path + " and " + first + " are from different runs (run ids " +
+                       std::to_string(r.run_id) + " and " + std::to_string(run_id) +
+                       "); give the files of one run");
+  }
+  // The header's rank count sizes what follows: it is checked against the files given before
+  // anything is allocated for it (a lying header must not cost gigabytes).
+  if (ranks > got.size()) {
+    std::vector<std::uint32_t> given;
+    for (const RankTrace& r : got) given.push_back(r.rank);
+    std::sort(given.begin(), given.end());
+    std::uint32_t missing = 0;
+    for (std::uint32_t g : given)
+      if (g == missing) ++missing;
+    throw TraceError("the trace of rank " + std::to_string(missing) + " of " +
+                     std::to_string(ranks) + " is missing (" + std::to_string(got.size()) +
+                     " file(s) given, " + first + " says the run had " + std::to_string(ranks) +
+                     " ranks); give every rank's file (or the base path)");
+  }
   t.ranks.resize(ranks);
   std::vector<bool> seen(ranks, false);
   for (RankTrace& r : got) {
-    if (r.ranks != ranks)
-      throw TraceError(r.path + ": belongs to a run of " + std::to_string(r.ranks) +
-                       " ranks, " + got.front().path + " to one of " + std::to_string(ranks) +
-                       "; give the files of one run");
     if (seen[r.rank])
       throw TraceError(r.path + ": rank " + std::to_string(r.rank) + " is given twice");
     seen[r.rank] = true;
     if (!align) r.clock_offset_ns = 0;
     t.ranks[r.rank] = std::move(r);
   }
-  for (std::uint32_t r = 0; r < ranks; ++r)
-    if (!seen[r])
-      throw TraceError("the trace of rank " + std::to_string(r) + " of " + std::to_string(ranks) +
-                       " is missing; give every rank's file (or the base path)");
   std::int64_t origin = std::numeric_limits<std::int64_t>::max();
   for (const RankTrace& r : t.ranks)
     if (!r.events.empty())

@@ -1,74 +1,30 @@
 // Reading ordo trace files (docs/trace-format.md) and merging the files of a multi-rank run.
 //
-// The layouts below restate the format the runtime writes (runtime/trace.hpp); the format
-// document is the contract between the two, and tests/trace checks that a file the runtime
-// writes reads back exactly. The tool itself links nothing of the runtime.
+// The layouts are the runtime's own (runtime/trace_format.hpp, standard headers only): the tool
+// links nothing of the runtime, and tests/trace checks that a file the runtime writes reads
+// back exactly.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "runtime/trace_format.hpp"
+
 namespace ordo::tracefile {
 
-inline constexpr std::uint32_t kFormatVersion = 1;
-inline constexpr std::uint32_t kNone = 0xffffffffu;
-
-enum class Kind : std::uint8_t {
-  task_begin = 1,
-  task_end = 2,
-  grant = 3,
-  steal = 4,
-  park = 5,
-  unpark = 6,
-  fiber_suspend = 7,
-  fiber_resume = 8,
-  send = 9,
-  receive = 10,
-  flush = 11,
-  run_begin = 12,
-  run_end = 13,
-};
-inline constexpr std::uint8_t kMaxKind = 13;
-inline constexpr std::uint8_t kPrevIteration = 1;
+using rt::trace::Event;
+using rt::trace::FileHeader;
+using rt::trace::Kind;
+using rt::trace::kFormatVersion;
+using rt::trace::kMaxKind;
+using rt::trace::kNone;
+using rt::trace::kOldestVersion;
+using rt::trace::kPrevIteration;
+using rt::trace::RecordHeader;
 const char* kind_name(Kind kind);
-
-struct Event {
-  std::uint64_t time;
-  std::uint64_t arg0;
-  std::uint64_t arg1;
-  std::uint32_t task;
-  std::uint32_t location;
-  std::uint32_t peer;
-  std::uint16_t worker;
-  std::uint8_t kind;
-  std::uint8_t flags;
-
-  Kind k() const { return static_cast<Kind>(kind); }
-};
-static_assert(sizeof(Event) == 40);
-
-struct FileHeader {
-  char magic[8];
-  std::uint32_t version;
-  std::uint32_t header_size;
-  std::uint32_t event_size;
-  std::uint32_t rank;
-  std::uint32_t ranks;
-  std::uint32_t workers;
-  std::int64_t clock_offset_ns;
-  std::uint64_t epoch_ns;
-  std::uint8_t reserved[16];
-};
-static_assert(sizeof(FileHeader) == 64);
-
-struct RecordHeader {
-  std::uint32_t type;
-  std::uint32_t arg;
-  std::uint64_t bytes;
-};
-static_assert(sizeof(RecordHeader) == 16);
 
 struct Access {
   std::uint32_t location;  // file-global id
@@ -95,6 +51,7 @@ struct RankTrace {
   std::uint32_t version = 0, rank = 0, ranks = 1, workers = 0;
   std::int64_t clock_offset_ns = 0;
   std::uint64_t epoch_ns = 0;
+  std::uint64_t run_id = 0;  // 0: a single-rank run or a version 1 file
   std::vector<TaskInfo> tasks;
   std::vector<LocationInfo> locations;
   // Every event, sorted by time (stable: a buffer's order is kept for equal times).
@@ -118,6 +75,10 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Parses one rank's file from its bytes; `name` stands for the file in messages. Throws
+// TraceError for anything that is not a well-formed trace; allocates no more than the bytes
+// given can fill (fuzzers call this directly).
+RankTrace parse_rank(std::span<const std::uint8_t> data, const std::string& name);
 RankTrace read_rank(const std::string& path);
 
 // Loads a run from per-rank files, or from a base path whose files are BASE.rank0, ... (a
