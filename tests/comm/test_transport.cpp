@@ -2,6 +2,7 @@
 // transport over UCX's self transport (a rank sending to itself), including its misuse errors.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -191,14 +192,29 @@ TEST_CASE("a peer address too short to hold its locality record is refused", "[c
 }
 
 TEST_CASE("wake interrupts an idle wait", "[comm]") {
+  // A wait of a minute must end at once because of a wake: one made before the wait (it must
+  // not be lost) and one from another thread while the wait sleeps. 20 s leaves room for a
+  // loaded machine; a broken wake() waits the whole minute and fails here.
+  using Clock = std::chrono::steady_clock;
   auto boot = Bootstrap::single();
   Transport t(*boot);
   t.connect();
   while (t.progress()) {
   }
   t.wake();
-  // A wait of a minute returns at once because of the wake (a bug fails by meson's timeout).
+  auto start = Clock::now();
   t.wait_for_event(std::chrono::minutes(1));
+  CHECK(Clock::now() - start < std::chrono::seconds(20));
+  while (t.progress()) {
+  }
+  std::thread waker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the wait fall asleep
+    t.wake();
+  });
+  start = Clock::now();
+  t.wait_for_event(std::chrono::minutes(1));
+  CHECK(Clock::now() - start < std::chrono::seconds(20));
+  waker.join();
   t.close();
 }
 
