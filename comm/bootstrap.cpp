@@ -47,9 +47,9 @@ class StoreBootstrap final : public Bootstrap {
       throw CommError("comm: rank " + std::to_string(rank) + " of " + std::to_string(size) +
                       " is not a valid rank; check ORDO_RANK and ORDO_SIZE");
     fd_ = connect_with_retry();
-    const std::string r = std::to_string(rank_);
-    request(store::Op::hello, r, std::as_bytes(std::span(token.data(), token.size())), "saying hello");
-    start_lifeline();
+    const auto secret = std::as_bytes(std::span(token.data(), token.size()));
+    request(fd_, store::Op::hello, std::to_string(rank_), secret, "saying hello");
+    start_lifeline(secret);
   }
   ~StoreBootstrap() override {
     if (lifeline_.joinable()) {
@@ -88,8 +88,10 @@ class StoreBootstrap final : public Bootstrap {
   // or stopping the job while this rank runs on a host it reaches only through ssh, which does
   // not pass signals on). The rank then exits at once instead of living on as an orphan that
   // waits for peers forever.
-  void start_lifeline() {
+  // The lifeline says hello too: the store drops a connection that does not authenticate.
+  void start_lifeline(std::span<const std::byte> secret) {
     lifeline_fd_ = connect_with_retry();
+    request(lifeline_fd_, store::Op::hello, std::to_string(rank_), secret, "saying hello on the lifeline");
     lifeline_ = std::thread([this] {
       char b;
       for (;;) {
@@ -145,25 +147,30 @@ class StoreBootstrap final : public Bootstrap {
 
   Blob request(store::Op op, const std::string& key, std::span<const std::byte> value,
                const std::string& doing) {
+    return request(fd_, op, key, value, doing);
+  }
+
+  Blob request(int fd, store::Op op, const std::string& key, std::span<const std::byte> value,
+               const std::string& doing) {
     const auto msg = store::encode_request(op, key, value.data(), value.size());
     // Only startup is timed (hello and the first collective, where a rank that never started
     // shows). Later collectives may legitimately wait on a slow peer; a dead one ends the job
     // through ordorun, and a dead ordorun through the lifeline.
     const auto deadline = round_ <= 1 ? Clock::now() + timeout_ : Clock::time_point::max();
-    send_all(msg.data(), msg.size(), deadline, doing);
+    send_all(fd, msg.data(), msg.size(), deadline, doing);
     std::byte head[5];
-    recv_all(head, 5, deadline, doing);
+    recv_all(fd, head, 5, deadline, doing);
     Blob out(store::get_u32(head + 1));
-    recv_all(out.data(), out.size(), deadline, doing);
+    recv_all(fd, out.data(), out.size(), deadline, doing);
     if (std::uint8_t(head[0]) != std::uint8_t(store::Status::ok))
       throw CommError("comm: ordorun's store refused a request from rank " +
                       std::to_string(rank_) + " while " + doing);
     return out;
   }
 
-  void wait_fd(short events, Clock::time_point deadline, const std::string& doing) {
+  void wait_fd(int fd, short events, Clock::time_point deadline, const std::string& doing) {
     for (;;) {
-      pollfd p{fd_, events, 0};
+      pollfd p{fd, events, 0};
       const int ms = deadline == Clock::time_point::max() ? -1 : remaining_ms(deadline);
       const int rc = ::poll(&p, 1, ms);
       if (rc > 0) return;
@@ -178,11 +185,11 @@ class StoreBootstrap final : public Bootstrap {
     }
   }
 
-  void send_all(const std::byte* p, std::size_t n, Clock::time_point deadline,
+  void send_all(int fd, const std::byte* p, std::size_t n, Clock::time_point deadline,
                 const std::string& doing) {
     while (n > 0) {
-      wait_fd(POLLOUT, deadline, doing);
-      const ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL);
+      wait_fd(fd, POLLOUT, deadline, doing);
+      const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
       if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (k <= 0) lost(doing);
       p += k;
@@ -190,10 +197,11 @@ class StoreBootstrap final : public Bootstrap {
     }
   }
 
-  void recv_all(std::byte* p, std::size_t n, Clock::time_point deadline, const std::string& doing) {
+  void recv_all(int fd, std::byte* p, std::size_t n, Clock::time_point deadline,
+                const std::string& doing) {
     while (n > 0) {
-      wait_fd(POLLIN, deadline, doing);
-      const ssize_t k = ::recv(fd_, p, n, 0);
+      wait_fd(fd, POLLIN, deadline, doing);
+      const ssize_t k = ::recv(fd, p, n, 0);
       if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (k <= 0) lost(doing);
       p += k;

@@ -9,7 +9,10 @@
 //          Tells ordorun the rank is up (ends its startup clock for it). Answered at once. The
 //          store listens on every address with --hosts: a connection whose first request is
 //          not a hello with the right token and a rank of the job is dropped, so a stray or
-//          hostile client cannot read or write the job's keys.
+//          hostile client cannot read or write the job's keys. A hello's key is at most
+//          max_hello_key digits and its token at most max_token bytes: the server reads no more
+//          than that from a connection that has not authenticated. Every connection says
+//          hello, the lifeline (a rank's second, silent connection) included.
 //   put    stores value under key (a later put overwrites). Answered at once.
 //   get    answered when key has a value: the value. The server parks the request until then;
 //          the client bounds the wait with its own timeout, so a missing peer is an error,
@@ -32,6 +35,10 @@ enum class Status : std::uint8_t { ok = 0, bad_request = 1 };
 
 // Keys and values beyond this are a protocol error (the store is for small blobs).
 inline constexpr std::uint32_t max_field = 1u << 20;
+// The largest hello: a rank's decimal digits and a token (ordorun's are 32 hex digits).
+inline constexpr std::uint32_t max_hello_key = 10;
+inline constexpr std::uint32_t max_token = 256;
+inline constexpr std::size_t request_header_bytes = 9;
 
 struct Request {
   Op op;

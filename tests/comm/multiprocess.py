@@ -206,7 +206,8 @@ def case_exit_status():
         f.write("#!/bin/sh\nexit 255\n")
     try:
         os.chmod(f.name, 0o755)
-        p, _ = run([ORDORUN, "--hosts", "nohost:1,other:1", "--rsh", f.name, "true"], timeout=30)
+        p, _ = run([ORDORUN, "--hosts", "nohost:1,other:1", "--store-addr", "127.0.0.1", "--rsh", f.name, "true"],
+                   timeout=30)
     finally:
         os.unlink(f.name)
     # Both remote shells fail at once: either rank may be reported first.
@@ -347,7 +348,8 @@ def case_ssh_quoting():
         env["UCX_ORDO_PROBE"] = "ucx value"
         env["MY_VAR"] = "mine; $(not run)"
         script = 'printf "%s|%s|%s|%s|%s|%s\\n" "$FAKE_HOST" "$ORDO_RANK" "$1" "$2" "$UCX_ORDO_PROBE" "$MY_VAR"'
-        p, _ = run([ORDORUN, "--hosts", "h1:1,h2:1", "--rsh", fake, "-x", "MY_VAR", "sh", "-c", script, "x",
+        p, _ = run([ORDORUN, "--hosts", "h1:1,h2:1", "--store-addr", "127.0.0.1", "--rsh", fake, "-x", "MY_VAR",
+                    "sh", "-c", script, "x",
                     "two words", "it's \"quoted\" $HOME"], env=env, timeout=30)
         if p.returncode != 0:
             fail("exit %d" % p.returncode)
@@ -409,6 +411,134 @@ def case_store_auth():
     finally:
         if terminate(proc, 20) is None:
             fail("ordorun did not end after SIGTERM")
+
+
+
+def children_of(pid):
+    # The pids whose parent is pid (from /proc; zombies included).
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def case_start_failure():
+    # ordorun runs out of file descriptors while it starts ranks: the ranks it had started must
+    # end with it (they would wait for the missing ranks: ordo ranks 30 s, others for ever).
+    # The test is a subreaper, so ranks left behind become its children, where it finds them.
+    if not shutil.which("prlimit"):
+        skip("prlimit (util-linux) is not installed")
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    p, elapsed = run(["prlimit", "--nofile=24", ORDORUN, "--grace", "1", "-n", "40", "sh", "-c", "exec sleep 60"],
+                     timeout=60)
+    deadline = time.monotonic() + 10
+    left = children_of(os.getpid())
+    while left and time.monotonic() < deadline:
+        for pid in left:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        time.sleep(0.1)
+        left = children_of(os.getpid())
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    if left:
+        fail("%d rank(s) that ordorun had started outlived it by 10 s" % len(left))
+    if "cannot start rank" not in p.stderr or "Too many open files" not in p.stderr:
+        fail("ordorun did not say which rank it could not start and why")
+    if p.returncode == 0:
+        fail("ordorun exited 0 although it could not start every rank")
+    if elapsed > 10:
+        fail("ordorun took %.1f s to end after a failed start" % elapsed)
+
+
+def case_sighup():
+    # SIGHUP to ordorun (its session ended) stops an ordo job, although UCX in the ranks catches
+    # SIGHUP: the ranks must end from the SIGTERM ordorun sends them, not from a SIGKILL after
+    # --grace, and the message names what was sent.
+    proc = subprocess.Popen([ORDORUN, "--grace", "20", "-n", "2", PINGPONG, "--hang-after-connect"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ucx_env("tcp,self"))
+    try:
+        if len(wait_ready(proc, 2, 30)) < 2:
+            fail("ranks did not report ready")
+        start = time.monotonic()
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - start
+    except BaseException:
+        proc.kill()
+        raise
+    print("exit %d after %.2f s\nstdout:\n%sstderr:\n%s" % (proc.returncode, elapsed, out, err))
+    if "sending SIGKILL" in err:
+        fail("the ranks did not stop on ordorun's SIGHUP; they had to be killed")
+    if elapsed > 10:
+        fail("took %.1f s to stop after SIGHUP" % elapsed)
+    if "SIGHUP" not in err or "as SIGTERM" not in err:
+        fail("ordorun's message does not say it stops the ranks with SIGTERM on SIGHUP")
+    if proc.returncode != 128 + signal.SIGHUP:
+        fail("exit status %d, expected %d" % (proc.returncode, 128 + signal.SIGHUP))
+
+
+def case_token_hidden():
+    # With --hosts the store's token never appears on a command line (which every user can read
+    # in ps): not on the remote shell's, not on the remote side. A stand-in for ssh that keeps
+    # running while its command runs (as ssh does) and passes standard input on; the ranks
+    # bootstrap through the store, so the token did arrive.
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix="ordo_fake_ssh_")
+    proc = None
+    try:
+        fake = os.path.join(tmp, "ssh")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\nhost="$1"; shift\nenv -i PATH="$PATH" sh -c "$*"\nexit $?\n')
+        os.chmod(fake, 0o755)
+        show = 'printf "token=%s\\n" "$ORDO_STORE_TOKEN"; exec "$0" "$@"'
+        proc = subprocess.Popen([ORDORUN, "--hosts", "h1:1,h2:1", "--store-addr", "127.0.0.1", "--rsh", fake,
+                                 "--timeout", "60", "sh", "-c", show, PINGPONG, "--hang-after-connect"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ucx_env("tcp,self"))
+        tokens, ready = set(), 0
+        deadline = time.monotonic() + 30
+        while ready < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            print(line, end="")
+            m = re.search(r"token=(\S*)", line)
+            if m:
+                tokens.add(m.group(1))
+            ready += "ready" in line
+        if ready < 2:
+            fail("the ranks did not bootstrap through the store")
+        if len(tokens) != 1 or len(next(iter(tokens))) != 32:
+            fail("the ranks did not get one 32-digit token: %s" % tokens)
+        token = next(iter(tokens)).encode()
+        seen = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % entry, "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if token in cmdline:
+                seen.append("%s: %s" % (entry, cmdline.replace(b"\0", b" ")[:200]))
+        if seen:
+            fail("the store token is on a command line every user can read:\n" + "\n".join(seen))
+    finally:
+        if proc is not None and terminate(proc, 20) is None:
+            fail("ordorun did not end after SIGTERM")
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def case_srun_handoff():

@@ -1,0 +1,328 @@
+// The store's protocol and its defences against clients that misbehave, served on loopback
+// by a StoreServer on its own EventLoop, driven from the test's thread.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/store_protocol.hpp"
+#include "store_server.hpp"
+
+namespace store = ordo::comm::store;
+using namespace std::chrono_literals;
+using ordorun::EventLoop;
+using ordorun::StoreLimits;
+using ordorun::StoreServer;
+
+namespace {
+
+const std::string token = "0123456789abcdef0123456789abcdef";
+
+std::vector<std::byte> bytes(const std::string& s) {
+  return std::vector<std::byte>(reinterpret_cast<const std::byte*>(s.data()),
+                                reinterpret_cast<const std::byte*>(s.data()) + s.size());
+}
+
+std::vector<std::byte> request(store::Op op, const std::string& key, const std::string& value = "") {
+  return store::encode_request(op, key, reinterpret_cast<const std::byte*>(value.data()), value.size());
+}
+
+std::vector<std::byte> ok(const std::string& value = "") {
+  return store::encode_response(store::Status::ok, bytes(value));
+}
+
+// A blocking-connect, non-blocking-read client of the store.
+struct Client {
+  int fd = -1;
+  std::vector<std::byte> got;
+  bool closed = false;
+
+  explicit Client(const std::string& endpoint) {
+    const auto colon = endpoint.rfind(':');
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(std::uint16_t(std::stoi(endpoint.substr(colon + 1))));
+    ::inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &a.sin_addr);
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  }
+  ~Client() {
+    if (fd >= 0) ::close(fd);
+  }
+  // False when the server has closed the connection (or reset it).
+  bool send(const std::vector<std::byte>& b) {
+    return ::send(fd, b.data(), b.size(), MSG_NOSIGNAL) == ssize_t(b.size());
+  }
+  void poll_in() {
+    std::byte buf[4096];
+    for (;;) {
+      const ssize_t k = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (k > 0) {
+        got.insert(got.end(), buf, buf + k);
+        continue;
+      }
+      if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) closed = true;
+      return;
+    }
+  }
+};
+
+struct Fixture {
+  EventLoop loop;
+  std::vector<int> hellos;
+  std::unique_ptr<StoreServer> server;
+  explicit Fixture(StoreLimits limits = {}, int ranks = 2) {
+    server = std::make_unique<StoreServer>(loop, token, ranks, std::vector<std::string>{"127.0.0.1"}, limits,
+                                           [this](int r) { hellos.push_back(r); });
+  }
+  std::string at() const { return server->endpoint(0); }
+  // Runs the loop until done() or the time is up; returns done().
+  bool drive(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
+    const auto end = EventLoop::Clock::now() + limit;
+    while (!done() && EventLoop::Clock::now() < end) {
+      loop.at(EventLoop::Clock::now() + 5ms, [] {});  // bounds each turn's wait
+      loop.run_once();
+    }
+    return done();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a rank that says hello may put and get; a get waits for its put", "[ordorun][store]") {
+  Fixture f;
+  Client a(f.at()), b(f.at());
+  REQUIRE(a.send(request(store::Op::hello, "0", token)));
+  REQUIRE(b.send(request(store::Op::hello, "1", token)));
+  REQUIRE(b.send(request(store::Op::get, "k")));  // before the put: parked
+  REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= 5; }));
+  f.drive([&] { return false; }, 50ms);
+  b.poll_in();
+  CHECK(b.got == ok());  // the hello's answer only: the get is parked
+  REQUIRE(a.send(request(store::Op::put, "k", "value")));
+  const auto want_b = [&] { auto w = ok(); auto v = ok("value"); w.insert(w.end(), v.begin(), v.end()); return w; }();
+  REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return b.got.size() >= want_b.size() && a.got.size() >= 10; }));
+  CHECK(b.got == want_b);
+  auto want_a = ok();
+  auto put_ok = ok();
+  want_a.insert(want_a.end(), put_ok.begin(), put_ok.end());
+  CHECK(a.got == want_a);
+  CHECK(f.hellos == std::vector<int>{0, 1});
+  // A later put overwrites; gets are answered in the order they were asked.
+  REQUIRE(a.send(request(store::Op::put, "k", "second")));
+  REQUIRE(b.send(request(store::Op::get, "missing")));
+  REQUIRE(b.send(request(store::Op::get, "k")));
+  f.drive([&] { return false; }, 100ms);
+  b.poll_in();
+  CHECK(b.got == want_b);  // "k" waits behind "missing"
+  REQUIRE(a.send(request(store::Op::put, "missing", "m")));
+  auto want_more = want_b;
+  for (const char* v : {"m", "second"}) {
+    auto r = ok(v);
+    want_more.insert(want_more.end(), r.begin(), r.end());
+  }
+  REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want_more.size(); }));
+  CHECK(b.got == want_more);
+}
+
+TEST_CASE("the store drops a client that does not say hello with the job's token and rank", "[ordorun][store]") {
+  Fixture f;
+  std::vector<std::pair<std::string, std::vector<std::vector<std::byte>>>> cases = {
+      {"a put first", {request(store::Op::put, "k", "v")}},
+      {"a get first", {request(store::Op::get, "k")}},
+      {"a wrong token", {request(store::Op::hello, "0", "0123456789abcdef0123456789abcdee")}},
+      {"a token prefix", {request(store::Op::hello, "0", token.substr(0, 31))}},
+      {"a rank outside the job", {request(store::Op::hello, "2", token)}},
+      {"a rank that is not a number", {request(store::Op::hello, "-1", token)}},
+      {"an empty rank", {request(store::Op::hello, "", token)}},
+      {"an unknown operation", {{std::byte{9}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
+                                 std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}}}},
+  };
+  for (auto& [what, msgs] : cases) {
+    INFO(what);
+    Client c(f.at());
+    for (auto& m : msgs) c.send(m);
+    c.send(request(store::Op::put, "k", "v"));
+    CHECK(f.drive([&] { c.poll_in(); return c.closed; }));
+    CHECK(c.got.empty());
+  }
+  CHECK(f.hellos.empty());
+  {
+    INFO("a second hello on an authenticated connection");
+    Client c(f.at());
+    c.send(request(store::Op::hello, "0", token));
+    REQUIRE(f.drive([&] { c.poll_in(); return c.got.size() >= 5; }));
+    c.send(request(store::Op::hello, "1", token));
+    CHECK(f.drive([&] { c.poll_in(); return c.closed; }));
+    CHECK(c.got == ok());
+  }
+  CHECK(f.drive([&] { return f.server->client_count() == 0; }));
+}
+
+TEST_CASE("a stranger cannot make the store hold more than a hello", "[ordorun][store]") {
+  Fixture f;
+  const std::size_t hello_max = store::request_header_bytes + store::max_hello_key + store::max_token;
+  std::vector<std::unique_ptr<Client>> strangers;
+  // Forty strangers announce a hello of 1 MiB and send it: each is dropped after its header.
+  std::vector<std::byte> big = request(store::Op::hello, "0", std::string(1 << 20, 'x'));
+  for (int i = 0; i < 40; ++i) {
+    strangers.push_back(std::make_unique<Client>(f.at()));
+    ::send(strangers.back()->fd, big.data(), 64 * 1024, MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  std::size_t most = 0;
+  CHECK(f.drive([&] {
+    most = std::max(most, f.server->buffered_bytes());
+    bool all = true;
+    for (auto& s : strangers) {
+      s->poll_in();
+      all = all && s->closed;
+    }
+    return all;
+  }));
+  CHECK(most <= 40 * hello_max);
+  // Forty more send a plausible hello's first bytes and stop: held, but at most a hello each.
+  strangers.clear();
+  for (int i = 0; i < 40; ++i) {
+    strangers.push_back(std::make_unique<Client>(f.at()));
+    auto part = request(store::Op::hello, "0", std::string(store::max_token, 'y'));
+    part.resize(100);
+    strangers.back()->send(part);
+  }
+  f.drive([&] { return false; }, 200ms);
+  CHECK(f.server->pending_count() == 40);
+  CHECK(f.server->buffered_bytes() <= 40 * hello_max);
+  CHECK(f.hellos.empty());
+}
+
+TEST_CASE("a client that does not authenticate in time is dropped", "[ordorun][store]") {
+  StoreLimits limits;
+  limits.auth_timeout = 200ms;
+  Fixture f(limits);
+  // One says nothing, the other stops in the middle of its hello.
+  Client silent(f.at()), slow(f.at());
+  auto hello = request(store::Op::hello, "1", token);
+  hello.resize(12);
+  slow.send(hello);
+  const auto start = EventLoop::Clock::now();
+  REQUIRE(f.drive([&] { silent.poll_in(); slow.poll_in(); return silent.closed && slow.closed; }));
+  CHECK(EventLoop::Clock::now() - start >= 150ms);
+  CHECK(f.hellos.empty());
+  // An authenticated client is never timed out.
+  Client good(f.at());
+  good.send(request(store::Op::hello, "0", token));
+  f.drive([&] { return false; }, 500ms);
+  good.poll_in();
+  CHECK_FALSE(good.closed);
+  CHECK(f.hellos == std::vector<int>{0});
+}
+
+TEST_CASE("pending connections are capped; a rank still gets in once strangers time out", "[ordorun][store]") {
+  StoreLimits limits;
+  limits.max_pending = 4;
+  limits.auth_timeout = 300ms;
+  Fixture f(limits);
+  std::vector<std::unique_ptr<Client>> strangers;
+  for (int i = 0; i < 12; ++i) strangers.push_back(std::make_unique<Client>(f.at()));
+  std::size_t most = 0;
+  f.drive([&] { most = std::max(most, f.server->pending_count()); return false; }, 200ms);
+  CHECK(most == 4);
+  Client rank(f.at());  // behind the strangers in the kernel's backlog
+  rank.send(request(store::Op::hello, "1", token));
+  REQUIRE(f.drive([&] {
+    most = std::max(most, f.server->pending_count());
+    rank.poll_in();
+    return rank.got.size() >= 5;
+  }, 10s));
+  CHECK(rank.got == ok());
+  CHECK(most <= 4);
+}
+
+TEST_CASE("each rank may hold only a few authenticated connections", "[ordorun][store]") {
+  StoreLimits limits;
+  limits.connections_per_rank = 2;
+  Fixture f(limits);
+  Client a(f.at()), b(f.at()), c(f.at());
+  for (Client* x : {&a, &b, &c}) {
+    x->send(request(store::Op::hello, "0", token));
+    REQUIRE(f.drive([&] { x->poll_in(); return x->got.size() >= 5 || x->closed; }));
+  }
+  CHECK(a.got == ok());
+  CHECK(b.got == ok());
+  CHECK(c.closed);
+  CHECK(c.got.empty());
+  // One of them gone, the rank may connect again.
+  ::close(a.fd);
+  a.fd = -1;
+  f.drive([&] { return f.server->client_count() == 2; });
+  Client d(f.at());
+  d.send(request(store::Op::hello, "0", token));
+  REQUIRE(f.drive([&] { d.poll_in(); return d.got.size() >= 5 || d.closed; }));
+  CHECK(d.got == ok());
+}
+
+TEST_CASE("out of descriptors, the store backs off instead of spinning", "[ordorun][store]") {
+  StoreLimits limits;
+  limits.accept_backoff = 100ms;
+  Fixture f(limits);
+  // Connections wait in the kernel's backlog before the limit is lowered (a client's socket
+  // needs a descriptor too).
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 8; ++i) clients.push_back(std::make_unique<Client>(f.at()));
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old) == 0);
+  // Fill the holes below the highest open descriptor (earlier tests closed some), so that the
+  // limit below leaves room for exactly two more.
+  int highest = 0;
+  for (int fd = 0; fd < 4096; ++fd)
+    if (::fcntl(fd, F_GETFD) != -1) highest = fd;
+  std::vector<int> fillers;
+  for (;;) {
+    const int fd = ::dup(0);
+    REQUIRE(fd >= 0);
+    if (fd > highest) {
+      ::close(fd);
+      break;
+    }
+    fillers.push_back(fd);
+  }
+  rlimit low = old;
+  low.rlim_cur = rlim_t(highest + 3);  // room for two accepted connections
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+  int turns = 0;
+  const auto start = EventLoop::Clock::now();
+  while (EventLoop::Clock::now() - start < 500ms) {
+    f.loop.at(EventLoop::Clock::now() + 1s, [] {});  // only the store's own timers matter
+    f.loop.run_once();
+    ++turns;
+  }
+  const std::size_t held = f.server->client_count();
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &old) == 0);
+  for (int fd : fillers) ::close(fd);
+  // With the back-off: a turn per retry (about 5 in 500 ms); spinning: thousands.
+  CHECK(turns < 50);
+  CHECK(held <= 2);
+  // With descriptors again, every client is accepted.
+  // With descriptors again, the clients still connected are accepted (the store dropped the
+  // oldest pending ones to make room while it could not).
+  std::size_t alive = 0;
+  CHECK(f.drive([&] {
+    alive = 0;
+    for (auto& c : clients) {
+      c->poll_in();
+      alive += c->closed ? 0 : 1;
+    }
+    return f.server->client_count() == alive;
+  }));
+  CHECK(alive >= 1);
+}

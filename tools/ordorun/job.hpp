@@ -1,0 +1,106 @@
+// Job: one run of ordorun — it places the ranks, serves the store, starts the ranks, passes
+// their output on and decides how the job ends. Everything happens on one EventLoop.
+//
+// How a job ends:
+//   - every rank exits 0: exit 0;
+//   - a rank exits non-zero or by a signal: the first one is named (where and why), the others
+//     get SIGTERM and SIGKILL after --grace; ordorun exits with that rank's status (128+signal
+//     for a signal death). A rank that exits with an error status is blamed only if no rank
+//     dies by a signal within blame_window: survivors whose transport saw the dead peer's
+//     connection reset may exit before ordorun has reaped the dead one, and the message must
+//     name the cause, not the first to notice;
+//   - SIGINT or SIGTERM to ordorun is forwarded to every rank, SIGHUP (the terminal went away)
+//     becomes SIGTERM (libraries in the ranks, UCX among them, catch SIGHUP for their own
+//     purposes); SIGKILL follows after --grace, and a second signal sends it at once; exit
+//     128+the signal ordorun received;
+//   - once one rank has reached the store, every rank must have within --timeout-startup of the
+//     start (exit 124, the missing ranks named); --timeout bounds the whole job (exit 124);
+//   - a rank that cannot be started (no descriptors, no processes): the ranks already started
+//     are stopped as above and ordorun exits 1.
+// Each local rank runs in its own process group, so that a terminal's Ctrl-C reaches ordorun
+// once and is forwarded once, and so that stopping a rank stops its children too.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "event_loop.hpp"
+#include "prefixer.hpp"
+#include "spawner.hpp"
+#include "store_server.hpp"
+
+namespace ordorun {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct JobOptions {
+  int n = 0;
+  std::string hosts;
+  std::string rsh = "ssh";
+  double timeout_startup = 30;
+  double grace = 3;
+  double timeout = 0;
+  std::string store_addr;
+  std::vector<std::string> exports;
+  std::vector<std::string> command;
+  StoreLimits store_limits;
+};
+
+class Job {
+ public:
+  // Plans the ranks and opens the store; throws UsageError for options that cannot work.
+  explicit Job(JobOptions o);
+  ~Job();
+  // Starts the ranks and runs the job to its end; returns ordorun's exit status.
+  int run();
+
+ private:
+  struct Stream {
+    Fd fd;
+    int out = 1;  // our descriptor its lines go to
+    LinePrefixer lines{""};
+  };
+  struct Rank {
+    RankPlace place;
+    pid_t pid = -1;
+    bool running = false;
+    bool hello = false;
+    int status = 0;
+    Stream streams[2];
+  };
+
+  void plan_ranks();
+  std::vector<std::string> plan_store(std::vector<std::size_t>& listener_of_rank);
+  void start_ranks();
+  void on_signals();
+  void on_hello(int rank);
+  void pump(Rank& r, Stream& s);
+  void reap();
+  void blame(const Rank& r);
+  void stop_ranks(int exit_code, int sig);
+  void on_grace_over();
+  void on_startup_deadline();
+  bool is_startup_pending() const;
+  std::string rsh_hint(const Rank& r) const;
+  std::string who(const Rank& r) const;
+
+  JobOptions opt_;
+  EventLoop loop_;
+  std::vector<Rank> ranks_;
+  std::optional<StoreServer> store_;
+  std::string token_;
+  Fd signal_read_;
+  EventLoop::Clock::time_point start_;
+  bool stopping_ = false, forwarded_ = false, any_hello_ = false, drained_ = false;
+  int exit_code_ = 0;
+  unsigned long rank_fd_limit_ = 0;  // the soft limit ordorun was started with, when raised
+  int stop_signal_ = 0;  // what the ranks were sent when the job began to stop
+  std::optional<int> suspect_;  // first rank to exit with an error status, not blamed yet
+  std::optional<EventLoop::TimerId> blame_timer_, drain_timer_;
+};
+
+}  // namespace ordorun

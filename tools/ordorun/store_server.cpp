@@ -1,0 +1,253 @@
+#include "store_server.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+
+#include "comm/store_protocol.hpp"
+
+namespace ordorun {
+namespace store = ordo::comm::store;
+
+namespace {
+
+// Compares in time independent of where the strings differ, so that a stranger cannot learn
+// the token a byte at a time from how fast a wrong one is refused.
+bool same_secret(const std::string& a, const std::vector<std::byte>& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i]) ^ std::to_integer<unsigned char>(b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+StoreServer::StoreServer(EventLoop& loop, std::string token, int ranks,
+                         const std::vector<std::string>& addresses, StoreLimits limits,
+                         std::function<void(int)> on_hello)
+    : loop_(loop), token_(std::move(token)), ranks_(ranks), limits_(limits),
+      on_hello_(std::move(on_hello)), per_rank_(std::size_t(ranks), 0) {
+  for (const std::string& address : addresses) {
+    Listener l;
+    l.fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!l.fd.is_open()) throw std::runtime_error("cannot open the store's socket: " + errno_text(errno));
+    int one = 1;
+    ::setsockopt(l.fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
+      throw std::runtime_error("the store address '" + address + "' is not an IPv4 address");
+    if (::bind(l.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      throw std::runtime_error("cannot bind the store to " + address + ": " + errno_text(errno));
+    if (::listen(l.fd.get(), 128) != 0)
+      throw std::runtime_error("cannot listen on " + address + ": " + errno_text(errno));
+    socklen_t len = sizeof a;
+    ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    l.endpoint = address + ":" + std::to_string(ntohs(a.sin_port));
+    listeners_.push_back(std::move(l));
+  }
+  for (std::size_t i = 0; i < listeners_.size(); ++i)
+    loop_.watch(listeners_[i].fd.get(), POLLIN, [this, i](short) { accept_clients(listeners_[i]); });
+}
+
+StoreServer::~StoreServer() {
+  for (auto& [fd, c] : clients_) {
+    loop_.unwatch(fd);
+    if (c->auth_timer != 0) loop_.cancel(c->auth_timer);
+  }
+  for (Listener& l : listeners_) loop_.unwatch(l.fd.get());
+}
+
+std::string StoreServer::endpoint(std::size_t i) const { return listeners_.at(i).endpoint; }
+
+std::size_t StoreServer::pending_count() const {
+  return std::size_t(std::count_if(clients_.begin(), clients_.end(),
+                                   [](const auto& kv) { return kv.second->rank < 0; }));
+}
+
+std::size_t StoreServer::buffered_bytes() const {
+  std::size_t n = 0;
+  for (const auto& [fd, c] : clients_) n += c->in.size() + c->out.size();
+  return n;
+}
+
+void StoreServer::accept_clients(Listener& l) {
+  while (pending_count() < limits_.max_pending) {
+    const int fd = ::accept4(l.fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      const int err = errno;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        if (!said_accept_failure_)
+          say("the store cannot accept a connection (" + errno_text(err) +
+              "); dropping its oldest unauthenticated one and retrying every " +
+              std::to_string(limits_.accept_backoff.count()) + " ms");
+        said_accept_failure_ = true;
+        drop_oldest_pending();
+        backing_off_ = true;
+        update_accepting();
+        loop_.at(EventLoop::Clock::now() + limits_.accept_backoff, [this] {
+          backing_off_ = false;
+          update_accepting();
+        });
+      }
+      // EAGAIN: nothing more to accept; ECONNABORTED and the like: that client gave up.
+      if (err == EINTR || err == ECONNABORTED) continue;
+      break;
+    }
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    auto c = std::make_unique<Client>();
+    c->fd.reset(fd);
+    c->order = accepted_++;
+    c->auth_timer = loop_.at(EventLoop::Clock::now() + limits_.auth_timeout, [this, fd] {
+      auto it = clients_.find(fd);
+      if (it == clients_.end()) return;
+      it->second->auth_timer = 0;
+      if (it->second->rank < 0) drop(fd);
+    });
+    clients_.emplace(fd, std::move(c));
+    loop_.watch(fd, POLLIN, [this, fd](short revents) { on_client(fd, revents); });
+  }
+  update_accepting();
+}
+
+void StoreServer::update_accepting() {
+  const bool accepting = !backing_off_ && pending_count() < limits_.max_pending;
+  for (Listener& l : listeners_) loop_.set_events(l.fd.get(), accepting ? POLLIN : 0);
+}
+
+void StoreServer::on_client(int fd, short revents) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  Client& c = *it->second;
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !read_requests(c)) {
+    drop(fd);
+    return;
+  }
+  answer_parked();
+  for (auto& [other, client] : clients_) flush(*client);
+}
+
+bool StoreServer::read_requests(Client& c) {
+  std::byte buf[65536];
+  for (;;) {
+    // A pending client is read no further than the hello it must start with, so that a
+    // stranger cannot make the store hold more than that.
+    std::size_t want = sizeof buf;
+    if (c.rank < 0) {
+      std::size_t need = store::request_header_bytes;
+      if (c.in.size() >= store::request_header_bytes)
+        need += store::get_u32(c.in.data() + 1) + std::size_t(store::get_u32(c.in.data() + 5));
+      want = need - c.in.size();
+    }
+    const ssize_t k = ::recv(c.fd.get(), buf, want, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno == EAGAIN) return true;
+    if (k <= 0) return false;
+    c.in.insert(c.in.end(), buf, buf + k);
+    if (c.rank < 0 && c.in.size() >= store::request_header_bytes) {
+      const auto op = std::uint8_t(c.in[0]);
+      if (op != std::uint8_t(store::Op::hello) || store::get_u32(c.in.data() + 1) > store::max_hello_key ||
+          store::get_u32(c.in.data() + 5) > store::max_token)
+        return false;
+    }
+    if (!serve(c)) return false;
+  }
+}
+
+bool StoreServer::serve(Client& c) {
+  for (;;) {
+    std::size_t used = 0;
+    bool bad = false;
+    auto req = store::parse_request(c.in, used, bad);
+    if (bad) return false;
+    if (!req) return true;
+    c.in.erase(c.in.begin(), c.in.begin() + std::ptrdiff_t(used));
+    switch (req->op) {
+      case store::Op::hello:
+        if (c.rank >= 0 || !authenticate(c, req->key, req->value)) return false;
+        break;
+      case store::Op::put: {
+        if (c.rank < 0) return false;
+        kv_[req->key] = std::move(req->value);
+        auto resp = store::encode_response(store::Status::ok, {});
+        c.out.insert(c.out.end(), resp.begin(), resp.end());
+        break;
+      }
+      case store::Op::get:
+        if (c.rank < 0) return false;
+        c.waiting.push_back(req->key);
+        break;
+    }
+  }
+}
+
+bool StoreServer::authenticate(Client& c, const std::string& key, const std::vector<std::byte>& value) {
+  if (!same_secret(token_, value)) return false;
+  if (key.empty() || !std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return false;
+  const long long r = std::stoll(key);  // at most max_hello_key digits: no overflow
+  if (r >= ranks_) return false;
+  if (std::size_t(per_rank_[std::size_t(r)]) >= limits_.connections_per_rank) return false;
+  ++per_rank_[std::size_t(r)];
+  c.rank = int(r);
+  if (c.auth_timer != 0) loop_.cancel(c.auth_timer);
+  c.auth_timer = 0;
+  auto resp = store::encode_response(store::Status::ok, {});
+  c.out.insert(c.out.end(), resp.begin(), resp.end());
+  update_accepting();
+  if (on_hello_) on_hello_(c.rank);
+  return true;
+}
+
+void StoreServer::answer_parked() {
+  for (auto& [fd, c] : clients_) {
+    while (!c->waiting.empty()) {
+      auto it = kv_.find(c->waiting.front());
+      if (it == kv_.end()) break;
+      auto resp = store::encode_response(store::Status::ok, it->second);
+      c->out.insert(c->out.end(), resp.begin(), resp.end());
+      c->waiting.pop_front();
+    }
+  }
+}
+
+void StoreServer::flush(Client& c) {
+  while (!c.out.empty()) {
+    const ssize_t k = ::send(c.fd.get(), c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;  // full (POLLOUT below) or gone (the next read says so)
+    c.out.erase(c.out.begin(), c.out.begin() + k);
+  }
+  loop_.set_events(c.fd.get(), short(POLLIN | (c.out.empty() ? 0 : POLLOUT)));
+}
+
+void StoreServer::drop(int fd) {
+  auto it = clients_.find(fd);
+  if (it == clients_.end()) return;
+  Client& c = *it->second;
+  if (c.auth_timer != 0) loop_.cancel(c.auth_timer);
+  if (c.rank >= 0) --per_rank_[std::size_t(c.rank)];
+  loop_.unwatch(fd);
+  clients_.erase(it);
+  update_accepting();
+}
+
+void StoreServer::drop_oldest_pending() {
+  int oldest = -1;
+  std::uint64_t order = 0;
+  for (const auto& [fd, c] : clients_)
+    if (c->rank < 0 && (oldest < 0 || c->order < order)) {
+      oldest = fd;
+      order = c->order;
+    }
+  if (oldest >= 0) drop(oldest);
+}
+
+}  // namespace ordorun

@@ -1,0 +1,103 @@
+// StoreServer: the rendezvous store the ranks of a job bootstrap from (wire format and
+// operations in comm/store_protocol.hpp), served inside ordorun's event loop.
+//
+// Who may use it: a connection is *pending* until its first request, a hello with the job's
+// token and a rank of the job, has arrived; only then may it put and get. The store may listen
+// where strangers reach it (--hosts), so what a stranger can make it hold is bounded:
+//   - a pending connection is read only as far as a hello can reach (max_hello_bytes): its
+//     first 9 bytes must announce a hello of plausible size, or it is dropped at once;
+//   - it is dropped unless it authenticates within auth_timeout;
+//   - at most max_pending connections are pending at once; beyond that the store stops
+//     accepting (the kernel's backlog holds the rest) until one authenticates or goes;
+//   - each rank may hold connections_per_rank authenticated ones (its request connection and
+//     its lifeline, with room for a program that bootstraps twice);
+//   - when accept() fails for want of descriptors or memory, the store drops its oldest
+//     pending connection and stops accepting for accept_backoff, instead of polling a listener
+//     it cannot serve in a tight loop.
+// An authenticated rank is trusted: its puts may be as large as the protocol allows.
+//
+// Threading: none; everything runs on the EventLoop's thread.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "event_loop.hpp"
+#include "posix.hpp"
+
+namespace ordorun {
+
+struct StoreLimits {
+  std::size_t max_pending = 64;
+  std::chrono::milliseconds auth_timeout{10'000};
+  std::size_t connections_per_rank = 4;
+  std::chrono::milliseconds accept_backoff{100};
+};
+
+class StoreServer {
+ public:
+  // Listens on each IPv4 address of `addresses` (dotted quad), on a port the kernel picks.
+  // on_hello(rank) runs when a connection of `rank` has authenticated. Throws
+  // std::runtime_error when a socket cannot be opened or bound.
+  StoreServer(EventLoop& loop, std::string token, int ranks, const std::vector<std::string>& addresses,
+              StoreLimits limits, std::function<void(int rank)> on_hello);
+  ~StoreServer();
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  // "address:port" of the i-th listener (in the order of `addresses`).
+  std::string endpoint(std::size_t i) const;
+
+  // For tests and messages.
+  std::size_t pending_count() const;
+  std::size_t client_count() const { return clients_.size(); }
+  std::size_t buffered_bytes() const;
+
+ private:
+  struct Client {
+    Fd fd;
+    std::uint64_t order = 0;  // accept order: the oldest pending goes first under pressure
+    int rank = -1;            // -1 while pending
+    std::vector<std::byte> in, out;
+    std::deque<std::string> waiting;  // parked gets, answered in order
+    EventLoop::TimerId auth_timer = 0;
+  };
+  struct Listener {
+    Fd fd;
+    std::string endpoint;
+  };
+
+  void accept_clients(Listener& l);
+  void on_client(int fd, short revents);
+  // Reads what the client sent and serves complete requests; false: drop the client.
+  bool read_requests(Client& c);
+  bool serve(Client& c);
+  bool authenticate(Client& c, const std::string& key, const std::vector<std::byte>& value);
+  void answer_parked();
+  void flush(Client& c);
+  void drop(int fd);
+  void drop_oldest_pending();
+  void update_accepting();
+
+  EventLoop& loop_;
+  std::string token_;
+  int ranks_;
+  StoreLimits limits_;
+  std::function<void(int)> on_hello_;
+  std::vector<Listener> listeners_;
+  std::map<int, std::unique_ptr<Client>> clients_;
+  std::map<std::string, std::vector<std::byte>> kv_;
+  std::vector<int> per_rank_;  // authenticated connections per rank
+  std::uint64_t accepted_ = 0;
+  bool backing_off_ = false;
+  bool said_accept_failure_ = false;
+};
+
+}  // namespace ordorun
