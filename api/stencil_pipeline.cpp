@@ -37,43 +37,34 @@
 // done: no barrier between stages.
 #include <ordo/stencil.hpp>
 
-#include "api/stencil_geometry.hpp"
-
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "api/blocked_grid.hpp"
+
 namespace ordo::stencil {
 
-namespace {
-
-using namespace geometry;
-
-}  // namespace
+using core::Ix;
+using geometry::join;
 
 struct Pipeline::Impl {
   Graph* graph = nullptr;
   PipelineSpec spec;
   std::size_t d = 0;
-  Pad pad;
-  std::vector<std::size_t> bgrid, bext;
+  core::BlockedGrid grid;
 
-  struct Export {
-    Ix dir{};
-    Location<double> loc;
-    std::size_t count = 0;
-  };
   struct Grid {
     std::string name;
     std::ptrdiff_t writer = -1;  // stage index; -1 for an input
     std::size_t halo = 0;
     std::set<Ix> dirs;                    // directions its neighbourhood readers reach
     std::vector<Location<double>> block;  // per block: the padded block
-    std::vector<std::vector<Export>> exports;  // per block: what it sends
-    std::vector<std::vector<std::pair<Ix, Location<double>>>> imports;  // per block
+    core::Exchange exchange;              // only for a written grid with a halo
   };
   std::vector<Grid> grids;
   std::map<std::string, std::size_t> index;  // grid name -> grids[]
@@ -81,51 +72,29 @@ struct Pipeline::Impl {
     std::vector<std::size_t> reads, writes;
   };
   std::vector<StageIx> stages;
-  struct BlockAt {
-    Ix coord{};
-    std::array<std::int64_t, kMaxDims> origin{};
-    std::string tag;
-  };
-  std::vector<BlockAt> blocks;
+  core::Placement placement;
 
-  std::size_t block_index(const Ix& c) const { return geometry::block_index(d, bgrid, c); }
-  bool neighbour(const Ix& c, const Ix& o, Ix& n) const {
-    return block_neighbour(d, bgrid, spec.boundary == Boundary::periodic, c, o, n);
-  }
-  const Grid& grid(const std::string& name) const {
+  const Grid& grid_named(const std::string& name) const {
     auto it = index.find(name);
     if (it == index.end())
       throw Error("pipeline '" + spec.name + "': no grid '" + name +
                   "'; the grids are the inputs and the stages' writes");
     return grids[it->second];
   }
+  bool is_exchanged(const Grid& g) const { return g.writer >= 0 && g.halo > 0; }
+  bool holds(std::size_t b) const { return placement.holds(b); }
 
   void check();
   void declare();
   void run_stage(Context& ctx, std::size_t s, std::size_t b) const;
   void import_halo(Context& ctx, std::size_t g, std::size_t b) const;
-  // Fills the whole padded block b of grid g from a global array (nullptr: zeros), the
-  // boundary rule for points outside the grid.
-  void fill(double* dst, const Grid& g, std::size_t b, const double* global) const;
+  void place(unsigned rank, unsigned ranks);
 };
 
 void Pipeline::Impl::check() {
   const std::string who = "pipeline '" + spec.name + "'";
+  grid = core::BlockedGrid(who, spec.size, spec.blocks, spec.boundary == Boundary::periodic);
   d = spec.size.size();
-  if (d < 1 || d > kMaxDims)
-    throw Error(who + ": " + std::to_string(d) +
-                " dimensions; the stencil layer supports 1 to 5");
-  if (spec.blocks.size() != d)
-    throw Error(who + ": the block grid has " + std::to_string(spec.blocks.size()) +
-                " extents but the grid has " + std::to_string(d) + "; give one per dimension");
-  for (std::size_t i = 0; i < d; ++i) {
-    if (spec.size[i] == 0 || spec.blocks[i] == 0)
-      throw Error(who + ": sizes and block counts must be positive");
-    if (spec.size[i] % spec.blocks[i] != 0)
-      throw Error("size " + join(spec.size) + " is not divisible by blocks " + join(spec.blocks) +
-                  ": each extent of the size must be a multiple of the block count in that "
-                  "dimension");
-  }
   if (spec.stages.empty()) throw Error(who + ": give at least one stage");
   auto add_grid = [&](const std::string& name, std::ptrdiff_t writer) {
     if (name.empty()) throw Error(who + ": a grid needs a name");
@@ -180,86 +149,47 @@ void Pipeline::Impl::check() {
       ix.reads.push_back(it->second);
       Grid& g = grids[it->second];
       g.halo = std::max(g.halo, reach);
-      if (reach > 0) add_directions(d, st.neighbourhood, false, g.dirs);
+      if (reach > 0) geometry::add_directions(d, st.neighbourhood, false, g.dirs);
     }
     for (const std::string& w : st.writes) ix.writes.push_back(index[w]);
     stages.push_back(std::move(ix));
   }
+  const auto [smallest, dim] = grid.smallest_block();
   for (const Grid& g : grids)
-    for (std::size_t i = 0; i < d; ++i) {
-      const std::size_t b = spec.size[i] / spec.blocks[i];
-      if (g.halo > b)
-        throw Error(who + ": grid '" + g.name + "' is read at offsets up to " +
-                    std::to_string(g.halo) + " away, a halo larger than a block (" +
-                    std::to_string(b) + " points in dimension " + std::to_string(i) +
-                    "); use fewer blocks");
-    }
+    if (g.halo > smallest)
+      throw Error(who + ": grid '" + g.name + "' is read at offsets up to " +
+                  std::to_string(g.halo) + " away, a halo larger than a block (" +
+                  std::to_string(smallest) + " points in dimension " + std::to_string(dim) +
+                  " with blocks " + join(spec.blocks) + "); use fewer blocks");
 }
 
 void Pipeline::Impl::declare() {
   Graph& gr = *graph;
   std::size_t H = 0;
   for (const Grid& g : grids) H = std::max(H, g.halo);
-  for (std::size_t k = 0; k < d; ++k) {
-    bgrid.push_back(spec.blocks[k]);
-    bext.push_back(spec.size[k] / spec.blocks[k]);
-  }
-  pad = Pad(d, H, bext);
-  Ix lo{}, hi{};
-  for (std::size_t k = 0; k < d; ++k) hi[k] = static_cast<std::ptrdiff_t>(bgrid[k]);
-  for_each_point(d, lo, hi, [&](const Ix& c) {
-    BlockAt b;
-    b.coord = c;
-    for (std::size_t k = 0; k < d; ++k) {
-      b.origin[k] = c[k] * static_cast<std::int64_t>(bext[k]);
-      b.tag += (k ? "," : "") + std::to_string(c[k]);
-    }
-    blocks.push_back(std::move(b));
-  });
-  const std::size_t nb = blocks.size();
-  for (Grid& g : grids) {
-    g.block.resize(nb);
-    g.exports.resize(nb);
-    g.imports.resize(nb);
-  }
-  // Block-major declaration: the default placement gives NUMA nodes and ranks contiguous
-  // chunks of declaration order, so each gets runs of whole blocks of every grid (their
-  // tasks then find their grids local), not whole grids.
-  for (std::size_t i = 0; i < nb; ++i)
+  grid.set_padding(H);
+  const std::size_t nb = grid.count();
+  // Block-major declaration: the locations of a block are declared together, so that a
+  // block's grids and exports are neighbours in declaration order as on their rank.
+  for (std::size_t b = 0; b < nb; ++b)
     for (Grid& g : grids) {
-      g.block[i] = gr.location<double>(spec.name + "." + g.name + "[" + blocks[i].tag + "]",
-                                       pad.count);
-      if (g.writer < 0 || g.halo == 0) continue;
-      for_each_export(pad, static_cast<std::ptrdiff_t>(g.halo), g.dirs, bgrid,
-                      spec.boundary == Boundary::periodic, blocks[i].coord,
-                      [&](const Ix& o, std::size_t count, const std::string& otag) {
-                        Export e;
-                        e.dir = o;
-                        e.count = count;
-                        e.loc = gr.location<double>(spec.name + "." + g.name + ".x[" +
-                                                        blocks[i].tag + "][" + otag + "]",
-                                                    count);
-                        g.exports[i].push_back(e);
-                      });
+      g.block.push_back(gr.location<double>(spec.name + "." + g.name + "[" + grid.block(b).tag +
+                                                "]",
+                                            grid.block(b).pad.count));
+      if (!is_exchanged(g)) continue;
+      g.exchange.width = g.halo;
+      g.exchange.exports.push_back(
+          grid.declare_exports(gr, b, spec.name + "." + g.name, g.halo, g.dirs, 1));
     }
-  for (Grid& g : grids) {
-    if (g.writer < 0 || g.halo == 0) continue;
-    for (std::size_t i = 0; i < nb; ++i)
-      for (const Ix& o : g.dirs) {
-        Ix n{}, back{};
-        if (!neighbour(blocks[i].coord, o, n)) continue;
-        for (std::size_t k = 0; k < d; ++k) back[k] = -o[k];
-        for (const Export& e : g.exports[block_index(n)])
-          if (e.dir == back) g.imports[i].emplace_back(o, e.loc);
-      }
-  }
+  for (Grid& g : grids)
+    if (is_exchanged(g)) grid.wire_imports(g.exchange, g.dirs);
   // Where each exchanged grid's import goes: before the first stage after its writer that
   // reads it with a neighbourhood; at the end of the iteration when there is none.
   const std::size_t ns = spec.stages.size();
   std::vector<std::vector<std::size_t>> imports_before(ns + 1);
   for (std::size_t gi = 0; gi < grids.size(); ++gi) {
     const Grid& g = grids[gi];
-    if (g.writer < 0 || g.halo == 0) continue;
+    if (!is_exchanged(g)) continue;
     std::size_t at = ns;
     for (std::size_t s = static_cast<std::size_t>(g.writer) + 1; s < ns && at == ns; ++s)
       if (!spec.stages[s].neighbourhood.empty() &&
@@ -269,25 +199,26 @@ void Pipeline::Impl::declare() {
   }
   auto declare_imports = [&](std::size_t at) {
     for (std::size_t gi : imports_before[at])
-      for (std::size_t i = 0; i < nb; ++i) {
+      for (std::size_t b = 0; b < nb; ++b) {
         const Grid& g = grids[gi];
-        std::vector<Access> acc{write(g.block[i])};
-        for (const auto& [o, loc] : g.imports[i]) acc.push_back(read(loc));
-        gr.task(spec.name + "." + g.name + ".import[" + blocks[i].tag + "]", std::move(acc),
-                [this, gi, i](Context& ctx) { import_halo(ctx, gi, i); });
+        std::vector<Access> acc{write(g.block[b])};
+        for (const core::Import& i : g.exchange.imports[b]) acc.push_back(read(i.loc));
+        gr.task(spec.name + "." + g.name + ".import[" + grid.block(b).tag + "]", std::move(acc),
+                [this, gi, b](Context& ctx) { import_halo(ctx, gi, b); });
       }
   };
   for (std::size_t s = 0; s < ns; ++s) {
     declare_imports(s);
-    for (std::size_t i = 0; i < nb; ++i) {
+    for (std::size_t b = 0; b < nb; ++b) {
       std::vector<Access> acc;
       for (std::size_t w : stages[s].writes) {
-        acc.push_back(write(grids[w].block[i]));
-        for (const Export& e : grids[w].exports[i]) acc.push_back(write(e.loc));
+        acc.push_back(write(grids[w].block[b]));
+        if (is_exchanged(grids[w]))
+          for (const core::Export& e : grids[w].exchange.exports[b]) acc.push_back(write(e.loc));
       }
-      for (std::size_t r : stages[s].reads) acc.push_back(read(grids[r].block[i]));
-      gr.task(spec.name + "." + spec.stages[s].name + "[" + blocks[i].tag + "]", std::move(acc),
-              [this, s, i](Context& ctx) { run_stage(ctx, s, i); });
+      for (std::size_t r : stages[s].reads) acc.push_back(read(grids[r].block[b]));
+      gr.task(spec.name + "." + spec.stages[s].name + "[" + grid.block(b).tag + "]",
+              std::move(acc), [this, s, b](Context& ctx) { run_stage(ctx, s, b); });
     }
   }
   declare_imports(ns);
@@ -295,10 +226,12 @@ void Pipeline::Impl::declare() {
 
 void Pipeline::Impl::run_stage(Context& ctx, std::size_t s, std::size_t b) const {
   const StageIx& ix = stages[s];
+  const core::BlockGeom& geo = grid.block(b);
+  const geometry::Pad& pad = geo.pad;
   StageBlock blk;
   blk.dims = d;
   blk.stride = pad.stride;
-  blk.origin = blocks[b].origin;
+  blk.origin = geo.origin;
   for (std::size_t k = 0; k < d; ++k) blk.hi[k] = pad.ext[k];
   for (std::size_t j = 0; j < ix.reads.size(); ++j)
     blk.in[j] = ctx.read(grids[ix.reads[j]].block[b]).data() + pad.base;
@@ -309,53 +242,32 @@ void Pipeline::Impl::run_stage(Context& ctx, std::size_t s, std::size_t b) const
   // Local Update: the edges of what this stage wrote, for the neighbours' imports.
   for (std::size_t j = 0; j < ix.writes.size(); ++j) {
     const Grid& g = grids[ix.writes[j]];
-    for (const Export& e : g.exports[b]) {
-      Ix lo{}, hi{};
-      send_box(pad, static_cast<std::ptrdiff_t>(g.halo), e.dir, lo, hi);
-      pack_box(pad, blk.out[j] - pad.base, lo, hi, ctx.write(e.loc).data());
-    }
+    if (!is_exchanged(g)) continue;
+    for (const core::Export& e : g.exchange.exports[b])
+      grid.pack(b, g.exchange, e, blk.out[j] - pad.base, ctx.write(e.loc).data());
   }
 }
 
 void Pipeline::Impl::import_halo(Context& ctx, std::size_t gi, std::size_t b) const {
   const Grid& g = grids[gi];
   double* dst = ctx.write(g.block[b]).data();
-  for (const auto& [o, loc] : g.imports[b]) {
-    Ix lo{}, hi{};
-    halo_box(pad, static_cast<std::ptrdiff_t>(g.halo), o, lo, hi);
-    unpack_box(pad, dst, lo, hi, ctx.read(loc).data());
-  }
+  for (const core::Import& i : g.exchange.imports[b])
+    grid.unpack(b, g.exchange, i, ctx.read(i.loc).data(), dst);
 }
 
-void Pipeline::Impl::fill(double* dst, const Grid& g, std::size_t b, const double* global) const {
-  Ix lo{}, hi{};
-  for (std::size_t k = 0; k < d; ++k) {
-    lo[k] = -static_cast<std::ptrdiff_t>(pad.h);
-    hi[k] = pad.ext[k] + static_cast<std::ptrdiff_t>(pad.h);
-  }
-  std::array<std::int64_t, kMaxDims> gc{};
-  for_each_point(d, lo, hi, [&](const Ix& x) {
-    bool inside = true;
-    std::size_t gi = 0;
-    for (std::size_t k = 0; k < d; ++k) {
-      std::int64_t v = blocks[b].origin[k] + x[k];
-      const auto n = static_cast<std::int64_t>(spec.size[k]);
-      gc[k] = v;
-      if (v < 0 || v >= n) {
-        if (spec.boundary == Boundary::periodic)
-          v = ((v % n) + n) % n;
-        else
-          inside = false;
-      }
-      gi = gi * spec.size[k] + static_cast<std::size_t>(v < 0 || v >= n ? 0 : v);
-    }
-    double value = 0.0;
-    if (inside)
-      value = global ? global[gi] : 0.0;
-    else if (spec.fixed_value)
-      value = spec.fixed_value(g.name, Coord(gc.data(), d));
-    dst[pad.at(x)] = value;
-  });
+void Pipeline::Impl::place(unsigned rank, unsigned ranks) {
+  placement.home = grid.place(
+      *graph, ranks,
+      [&](std::size_t b, unsigned r) {
+        for (const Grid& g : grids) {
+          graph->set_home_rank(g.block[b], r);
+          if (is_exchanged(g))
+            for (const core::Export& e : g.exchange.exports[b]) graph->set_home_rank(e.loc, r);
+        }
+      },
+      [&](std::size_t b) { return graph->home_rank(grids[0].block[b]); });
+  placement.rank = rank;
+  placement.placed = true;
 }
 
 Pipeline::Pipeline(Graph& graph, PipelineSpec spec) : impl_(std::make_unique<Impl>()) {
@@ -367,8 +279,9 @@ Pipeline::Pipeline(Graph& graph, PipelineSpec spec) : impl_(std::make_unique<Imp
   // Every grid starts at 0 inside and the fixed value outside (locations start zeroed).
   if (m.spec.fixed_value && m.spec.boundary == Boundary::fixed)
     for (const auto& g : m.grids)
-      for (std::size_t b = 0; b < m.blocks.size(); ++b)
-        m.fill(graph.data(g.block[b]).data(), g, b, nullptr);
+      for (std::size_t b = 0; b < m.grid.count(); ++b)
+        m.grid.fill(b, graph.data(g.block[b]).data(), [](const Box&) {},
+                    [&](Coord x) { return m.spec.fixed_value(g.name, x); }, true);
 }
 
 Pipeline::~Pipeline() = default;
@@ -383,59 +296,75 @@ std::vector<std::string> Pipeline::grids() const {
   return out;
 }
 
-std::size_t Pipeline::halo(const std::string& grid) const { return impl_->grid(grid).halo; }
+std::size_t Pipeline::halo(const std::string& grid) const { return impl_->grid_named(grid).halo; }
 
-std::size_t Pipeline::points() const {
-  std::size_t n = 1;
-  for (std::size_t s : impl_->spec.size) n *= s;
-  return n;
+std::size_t Pipeline::points() const { return impl_->grid.points(); }
+
+void Pipeline::place(const Runtime& runtime) {
+  Impl& m = *impl_;
+  if (!m.placement.placed) m.place(runtime.rank(), runtime.ranks());
 }
 
 void Pipeline::set(const std::string& grid, std::span<const double> global) {
-  Impl& m = *impl_;
-  const auto& g = m.grid(grid);
+  const Impl& m = *impl_;
+  m.grid_named(grid);
   if (global.size() != points())
     throw Error("pipeline '" + m.spec.name + "': set(\"" + grid + "\") got " +
                 std::to_string(global.size()) + " values for a grid of " + join(m.spec.size) +
                 " = " + std::to_string(points()));
-  // The whole padded block, halo included: a stage reading g with a neighbourhood before its
-  // writer (a feedback read) sees these values in the first iteration.
-  for (std::size_t b = 0; b < m.blocks.size(); ++b)
-    m.fill(m.graph->data(g.block[b]).data(), g, b, global.data());
+  set(grid, core::from_global(global, m.spec.size));
 }
 
-std::size_t Pipeline::block_count() const { return impl_->blocks.size(); }
+void Pipeline::set(const std::string& grid, const PointValue& value) {
+  if (!value) throw Error("pipeline '" + impl_->spec.name + "': set() got an empty function");
+  set(grid, core::from_points(value));
+}
+
+void Pipeline::set(const std::string& grid, const BoxFill& fill) {
+  Impl& m = *impl_;
+  const auto& g = m.grid_named(grid);
+  if (!fill) throw Error("pipeline '" + m.spec.name + "': set() got an empty function");
+  PointValue outside;
+  if (m.spec.fixed_value)
+    outside = [&](Coord x) { return m.spec.fixed_value(g.name, x); };
+  // The whole padded block, halo included: a stage reading g with a neighbourhood before its
+  // writer (a feedback read) sees these values in the first iteration, and an input's halo
+  // is never exchanged.
+  for (std::size_t b = 0; b < m.grid.count(); ++b)
+    if (m.holds(b)) m.grid.fill(b, m.graph->data(g.block[b]).data(), fill, outside, true);
+}
+
+std::size_t Pipeline::block_count() const { return impl_->grid.count(); }
 
 unsigned Pipeline::home_rank(const std::string& grid, std::size_t block) const {
   const Impl& m = *impl_;
-  const auto& g = m.grid(grid);
-  if (block >= m.blocks.size())
+  const auto& g = m.grid_named(grid);
+  if (block >= m.grid.count())
     throw Error("pipeline '" + m.spec.name + "': block " + std::to_string(block) +
-                " out of range; the pipeline has " + std::to_string(m.blocks.size()));
-  return m.graph->home_rank(g.block[block]);
+                " out of range; the pipeline has " + std::to_string(m.grid.count()));
+  return m.placement.placed ? m.placement.home[block] : m.graph->home_rank(g.block[block]);
+}
+
+void Pipeline::get_blocks(const std::string& grid, const BoxVisit& visit) const {
+  const Impl& m = *impl_;
+  const auto& g = m.grid_named(grid);
+  const Graph& cg = *m.graph;
+  for (std::size_t b = 0; b < m.grid.count(); ++b)
+    if (m.holds(b)) m.grid.visit(b, cg.data(g.block[b]).data(), visit);
 }
 
 std::vector<double> Pipeline::get(const std::string& grid) const {
   const Impl& m = *impl_;
-  const auto& g = m.grid(grid);
+  const auto& g = m.grid_named(grid);
   std::vector<double> out(points());
   const Graph& cg = *m.graph;
-  for (std::size_t b = 0; b < m.blocks.size(); ++b) {
-    const double* src = cg.data(g.block[b]).data();
-    Ix lo{}, hi = m.pad.ext;
-    hi[m.d - 1] = 1;
-    const auto len = static_cast<std::size_t>(m.pad.ext[m.d - 1]);
-    for_each_point(m.d, lo, hi, [&](const Ix& x) {
-      std::size_t gi = 0;
-      for (std::size_t k = 0; k < m.d; ++k)
-        gi = gi * m.spec.size[k] + static_cast<std::size_t>(m.blocks[b].origin[k] + x[k]);
-      std::memcpy(&out[gi], src + m.pad.at(x), len * sizeof(double));
-    });
-  }
+  for (std::size_t b = 0; b < m.grid.count(); ++b)
+    m.grid.gather(b, cg.data(g.block[b]).data(), out);
   return out;
 }
 
 RunStats Pipeline::run(Runtime& runtime, std::uint64_t iterations) {
+  place(runtime);
   if (iterations == 0) return {};
   return runtime.run(*impl_->graph, iterations);
 }

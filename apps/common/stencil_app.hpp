@@ -117,8 +117,9 @@ void for_each_block_row(const AppParams& p, std::size_t b, F&& f) {
   const std::size_t d = p.size.size();
   std::vector<std::size_t> ext(d), origin(d), x(d, 0);
   for (std::size_t k = d; k-- > 0;) {
-    ext[k] = p.size[k] / p.blocks[k];
-    origin[k] = b % p.blocks[k] * ext[k];
+    const std::size_t i = b % p.blocks[k];
+    origin[k] = stencil::block_low(i, p.size[k], p.blocks[k]);
+    ext[k] = stencil::block_low(i + 1, p.size[k], p.blocks[k]) - origin[k];
     b /= p.blocks[k];
   }
   for (;;) {
@@ -157,7 +158,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       cli.add_option("--size", size_text,
                      app.dims == 1 ? "grid size N" : "grid size NxM.. (slowest first)")
           ->capture_default_str();
-  cli.add_option("--blocks", blocks_text, "block grid BxC..; must divide --size")
+  cli.add_option("--blocks", blocks_text,
+                 "block grid BxC..; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
   cli.add_option("--iters", iters, "time steps")->capture_default_str();
   cli.add_option("--workers", workers, "worker threads")->capture_default_str();
@@ -224,10 +226,11 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     throw Error("--input '" + input + "' has shape " + join_shape(in.shape) +
                 " but --size is " + size_text + "; give matching sizes or leave --size out");
   for (std::size_t d = 0; d < app.dims; ++d)
-    if (p.size[d] % p.blocks[d] != 0)
-      throw Error("--size " + size_text + " is not divisible by --blocks " + blocks_text +
-                  ": each extent of the size must be a multiple of the block count in that "
-                  "dimension");
+    if (p.blocks[d] > p.size[d])
+      throw Error("--blocks " + blocks_text + " has more blocks than points in dimension " +
+                  std::to_string(d) + " of --size " + size_text + " (" +
+                  std::to_string(p.blocks[d]) + " > " + std::to_string(p.size[d]) +
+                  "): give at most " + std::to_string(p.size[d]) + " blocks there");
 
   stencil::Spec spec = app.spec(p);
   spec.size = p.size;
@@ -241,7 +244,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   stencil::Kernel kernel = app.kernel(p);
   // --stores and --tile-bytes tune the layer, which the hand-written graph is not: asking for
   // either runs the layer (rather than ignoring the flag).
-  const bool fast = app.fast_path && tb == 1 && stores == "cached" && tile_bytes == 0;
+  bool divisible = true;  // the hand-written graphs cut equal blocks only
+  for (std::size_t d = 0; d < app.dims; ++d) divisible = divisible && p.size[d] % p.blocks[d] == 0;
+  const bool fast =
+      app.fast_path && tb == 1 && stores == "cached" && tile_bytes == 0 && divisible;
   ordo::Graph g;
   std::optional<stencil::Stencil> st;
   if (!fast) st.emplace(g, spec, kernel);  // checks the spec (halo vs block, ...)

@@ -23,7 +23,6 @@
 #include <barrier>
 #include <chrono>
 #include <cstddef>
-#include <fstream>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -31,30 +30,12 @@
 #include <thread>
 #include <vector>
 
+#include <ordo/stencil.hpp>
+
 namespace ordo::app {
 
 // Bytes of the largest data cache the OS reports for cpu0 (0 when it reports none).
-inline std::size_t last_level_cache_bytes() {
-  std::size_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    std::string s;
-    if (!(f >> s) || s.empty()) continue;
-    std::size_t mult = 1;
-    if (s.back() == 'K') mult = std::size_t{1} << 10;
-    if (s.back() == 'M') mult = std::size_t{1} << 20;
-    if (mult != 1) s.pop_back();
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) continue;
-    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
-  }
-#ifdef _SC_LEVEL3_CACHE_SIZE
-  if (best == 0) {
-    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (l3 > 0) best = static_cast<std::size_t>(l3);
-  }
-#endif
-  return best;
-}
+inline std::size_t last_level_cache_bytes() { return stencil::cache_sizes().last_level; }
 
 // Elements per array that keep the triad out of the cache: 4 x the last-level cache, and at
 // least 8 Mi (64 MiB) when the OS reports no cache size.

@@ -225,7 +225,7 @@ std::vector<double> gather(ordo::Graph& g, const Problem& p, const std::vector<B
 
 
 // The hand-written graph: loads u0, runs, gathers. Across ranks block b and its edge
-// locations live on the stencil layer's rank for it (stencil::block_home), so a block's
+// locations live on the stencil layer's rank for it (b * ranks / blocks), so a block's
 // step and export run on one rank and only the edges travel; the gathered grid holds the
 // final values on this rank's blocks only (the result's block_home field says which).
 ordo::app::AppDesc::FastResult run_handwritten(
@@ -237,7 +237,7 @@ ordo::app::AppDesc::FastResult run_handwritten(
   auto blocks = build(g, p);
   const std::size_t nb = blocks.size();
   for (std::size_t i = 0; i < nb && rt.ranks() > 1; ++i) {
-    const unsigned r = ordo::stencil::block_home(i, nb, rt.ranks());
+    const auto r = static_cast<unsigned>(i * rt.ranks() / nb);  // as the layer places
     const Block& b = blocks[i];
     g.set_home_rank(b.u, r);
     if (b.has_north) g.set_home_rank(b.north, r);

@@ -340,7 +340,7 @@ void copy_block(const Problem& p, const Block& b, double* block, std::vector<dou
 }
 
 // The hand-written graph: loads u0, runs, gathers. Across ranks block b and its face
-// locations live on the stencil layer's rank for it (stencil::block_home), so a block's
+// locations live on the stencil layer's rank for it (b * ranks / blocks), so a block's
 // step and export run on one rank and only the faces travel; the gathered grid holds the final
 // values on this rank's blocks only (the result's block_home field says which).
 ordo::app::AppDesc::FastResult run_handwritten(
@@ -352,7 +352,7 @@ ordo::app::AppDesc::FastResult run_handwritten(
   auto blocks = build(g, p);
   const std::size_t nb = blocks.size();
   for (std::size_t i = 0; i < nb && rt.ranks() > 1; ++i) {
-    const unsigned r = ordo::stencil::block_home(i, nb, rt.ranks());
+    const auto r = static_cast<unsigned>(i * rt.ranks() / nb);  // as the layer places
     const Block& b = blocks[i];
     g.set_home_rank(b.u, r);
     for (std::size_t f = 0; f < 6; ++f)

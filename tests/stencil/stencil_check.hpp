@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,22 @@ std::size_t points(const Spec& s) {
 // Bit-for-bit equality (NaNs and signed zeros included), the oracle of every stencil test.
 inline bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// The C-order index of global coordinate x (any coordinate: wrapped across a periodic end),
+// or nothing when x lies beyond a fixed boundary. Written for the brute forces only.
+inline std::optional<std::size_t> global_index(const std::vector<std::size_t>& size,
+                                               bool periodic, std::vector<std::int64_t> x) {
+  std::size_t gi = 0;
+  for (std::size_t k = 0; k < size.size(); ++k) {
+    const auto e = static_cast<std::int64_t>(size[k]);
+    if (x[k] < 0 || x[k] >= e) {
+      if (!periodic) return std::nullopt;
+      x[k] = ((x[k] % e) + e) % e;
+    }
+    gi = gi * size[k] + static_cast<std::size_t>(x[k]);
+  }
+  return gi;
 }
 
 }  // namespace ordo::test

@@ -8,11 +8,12 @@
 
 #include <array>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include <ordo/stencil.hpp>
 
-#include "stencil_check.hpp"
+#include "stencil_cases.hpp"
 
 using ordo::test::same_bits;
 
@@ -20,179 +21,78 @@ namespace st = ordo::stencil;
 
 namespace {
 
-struct Case {
-  st::Spec spec;
-  std::vector<double> weights;  // one per offset, then the centre, then the older level
-};
+using namespace ordo::test;
 
-double fixed_at(st::Coord g) {
-  double v = 1.0;
-  for (std::size_t k = 0; k < g.size(); ++k) v += 0.01 * static_cast<double>(g[k] * (k + 1));
-  return v;
-}
+// How a case loads its initial values: the three forms of Stencil::set.
+enum class Load { global, points, boxes };
 
-// The kernel under test: a weighted sum over the neighbourhood in a fixed order.
-st::Kernel make_kernel(const Case& c) {
-  return [c](const st::Block& b) {
-    const auto& nb = c.spec.neighbourhood;
-    std::vector<std::ptrdiff_t> delta(nb.size());
-    for (std::size_t j = 0; j < nb.size(); ++j)
-      for (std::size_t k = 0; k < b.dims; ++k) delta[j] += nb[j][k] * b.stride[k];
-    const std::size_t L = c.spec.time_levels;
-    const bool has_aux = c.spec.aux_grids > 0;
-    st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-      for (std::size_t i = 0; i < len; ++i) {
-        const std::ptrdiff_t p = at + static_cast<std::ptrdiff_t>(i);
-        double acc = c.weights[nb.size()] * b.in[0][p];
-        for (std::size_t j = 0; j < nb.size(); ++j) acc += c.weights[j] * b.in[0][p + delta[j]];
-        if (L > 1) acc += c.weights[nb.size() + 1] * b.in[1][p + delta[0]];
-        if (has_aux) acc += b.aux[0][p + delta[0]];
-        b.out[p] = acc;
-      }
+// A box fill that copies from a global grid, written here (not the layer's).
+st::BoxFill boxes_of(const std::vector<double>& g, const std::vector<std::size_t>& size) {
+  return [&g, size](const st::Box& b) {
+    st::for_each_box_row(b, [&](double* row, st::Coord first, std::size_t len) {
+      std::size_t gi = 0;
+      for (std::size_t k = 0; k < size.size(); ++k)
+        gi = gi * size[k] + static_cast<std::size_t>(first[k]);
+      std::memcpy(row, &g[gi], len * sizeof(double));
     });
   };
 }
 
-// Brute force: global arrays, each neighbour looked up by its global coordinate.
-std::vector<double> brute_force(const Case& c, std::vector<std::vector<double>> lv,
-                                const std::vector<double>& aux, std::uint64_t steps) {
-  const auto& s = c.spec;
-  const std::size_t d = s.size.size();
-  std::size_t n = 1;
-  for (std::size_t e : s.size) n *= e;
-  const bool gs = s.traversal == st::Traversal::gauss_seidel;
-  // Value of grid g at coordinate x (any coordinate; outside: wrapped or fixed).
-  auto value = [&](const std::vector<double>& g, std::vector<std::int64_t> x, bool is_aux) {
+st::PointValue points_of(const std::vector<double>& g, const std::vector<std::size_t>& size) {
+  return [&g, size](st::Coord x) {
     std::size_t gi = 0;
-    for (std::size_t k = 0; k < d; ++k) {
-      const auto e = static_cast<std::int64_t>(s.size[k]);
-      if (x[k] < 0 || x[k] >= e) {
-        if (s.boundary == st::Boundary::periodic)
-          x[k] = ((x[k] % e) + e) % e;
-        else
-          return is_aux ? 0.0 : fixed_at(st::Coord(x.data(), d));
-      }
-      gi = gi * s.size[k] + static_cast<std::size_t>(x[k]);
-    }
+    for (std::size_t k = 0; k < size.size(); ++k) gi = gi * size[k] + static_cast<std::size_t>(x[k]);
     return g[gi];
   };
-  for (std::uint64_t t = 0; t < steps; ++t) {
-    std::vector<double> next(n);
-    std::vector<double>& out = gs ? lv[0] : next;
-    std::vector<std::int64_t> x(d, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      std::size_t r = i;
-      for (std::size_t k = d; k-- > 0;) {
-        x[k] = static_cast<std::int64_t>(r % s.size[k]);
-        r /= s.size[k];
-      }
-      auto at = [&](const st::Offset& o) {
-        std::vector<std::int64_t> y = x;
-        for (std::size_t k = 0; k < d; ++k) y[k] += o[k];
-        return y;
-      };
-      const auto& nb = s.neighbourhood;
-      double acc = c.weights[nb.size()] * lv[0][i];
-      for (std::size_t j = 0; j < nb.size(); ++j)
-        acc += c.weights[j] * value(lv[0], at(nb[j]), false);
-      if (s.time_levels > 1) acc += c.weights[nb.size() + 1] * value(lv[1], at(nb[0]), false);
-      if (s.aux_grids > 0) acc += value(aux, at(nb[0]), true);
-      out[i] = acc;
-    }
-    if (!gs) {
-      for (std::size_t l = lv.size() - 1; l > 0; --l) lv[l] = lv[l - 1];
-      lv[0] = std::move(next);
-    }
-  }
-  return lv[0];
-}
-
-Case random_case(std::mt19937& rng, bool gauss_seidel) {
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  Case c;
-  st::Spec& s = c.spec;
-  const auto d = static_cast<std::size_t>(pick(1, 5));
-  const int kind = gauss_seidel ? pick(0, 1) * 2 : pick(0, 2);  // GS: von Neumann or axis offsets
-  const int radius = d >= 4 ? 1 : pick(1, 2);
-  if (kind == 0) {
-    s.neighbourhood = st::von_neumann(d, radius);
-  } else if (kind == 1) {
-    s.neighbourhood = st::moore(d, 1);
-  } else {  // random explicit offsets
-    const int count = pick(1, 6);
-    for (int j = 0; j < count; ++j) {
-      st::Offset o(d, 0);
-      if (gauss_seidel) {
-        o[static_cast<std::size_t>(pick(0, int(d) - 1))] = pick(0, 1) ? radius : -radius;
-      } else {
-        for (auto& v : o) v = pick(-radius, radius);
-      }
-      s.neighbourhood.push_back(o);
-    }
-  }
-  int reach = 0;
-  for (const auto& o : s.neighbourhood)
-    for (int v : o) reach = std::max(reach, std::abs(v));
-  s.halo = static_cast<std::size_t>(std::max(1, reach) + pick(0, 1));
-  s.boundary = !gauss_seidel && pick(0, 1) ? st::Boundary::periodic : st::Boundary::fixed;
-  s.traversal = gauss_seidel ? st::Traversal::gauss_seidel : st::Traversal::jacobi;
-  s.time_levels = gauss_seidel ? 1 : static_cast<std::size_t>(pick(1, 2));
-  s.aux_grids = static_cast<std::size_t>(pick(0, 1));
-  s.tb_depth = gauss_seidel || d > 3 ? 1 : static_cast<std::size_t>(pick(1, 3));
-  s.fixed_value = fixed_at;
-  // Cache tiles of temporal blocking (0: automatic, i.e. one tile here; 1: the smallest
-  // skewed tiles) and streaming stores (Jacobi only).
-  s.tile_bytes = std::array<std::size_t, 4>{0, 1, 1 << 9, 1 << 12}[static_cast<std::size_t>(pick(0, 3))];
-  if (!gauss_seidel)
-    s.stores = pick(0, 1) ? st::Stores::streaming : st::Stores::cached;
-  const std::size_t H = s.halo * s.tb_depth;
-  const int max_blocks = d >= 4 ? 2 : 3;
-  for (std::size_t k = 0; k < d; ++k) {
-    const auto b = static_cast<std::size_t>(pick(1, max_blocks));
-    const std::size_t ext = H + static_cast<std::size_t>(pick(0, d >= 4 ? 1 : 3));
-    s.blocks.push_back(b);
-    s.size.push_back(b * ext);
-  }
-  const std::size_t nw = s.neighbourhood.size() + 2;
-  for (std::size_t j = 0; j < nw; ++j)  // small weights: values stay bounded
-    c.weights.push_back(0.9 / static_cast<double>(nw) * (1.0 + 0.1 * static_cast<double>(j)));
-  return c;
-}
-
-std::string describe(const st::Spec& s) {
-  std::string t = "dims=" + std::to_string(s.size.size()) + " " + ordo::test::describe_grid(s);
-  t += " halo=" + std::to_string(s.halo) + " offsets=" + std::to_string(s.neighbourhood.size()) +
-       " periodic=" + std::to_string(s.boundary == st::Boundary::periodic) +
-       " levels=" + std::to_string(s.time_levels) + " aux=" + std::to_string(s.aux_grids) +
-       " tb=" + std::to_string(s.tb_depth) + " tile_bytes=" + std::to_string(s.tile_bytes) +
-       " streaming=" + std::to_string(s.stores == st::Stores::streaming) +
-       " gs=" + std::to_string(s.traversal == st::Traversal::gauss_seidel);
-  return t;
 }
 
 void check_case(const Case& c, std::mt19937& rng, ordo::Runtime& rt) {
   INFO(describe(c.spec));
   const std::size_t n = ordo::test::points(c.spec);
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  std::vector<std::vector<double>> lv(c.spec.time_levels, std::vector<double>(n));
-  for (auto& l : lv)
-    for (auto& v : l) v = u(rng);
-  std::vector<double> aux(n);
-  for (auto& v : aux) v = 0.01 * u(rng);
-  const std::uint64_t steps = std::uniform_int_distribution<std::uint64_t>(1, 7)(rng);
+  const Values values = random_values(c, rng);
+  const auto& lv = values.levels;
+  const auto& aux = values.aux;
+  const std::uint64_t steps = values.steps;
+  const auto load = static_cast<Load>(std::uniform_int_distribution<int>(0, 2)(rng));
+  INFO("load=" << static_cast<int>(load) << " workers=" << rt.workers() << " steps=" << steps);
 
   auto want = brute_force(c, lv, aux, steps);
 
   ordo::Graph g;
   st::Stencil s(g, c.spec, make_kernel(c));
-  for (std::size_t l = 0; l < lv.size(); ++l) s.set(lv[l], l);
-  if (c.spec.aux_grids) s.set_aux(0, aux);
+  for (std::size_t l = 0; l < lv.size(); ++l) {
+    if (load == Load::global) s.set(lv[l], l);
+    if (load == Load::points) s.set(points_of(lv[l], c.spec.size), l);
+    if (load == Load::boxes) s.set(boxes_of(lv[l], c.spec.size), l);
+  }
+  if (c.spec.aux_grids) {
+    if (load == Load::boxes)
+      s.set_aux(0, boxes_of(aux, c.spec.size));
+    else
+      s.set_aux(0, points_of(aux, c.spec.size));
+  }
   // Two runs: the split must not matter (the second may end with a partial tb group).
   const std::uint64_t first = steps / 2;
   if (first) s.run(rt, first);
   s.run(rt, steps - first);
   CHECK(s.steps_done() == steps);
   CHECK(same_bits(s.get(), want));
+  // get_blocks visits every point exactly once, with the same values.
+  std::vector<double> seen(n, 0.0);
+  std::vector<int> visits(n, 0);
+  s.get_blocks([&](const st::ConstBox& b) {
+    st::for_each_box_row(b, [&](const double* row, st::Coord first_point, std::size_t len) {
+      std::size_t gi = 0;
+      for (std::size_t k = 0; k < c.spec.size.size(); ++k)
+        gi = gi * c.spec.size[k] + static_cast<std::size_t>(first_point[k]);
+      for (std::size_t j = 0; j < len; ++j) {
+        seen[gi + j] = row[j];
+        ++visits[gi + j];
+      }
+    });
+  });
+  CHECK(std::all_of(visits.begin(), visits.end(), [](int v) { return v == 1; }));
+  CHECK(same_bits(seen, want));
 
   std::vector<std::vector<double>> aux_list;
   if (c.spec.aux_grids) aux_list.push_back(aux);
@@ -204,21 +104,22 @@ void check_case(const Case& c, std::mt19937& rng, ordo::Runtime& rt) {
 
 TEST_CASE("stencil layer matches a brute-force global array (Jacobi)", "[stencil][property]") {
   std::mt19937 rng(12345);
-  ordo::Runtime one({.workers = 1});
-  ordo::Runtime two({.workers = 2});
+  std::vector<std::unique_ptr<ordo::Runtime>> runtimes;  // 1 to 4 workers
+  for (unsigned w = 1; w <= 4; ++w) runtimes.push_back(std::make_unique<ordo::Runtime>(ordo::RuntimeOptions{.workers = w}));
   for (int i = 0; i < 300; ++i) {
     Case c = random_case(rng, false);
-    check_case(c, rng, i % 2 ? two : one);
+    check_case(c, rng, *runtimes[static_cast<std::size_t>(i) % runtimes.size()]);
   }
 }
 
 TEST_CASE("stencil layer matches a brute-force global array (Gauss-Seidel)",
           "[stencil][property]") {
   std::mt19937 rng(777);
-  ordo::Runtime two({.workers = 2});
+  ordo::Runtime one({.workers = 1});
+  ordo::Runtime three({.workers = 3});
   for (int i = 0; i < 100; ++i) {
     Case c = random_case(rng, true);
-    check_case(c, rng, two);
+    check_case(c, rng, i % 2 ? three : one);
   }
 }
 
@@ -333,9 +234,22 @@ TEST_CASE("stencil spec errors say what is wrong", "[stencil]") {
   ordo::Graph g;
   auto k = [](const st::Block&) {};
   st::Spec s;
+  s.size = {10, 3};
+  s.blocks = {3, 4};
+  CHECK_THROWS_WITH(st::Stencil(g, s, k),
+                    Catch::Contains("more blocks than points in dimension 1") &&
+                        Catch::Contains("give at most 3 blocks"));
   s.size = {10, 10};
+  s.blocks = {0, 2};
+  CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("must be positive"));
+  s.blocks = {2};
+  CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("give one per dimension"));
+  // Uneven blocks: 10 in 3 blocks is 3, 3, 4 points; the halo must fit the smallest.
   s.blocks = {3, 2};
-  CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("not divisible"));
+  s.halo = 4;
+  CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("larger than a block (3 points"));
+  s.halo = 3;
+  CHECK_NOTHROW(st::Stencil(g, s, k));
   s.blocks = {5, 5};
   s.halo = 3;
   CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("larger than a block"));
@@ -356,4 +270,39 @@ TEST_CASE("stencil spec errors say what is wrong", "[stencil]") {
   s.blocks = {1, 1, 1, 1, 1, 1};
   s.neighbourhood.clear();
   CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("1 to 5"));
+}
+
+TEST_CASE("stencil set/get errors say what is wrong", "[stencil]") {
+  ordo::Graph g;
+  st::Spec s;
+  s.size = {6, 5};
+  s.blocks = {2, 2};
+  st::Stencil sten(g, s, [](const st::Block&) {});
+  CHECK_THROWS_WITH(sten.set(std::vector<double>(7)), Catch::Contains("7 values"));
+  CHECK_THROWS_WITH(sten.set(std::vector<double>(30), 1), Catch::Contains("level 1 out of range"));
+  CHECK_THROWS_WITH(sten.set(st::PointValue()), Catch::Contains("empty function"));
+  CHECK_THROWS_WITH(sten.set_aux(0, std::vector<double>(30)), Catch::Contains("coefficient grid 0"));
+  CHECK_THROWS_WITH(sten.get(1), Catch::Contains("level 1 out of range"));
+  CHECK_THROWS_WITH(sten.home_rank(4), Catch::Contains("block 4 out of range"));
+}
+
+TEST_CASE("blocks are balanced: extents differ by at most one point", "[stencil]") {
+  // 1000 x 7 on 3 x 7 blocks: 333, 333, 334 rows and 1-point columns; every block's box
+  // starts at block_low and the boxes tile the grid.
+  st::Spec s;
+  s.size = {1000, 7};
+  s.blocks = {3, 7};
+  ordo::Graph g;
+  st::Stencil sten(g, s, [](const st::Block&) {});
+  std::vector<std::array<std::int64_t, 4>> boxes;  // lo0, hi0, lo1, hi1
+  sten.get_blocks([&](const st::ConstBox& b) { boxes.push_back({b.lo[0], b.hi[0], b.lo[1], b.hi[1]}); });
+  REQUIRE(boxes.size() == 21);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 7; ++j) {
+      const auto& b = boxes[i * 7 + j];
+      CHECK(b[0] == static_cast<std::int64_t>(st::block_low(i, 1000, 3)));
+      CHECK(b[1] - b[0] == (i == 2 ? 334 : 333));
+      CHECK(b[2] == static_cast<std::int64_t>(j));
+      CHECK(b[3] - b[2] == 1);
+    }
 }

@@ -25,10 +25,11 @@
 //         v[j] = 0.25 * (u[j - n] + u[j + n] + u[j - 1] + u[j + 1]);
 //     });
 //   });
-//   st.set(initial);                // the global grid, C order
 //   ordo::Runtime rt({.workers = 2});
+//   st.place(rt);                   // each rank holds, fills and reads only its own blocks
+//   st.set([](ordo::stencil::Coord x) { return x[0] == 0 ? 1.0 : 0.0; });  // initial values
 //   st.run(rt, 100);
-//   std::vector<double> result = st.get();
+//   st.get_blocks([](const ordo::stencil::ConstBox& b) { ... });  // this rank's results
 #pragma once
 
 #include <array>
@@ -57,13 +58,6 @@ std::vector<Offset> von_neumann(std::size_t dims, int radius = 1);
 // Moore of radius r: the (2r+1)^dims - 1 points of the cube.
 std::vector<Offset> moore(std::size_t dims, int radius = 1);
 
-// The rank that holds block b (row-major index) of `blocks` across `ranks` in the layer's
-// placement: contiguous runs of blocks, b * ranks / blocks. Hand-written graphs that must lay
-// blocks out as the layer does (apps' --tb 1 paths) call it too.
-inline unsigned block_home(std::size_t b, std::size_t blocks, unsigned ranks) {
-  return static_cast<unsigned>(b * ranks / blocks);
-}
-
 enum class Boundary { fixed, periodic };
 enum class Traversal {
   jacobi,        // every point from the previous time level (double buffered)
@@ -80,13 +74,86 @@ enum class Stores {
   streaming,
 };
 
-// A global coordinate outside the grid, slowest dimension first.
+// The data caches of this machine's first core, as the kernel reports them (sysfs, whose
+// figures hold under a hypervisor too; sysconf when it says nothing; 0 when neither does).
+// Probed once. The layer sizes its cache tiles and in-place slabs from them; the apps use
+// last_level to tell whether a grid fits in the cache.
+struct CacheSizes {
+  std::size_t l2 = 0;
+  std::size_t last_level = 0;  // the largest data or unified cache
+};
+const CacheSizes& cache_sizes();
+
+// A global coordinate, slowest dimension first.
 using Coord = std::span<const std::int64_t>;
+
+// The points lo <= x < hi of the global grid (inside it), stored at
+// data[sum_d (x[d] - lo[d]) * stride[d]]; stride[dims - 1] is 1, so each row along the last
+// dimension is contiguous. Box (T = double) is what a fill writes, ConstBox what a read sees.
+template <class T>
+struct GridBox {
+  std::size_t dims = 0;
+  std::array<std::int64_t, kMaxDims> lo{}, hi{};
+  std::array<std::ptrdiff_t, kMaxDims> stride{};
+  T* data = nullptr;
+};
+using Box = GridBox<double>;
+using ConstBox = GridBox<const double>;
+
+// Initial values, given without a global array (docs/stencil.md, "Initial values"):
+// PointValue is the value at a global coordinate; BoxFill writes every point of a box (read
+// a file's rows into it, say). The layer calls them for the blocks this rank holds, halos
+// included, so no rank ever needs the whole grid.
+using PointValue = std::function<double(Coord)>;
+using BoxFill = std::function<void(const Box&)>;
+// Sees the owned points of one block, for results (Stencil::get_blocks).
+using BoxVisit = std::function<void(const ConstBox&)>;
+
+namespace detail {
+// Moves x to the next row of [lo, hi) in lexicographic order (an odometer over the d-1
+// dimensions before the last); false after the last row.
+template <class T>
+bool next_row(std::array<T, kMaxDims>& x, const std::array<T, kMaxDims>& lo,
+              const std::array<T, kMaxDims>& hi, std::size_t d) {
+  for (std::size_t i = d - 1; i-- > 0;) {
+    if (++x[i] < hi[i]) return true;
+    x[i] = lo[i];
+  }
+  return false;
+}
+}  // namespace detail
+
+// Calls f(row, first, len) for every row of box b along its last dimension, in lexicographic
+// order: `len` consecutive values at `row` (T* into b.data), the first at global coordinate
+// `first`.
+template <class T, class F>
+void for_each_box_row(const GridBox<T>& b, F&& f) {
+  const std::size_t d = b.dims;
+  if (d == 0) return;
+  for (std::size_t i = 0; i < d; ++i)
+    if (b.hi[i] <= b.lo[i]) return;
+  std::array<std::int64_t, kMaxDims> x = b.lo;
+  const auto len = static_cast<std::size_t>(b.hi[d - 1] - b.lo[d - 1]);
+  for (;;) {
+    std::ptrdiff_t at = 0;
+    for (std::size_t i = 0; i < d; ++i) at += static_cast<std::ptrdiff_t>(x[i] - b.lo[i]) * b.stride[i];
+    f(b.data + at, Coord(x.data(), d), len);
+    if (!detail::next_row(x, b.lo, b.hi, d)) return;
+  }
+}
+
+// The first point of block i of n points split into `blocks` balanced blocks (MPI's
+// BLOCK_LOW): block extents differ by at most one point, the larger ones last.
+inline std::size_t block_low(std::size_t i, std::size_t n, std::size_t blocks) {
+  return i * n / blocks;
+}
 
 struct Spec {
   std::string name = "u";           // prefix of the location and task names (unique per graph)
   std::vector<std::size_t> size;    // global extents, slowest first (1 to 5 of them)
-  std::vector<std::size_t> blocks;  // blocks per dimension; each must divide size
+  // Blocks per dimension, at most size: block i covers [block_low(i), block_low(i + 1)), so any
+  // size works on any block grid (extents differ by at most one point).
+  std::vector<std::size_t> blocks;
   // Halo width h: how far the kernel reads. 0 means the reach of the neighbourhood.
   std::size_t halo = 0;
   // The offsets the kernel reads. Decides which neighbour blocks exchange data.
@@ -108,8 +175,8 @@ struct Spec {
   // skewed (time-skewed, parallelogram) tiles over the slowest dimensions, whose working set
   // (all time levels, coefficient grids) is at most tile_bytes. 0: automatic (docs/stencil.md).
   std::size_t tile_bytes = 0;
-  // cached is the default: on the 2-core EPYC the copy through the scratch cost more than the
-  // write-allocate it saves (docs/stencil.md); streaming is there to measure elsewhere.
+  // cached is the default: the copy through the scratch can cost more than the write-allocate
+  // it saves (docs/stencil.md, "Why cached is the default"); streaming is there to measure.
   Stores stores = Stores::cached;
 };
 
@@ -155,14 +222,7 @@ void for_each_row(const B& b, F&& f) {
       f(at, len, x);
     else
       f(at, len);
-    // Odometer over the dimensions before the last.
-    std::size_t i = d - 1;
-    for (;;) {
-      if (i == 0) return;
-      --i;
-      if (++x[i] < b.hi[i]) break;
-      x[i] = b.lo[i];
-    }
+    if (!detail::next_row(x, b.lo, b.hi, d)) return;
   }
 }
 
@@ -177,23 +237,40 @@ class Stencil {
   Stencil& operator=(Stencil&&) noexcept;
 
   const Spec& spec() const;
-  // Loads a global grid (C order, size() elements) as time level `level` (0 = newest).
+
+  // Puts block b (row-major index over the block grid) and all its locations on rank
+  // b * ranks / block_count() of the runtime's job (docs/distributed.md): each rank holds a
+  // contiguous run of blocks, a slab when the first dimension has a block per rank. The first
+  // run() does it if no call did. Call it before set() across ranks: set() and get_blocks()
+  // then touch only this rank's blocks, so no rank needs the whole grid. A job with more ranks
+  // than blocks is refused (Error) on every rank. A graph that already ran (another stencil of
+  // it ran first) keeps its placement.
+  void place(const Runtime& runtime);
+
+  // Loads time level `level` (0 = newest) of the blocks this rank holds (every block before
+  // place()), halos included: from a global grid (C order, points() values), from the value
+  // at each global coordinate, or through a callback that fills boxes of the grid.
   void set(std::span<const double> global, std::size_t level = 0);
-  // Loads coefficient grid `index`.
+  void set(const PointValue& value, std::size_t level = 0);
+  void set(const BoxFill& fill, std::size_t level = 0);
+  // Loads coefficient grid `index`, likewise.
   void set_aux(std::size_t index, std::span<const double> global);
-  // Gathers time level `level` as a global grid.
+  void set_aux(std::size_t index, const PointValue& value);
+  void set_aux(std::size_t index, const BoxFill& fill);
+  // Calls visit once per block this rank holds (every block before place()), in block order,
+  // with the block's owned points of time level `level`.
+  void get_blocks(const BoxVisit& visit, std::size_t level = 0) const;
+  // Gathers time level `level` as a global grid. Across ranks only the blocks whose
+  // home_rank() is this rank hold their final values (the others are stale): use
+  // get_blocks() there.
   std::vector<double> get(std::size_t level = 0) const;
-  // Runs `steps` time steps (temporal blocking groups them by tb_depth).
-  // Across ranks (docs/distributed.md) the first run puts block b (row-major index over the
-  // block grid) and all its locations on rank b * ranks / block_count(): each rank holds a
-  // contiguous run of blocks, a slab when the first dimension has a block per rank. A job with
-  // more ranks than blocks is refused (Error) on every rank before anything runs. (A graph that
-  // already ran, e.g. through another stencil declared in it, keeps its placement.)
+  // Runs `steps` time steps (temporal blocking groups them by tb_depth); places the blocks on
+  // the first run if place() was not called.
   RunStats run(Runtime& runtime, std::uint64_t steps);
   std::size_t block_count() const;
-  // The rank holding block b's results, after the first run: across ranks get() returns the
-  // final values only on the blocks whose home_rank() is this rank (Runtime::rank()).
+  // The rank holding block b's results, after placement.
   unsigned home_rank(std::size_t block) const;
+  // Steps run so far, as this rank's blocks count them (the same on every rank).
   std::uint64_t steps_done() const;
   std::size_t points() const;  // product of size
 
@@ -284,7 +361,7 @@ struct Stage {
 struct PipelineSpec {
   std::string name = "p";           // prefix of location and task names (unique per graph)
   std::vector<std::size_t> size;    // global extents, slowest first (1 to 5 of them)
-  std::vector<std::size_t> blocks;  // blocks per dimension; each must divide size
+  std::vector<std::size_t> blocks;  // blocks per dimension, at most size (balanced, as Spec)
   Boundary boundary = Boundary::fixed;
   // For Boundary::fixed: the value of grid `grid` at a point outside the grid (global
   // coordinate, some component < 0 or >= size). Default 0.
@@ -309,18 +386,25 @@ class Pipeline {
   // Halo width the layer derived for a grid: the farthest offset any stage reads it at
   // (0: read pointwise only, never exchanged).
   std::size_t halo(const std::string& grid) const;
-  // Loads a global grid (C order, points() values): an input, or the initial value of a grid
-  // a stage writes (what a feedback read sees in the first iteration). Between runs only.
+  // Puts block b of every grid on rank b * ranks / block_count(), as Stencil::place does
+  // (the first run() does it otherwise). Call it before set() across ranks.
+  void place(const Runtime& runtime);
+  // Loads a grid on the blocks this rank holds, halos included: an input, or the initial
+  // value of a grid a stage writes (what a feedback read sees in the first iteration). From a
+  // global grid (C order, points() values), the value at each global coordinate, or a
+  // callback filling boxes. Between runs only.
   void set(const std::string& grid, std::span<const double> global);
-  // Gathers a grid.
+  void set(const std::string& grid, const PointValue& value);
+  void set(const std::string& grid, const BoxFill& fill);
+  // Calls visit with the owned points of every block of `grid` this rank holds, block order.
+  void get_blocks(const std::string& grid, const BoxVisit& visit) const;
+  // Gathers a grid (across ranks, current only on this rank's blocks: see Stencil::get).
   std::vector<double> get(const std::string& grid) const;
-  // Runs `iterations` iterations of the whole pipeline.
+  // Runs `iterations` iterations of the whole pipeline (placing the blocks on the first).
   RunStats run(Runtime& runtime, std::uint64_t iterations);
   std::size_t points() const;
   std::size_t block_count() const;
-  // The rank holding block `block` (row-major over the block grid) of `grid`, after the first
-  // run: across ranks get(grid) returns the final values only on the blocks whose home_rank()
-  // is this rank (Runtime::rank()).
+  // The rank holding block `block` (row-major over the block grid) of `grid`, after placement.
   unsigned home_rank(const std::string& grid, std::size_t block) const;
 
  private:

@@ -1,0 +1,243 @@
+// The blocked-grid core (see blocked_grid.hpp). Built on the public API only.
+#include "api/blocked_grid.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace ordo::stencil::core {
+
+using namespace geometry;
+
+BlockedGrid::BlockedGrid(std::string who, const std::vector<std::size_t>& size,
+                         const std::vector<std::size_t>& blocks, bool periodic)
+    : who_(std::move(who)), d_(size.size()), size_(size), grid_(blocks), periodic_(periodic) {
+  if (d_ < 1 || d_ > kMaxDims)
+    throw Error(who_ + ": " + std::to_string(d_) +
+                " dimensions; the stencil layer supports 1 to 5");
+  if (blocks.size() != d_)
+    throw Error(who_ + ": the block grid has " + std::to_string(blocks.size()) +
+                " extents but the grid has " + std::to_string(d_) + "; give one per dimension");
+  for (std::size_t i = 0; i < d_; ++i) {
+    if (size[i] == 0 || blocks[i] == 0)
+      throw Error(who_ + ": sizes and block counts must be positive (size " + join(size) +
+                  ", blocks " + join(blocks) + ")");
+    if (blocks[i] > size[i])
+      throw Error(who_ + ": blocks " + join(blocks) + " has more blocks than points in dimension " +
+                  std::to_string(i) + " (" + std::to_string(blocks[i]) + " blocks for " +
+                  std::to_string(size[i]) + " points of size " + join(size) +
+                  "); every block needs a point: give at most " + std::to_string(size[i]) +
+                  " blocks in that dimension");
+  }
+  std::size_t total = 1;
+  for (std::size_t b : blocks) {
+    if (total > (std::size_t{1} << 31) / b)
+      throw Error(who_ + ": blocks " + join(blocks) + " are more than 2^31 blocks; use fewer");
+    total *= b;
+  }
+  Ix lo{}, hi{};
+  for (std::size_t k = 0; k < d_; ++k) hi[k] = static_cast<std::ptrdiff_t>(grid_[k]);
+  blocks_.reserve(total);
+  for_each_point(d_, lo, hi, [&](const Ix& c) {
+    BlockGeom b;
+    b.coord = c;
+    std::vector<std::size_t> ext(d_);
+    for (std::size_t k = 0; k < d_; ++k) {
+      const auto i = static_cast<std::size_t>(c[k]);
+      const std::size_t first = block_low(i, size_[k], grid_[k]);
+      b.origin[k] = static_cast<std::int64_t>(first);
+      ext[k] = block_low(i + 1, size_[k], grid_[k]) - first;
+      b.tag += (k ? "," : "") + std::to_string(c[k]);
+    }
+    b.pad = Pad(d_, 0, ext);
+    blocks_.push_back(std::move(b));
+  });
+}
+
+std::pair<std::size_t, std::size_t> BlockedGrid::smallest_block() const {
+  std::pair<std::size_t, std::size_t> best{size_[0] / grid_[0], 0};
+  for (std::size_t k = 1; k < d_; ++k)  // the first block of a dimension is a smallest one
+    if (size_[k] / grid_[k] < best.first) best = {size_[k] / grid_[k], k};
+  return best;
+}
+
+void BlockedGrid::set_padding(std::size_t padding) {
+  for (BlockGeom& b : blocks_) {
+    std::vector<std::size_t> ext(d_);
+    for (std::size_t k = 0; k < d_; ++k) ext[k] = static_cast<std::size_t>(b.pad.ext[k]);
+    b.pad = Pad(d_, padding, ext);
+  }
+}
+
+std::size_t BlockedGrid::points() const {
+  std::size_t n = 1;
+  for (std::size_t s : size_) n *= s;
+  return n;
+}
+
+std::vector<Export> BlockedGrid::declare_exports(Graph& graph, std::size_t b,
+                                                 const std::string& prefix, std::size_t width,
+                                                 const std::set<Ix>& dirs,
+                                                 std::size_t copies) const {
+  std::vector<Export> out;
+  const BlockGeom& g = blocks_[b];
+  for_each_export(g.pad, static_cast<std::ptrdiff_t>(width), dirs, grid_, periodic_, g.coord,
+                  [&](const Ix& o, std::size_t count, const std::string& otag) {
+                    Export e;
+                    e.dir = o;
+                    e.count = count;
+                    e.loc = graph.location<double>(prefix + ".x[" + g.tag + "][" + otag + "]",
+                                                   copies * count);
+                    out.push_back(e);
+                  });
+  return out;
+}
+
+void BlockedGrid::wire_imports(Exchange& x, const std::set<Ix>& dirs) const {
+  x.imports.assign(blocks_.size(), {});
+  for (std::size_t b = 0; b < blocks_.size(); ++b)
+    for (const Ix& o : dirs) {
+      Ix n{}, back{};
+      if (!block_neighbour(d_, grid_, periodic_, blocks_[b].coord, o, n)) continue;
+      for (std::size_t k = 0; k < d_; ++k) back[k] = -o[k];
+      for (const Export& e : x.exports[block_index(d_, grid_, n)])
+        if (e.dir == back) x.imports[b].push_back(Import{o, e.loc, e.count});
+    }
+}
+
+Exchange BlockedGrid::declare_exchange(Graph& graph, const std::string& prefix,
+                                       std::size_t width, const std::set<Ix>& dirs,
+                                       std::size_t copies) const {
+  Exchange x;
+  x.width = width;
+  x.copies = copies;
+  for (std::size_t b = 0; b < blocks_.size(); ++b)
+    x.exports.push_back(declare_exports(graph, b, prefix, width, dirs, copies));
+  wire_imports(x, dirs);
+  return x;
+}
+
+void BlockedGrid::pack(std::size_t b, const Exchange& x, const Export& e, const double* buf,
+                       double* dst) const {
+  const Pad& p = blocks_[b].pad;
+  Ix lo{}, hi{};
+  send_box(p, static_cast<std::ptrdiff_t>(x.width), e.dir, lo, hi);
+  pack_box(p, buf, lo, hi, dst);
+}
+
+void BlockedGrid::unpack(std::size_t b, const Exchange& x, const Import& i, const double* src,
+                         double* buf) const {
+  const Pad& p = blocks_[b].pad;
+  Ix lo{}, hi{};
+  halo_box(p, static_cast<std::ptrdiff_t>(x.width), i.dir, lo, hi);
+  unpack_box(p, buf, lo, hi, src);
+}
+
+void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
+                       const PointValue& outside, bool halo) const {
+  const BlockGeom& g = blocks_[b];
+  const Pad& p = g.pad;
+  const auto H = halo ? static_cast<std::ptrdiff_t>(p.h) : 0;
+  // The padded buffer as 3^d regions t in {-1,0,1}^d (only t = 0 without a halo). Along each
+  // dimension a region lies wholly inside the grid, or wholly beyond one of its ends (H is at
+  // most a block's extent, so a halo reaches no farther than the next block): beyond a
+  // periodic end it is the wrapped box, beyond a fixed one it takes the outside values.
+  Ix tlo{}, thi{};
+  for (std::size_t k = 0; k < d_; ++k) {
+    tlo[k] = H > 0 ? -1 : 0;
+    thi[k] = H > 0 ? 2 : 1;
+  }
+  for_each_point(d_, tlo, thi, [&](const Ix& t) {
+    Ix lo{}, hi{};
+    Box box;
+    box.dims = d_;
+    bool beyond_fixed = false;
+    for (std::size_t k = 0; k < d_; ++k) {
+      lo[k] = t[k] < 0 ? -H : t[k] > 0 ? p.ext[k] : 0;
+      hi[k] = t[k] < 0 ? 0 : t[k] > 0 ? p.ext[k] + H : p.ext[k];
+      const auto n = static_cast<std::int64_t>(size_[k]);
+      std::int64_t shift = 0;
+      if (g.origin[k] + lo[k] < 0) shift = n;
+      if (g.origin[k] + hi[k] > n) shift = -n;
+      if (shift != 0 && !periodic_) beyond_fixed = true;
+      box.lo[k] = g.origin[k] + lo[k] + shift;
+      box.hi[k] = g.origin[k] + hi[k] + shift;
+      box.stride[k] = p.stride[k];
+    }
+    if (beyond_fixed) {
+      Origin x{};
+      for_each_point(d_, lo, hi, [&](const Ix& l) {
+        for (std::size_t k = 0; k < d_; ++k) x[k] = g.origin[k] + l[k];
+        buf[p.at(l)] = outside ? outside(Coord(x.data(), d_)) : 0.0;
+      });
+      return;
+    }
+    box.data = buf + p.at(lo);
+    inside(box);
+  });
+}
+
+void BlockedGrid::visit(std::size_t b, const double* buf, const BoxVisit& visit) const {
+  const BlockGeom& g = blocks_[b];
+  ConstBox box;
+  box.dims = d_;
+  for (std::size_t k = 0; k < d_; ++k) {
+    box.lo[k] = g.origin[k];
+    box.hi[k] = g.origin[k] + g.pad.ext[k];
+    box.stride[k] = g.pad.stride[k];
+  }
+  box.data = buf + g.pad.base;
+  visit(box);
+}
+
+void BlockedGrid::gather(std::size_t b, const double* buf, std::span<double> global) const {
+  visit(b, buf, [&](const ConstBox& box) {
+    for_each_box_row(box, [&](const double* row, Coord first, std::size_t len) {
+      std::size_t gi = 0;
+      for (std::size_t k = 0; k < d_; ++k) gi = gi * size_[k] + static_cast<std::size_t>(first[k]);
+      std::copy_n(row, len, global.data() + gi);
+    });
+  });
+}
+
+std::vector<unsigned> BlockedGrid::place(
+    const Graph& graph, unsigned ranks, const std::function<void(std::size_t, unsigned)>& set_home,
+    const std::function<unsigned(std::size_t)>& home_of) const {
+  std::vector<unsigned> home(blocks_.size(), 0);
+  if (graph.iterations_done() > 0) {
+    for (std::size_t b = 0; b < blocks_.size(); ++b) home[b] = home_of(b);
+    return home;
+  }
+  if (ranks > blocks_.size())
+    throw Error(who_ + ": " + std::to_string(blocks_.size()) + " block(s) (" + join(grid_) +
+                ") cannot give each of the " + std::to_string(ranks) + " ranks a block; use at "
+                "least " + std::to_string(ranks) + " blocks or fewer ranks");
+  for (std::size_t b = 0; b < blocks_.size(); ++b) {
+    home[b] = static_cast<unsigned>(b * ranks / blocks_.size());
+    if (ranks > 1) set_home(b, home[b]);
+  }
+  return home;
+}
+
+BoxFill from_global(std::span<const double> global, const std::vector<std::size_t>& size) {
+  return [global, size](const Box& box) {
+    for_each_box_row(box, [&](double* row, Coord first, std::size_t len) {
+      std::size_t gi = 0;
+      for (std::size_t k = 0; k < size.size(); ++k)
+        gi = gi * size[k] + static_cast<std::size_t>(first[k]);
+      std::copy_n(global.data() + gi, len, row);
+    });
+  };
+}
+
+BoxFill from_points(PointValue value) {
+  return [value = std::move(value)](const Box& box) {
+    Origin x{};
+    for_each_box_row(box, [&](double* row, Coord first, std::size_t len) {
+      std::copy(first.begin(), first.end(), x.begin());
+      const std::size_t last = box.dims - 1;
+      for (std::size_t j = 0; j < len; ++j, ++x[last]) row[j] = value(Coord(x.data(), box.dims));
+    });
+  };
+}
+
+}  // namespace ordo::stencil::core
