@@ -19,21 +19,36 @@ std::string location_name(const rt::Graph& graph, std::uint32_t location) {
   return what;
 }
 
-// The index of `location` in the task's accesses; throws Error if the task did not declare it
-// or if the body runs off its fiber.
-std::uint32_t fiber_access(const rt::Instance& inst, std::uint32_t location, const char* verb) {
-  const std::string name = inst.graph->task_name(inst.task);
-  if (!inst.engine->on_own_fiber(inst))
-    throw Error("task '" + name + "' " + verb + " location " +
-                location_name(*inst.graph, location) +
-                " off its body's fiber (from another thread, or through a FiberContext kept "
-                "after the body returned); call acquire and release from the body itself");
-  for (std::uint32_t i = 0; i < inst.accesses.size(); ++i)
-    if (inst.accesses[i].location == location) return i;
-  throw Error("task '" + name + "' " + verb + " location " +
+[[noreturn]] void undeclared(const rt::Instance& inst, std::uint32_t location, const char* verb) {
+  throw Error("task '" + inst.graph->task_name(inst.task) + "' " + verb + " location " +
               location_name(*inst.graph, location) +
               ", which it did not declare; add ordo::read() or ordo::write() of it to the task's "
               "accesses");
+}
+
+// Refuses a handle of another graph before its number is looked up here.
+void check_graph(const rt::Instance& inst, std::uint64_t handle_graph, std::uint64_t serial,
+                 std::uint32_t location, const char* verb) {
+  const std::string why = detail::foreign_handle(handle_graph, serial, location);
+  if (!why.empty())
+    throw Error("task '" + inst.graph->task_name(inst.task) + "' " + verb +
+                " a location through a handle of no location it declared: " + why);
+}
+
+// The index of `location` in the task's accesses; throws Error if the task did not declare it
+// or if the body runs off its fiber.
+std::uint32_t fiber_access(const detail::FiberContextImpl& impl, std::uint64_t graph,
+                           std::uint32_t location, const char* verb) {
+  const rt::Instance& inst = impl.instance;
+  check_graph(inst, graph, impl.graph, location, verb);
+  if (!inst.engine->on_own_fiber(inst))
+    throw Error("task '" + inst.graph->task_name(inst.task) + "' " + verb + " location " +
+                location_name(*inst.graph, location) +
+                " off its body's fiber (from another thread, or through a FiberContext kept "
+                "after the body returned); call acquire and release from the body itself");
+  const std::int64_t i = inst.graph->find_access(inst.accesses, location);
+  if (i < 0) undeclared(inst, location, verb);
+  return static_cast<std::uint32_t>(i);
 }
 
 }  // namespace
@@ -41,9 +56,10 @@ std::uint32_t fiber_access(const rt::Instance& inst, std::uint32_t location, con
 std::uint64_t FiberContext::iteration() const { return impl_.instance.iteration; }
 unsigned FiberContext::worker() const { return impl_.instance.worker; }
 
-void* FiberContext::acquire_bytes(std::uint32_t location, Mode mode, const std::type_info& type) {
+void* FiberContext::acquire_bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
+                                  const std::type_info& type) {
   const rt::Instance& inst = impl_.instance;
-  const std::uint32_t access = fiber_access(inst, location, "acquires");
+  const std::uint32_t access = fiber_access(impl_, graph, location, "acquires");
   const std::string name = inst.graph->task_name(inst.task);
   const rt::LocationDesc& loc = inst.graph->locations()[location];
   if (mode == Mode::write && inst.accesses[access].mode != rt::Mode::write)
@@ -77,9 +93,9 @@ void* FiberContext::acquire_bytes(std::uint32_t location, Mode mode, const std::
   return inst.graph->data(location);
 }
 
-void FiberContext::release_location(std::uint32_t location) {
+void FiberContext::release_location(std::uint64_t graph, std::uint32_t location) {
   const rt::Instance& inst = impl_.instance;
-  const std::uint32_t access = fiber_access(inst, location, "releases");
+  const std::uint32_t access = fiber_access(impl_, graph, location, "releases");
   const std::string name = inst.graph->task_name(inst.task);
   const rt::LocationDesc& loc = inst.graph->locations()[location];
   switch (inst.engine->hold(inst, access)) {
@@ -98,28 +114,21 @@ void FiberContext::release_location(std::uint32_t location) {
   inst.engine->fiber_release(inst, access);
 }
 
-void* Context::bytes(std::uint32_t location, Mode mode, const std::type_info& type) const {
+void* Context::bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
+                     const std::type_info& type) const {
   const rt::Instance& inst = impl_.instance;
-  for (const rt::AccessDesc& a : inst.accesses) {
-    if (a.location != location) continue;
-    const rt::LocationDesc& loc = inst.graph->locations()[location];
-    if (mode == Mode::write && a.mode != rt::Mode::write)
-      throw Error("task '" + inst.graph->task_name(inst.task) + "' writes location '" + loc.name +
-                  "' but declared it with read(); declare it with write()");
-    if (*loc.type != type)
-      throw Error("task '" + inst.graph->task_name(inst.task) + "' accesses location '" + loc.name +
-                  "' with another element type than it was declared with");
-    return inst.graph->data(location);
-  }
-  const auto& locs = inst.graph->locations();
-  std::string what;  // built with append: GCC 12 warns falsely on "'" + std::string
-  if (location < locs.size())
-    what.append("'").append(locs[location].name).append("'");
-  else
-    what.append("#").append(std::to_string(location));
-  throw Error("task '" + inst.graph->task_name(inst.task) + "' accesses location " + what +
-              ", which it did not declare; add ordo::read() or ordo::write() of it to the task's "
-              "accesses");
+  if (graph != impl_.graph) check_graph(inst, graph, impl_.graph, location, "accesses");
+  const std::int64_t i = inst.graph->find_access(inst.accesses, location);
+  if (i < 0) undeclared(inst, location, "accesses");
+  const rt::AccessDesc& a = inst.accesses[static_cast<std::size_t>(i)];
+  const rt::LocationDesc& loc = inst.graph->locations()[location];
+  if (mode == Mode::write && a.mode != rt::Mode::write)
+    throw Error("task '" + inst.graph->task_name(inst.task) + "' writes location '" + loc.name +
+                "' but declared it with read(); declare it with write()");
+  if (*loc.type != type)
+    throw Error("task '" + inst.graph->task_name(inst.task) + "' accesses location '" + loc.name +
+                "' with another element type than it was declared with");
+  return inst.graph->data(location);
 }
 
 }  // namespace ordo

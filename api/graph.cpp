@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,26 @@ void GraphImpl::check() const {
 }
 
 std::uint64_t GraphImpl::next_serial() {
-  static std::atomic<std::uint64_t> serial{0};
+  static std::atomic<std::uint64_t> serial{1};
   return serial.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string foreign_handle(std::uint64_t graph, std::uint64_t serial, std::uint32_t location) {
+  if (graph == serial) return {};
+  std::string why = "location #" + std::to_string(location);
+  if (graph == 0)
+    return why + " comes from a default-constructed Location (or an Access not built by "
+                 "ordo::read or ordo::write), which names no graph; use the handle that "
+                 "Graph::location returned";
+  return why + " belongs to another Graph; use the handles this graph's location() returned";
+}
+
+void GraphImpl::check_handle(std::uint64_t handle_graph, std::uint32_t location,
+                             const char* what) const {
+  std::string why = foreign_handle(handle_graph, serial, location);
+  if (why.empty() && location >= graph.locations().size())  // a handle never says this
+    why = "location #" + std::to_string(location) + " does not belong to this graph";
+  if (!why.empty()) throw Error(std::string(what) + ": " + why);
 }
 
 rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t channel) {
@@ -42,16 +61,59 @@ Graph::~Graph() = default;
 Graph::Graph(Graph&&) noexcept = default;
 Graph& Graph::operator=(Graph&&) noexcept = default;
 
-std::uint32_t Graph::add_location(const std::string& name, std::size_t elem_size,
-                                  std::size_t count, const std::type_info& type) {
-  if (impl_->frozen())
+std::uint64_t Graph::serial() const { return impl_->serial; }
+
+namespace {
+
+void check_new_location(const detail::GraphImpl& impl, const std::string& name,
+                        std::size_t count) {
+  if (impl.frozen())
     throw Error("cannot add location '" + name +
                 "' after the graph's first run; declare every location before running");
   if (count == 0)
     throw Error("location '" + name + "' has 0 elements; give it at least one");
-  if (impl_->graph.find_location(name) >= 0)
+  if (impl.graph.find_location(name) >= 0)
     throw Error("a location called '" + name + "' already exists; location names must be unique");
+}
+
+// Locations are numbered in 32 bits (Location::id).
+constexpr std::uint64_t kMaxLocations = std::uint64_t{1} << 32;
+
+void check_location_count(const detail::GraphImpl& impl, const std::string& name,
+                          std::uint64_t more) {
+  if (impl.graph.locations().size() + more >= kMaxLocations)
+    throw Error("location '" + name + "' would make the graph hold more than " +
+                std::to_string(kMaxLocations - 1) +
+                " locations; merge small locations into larger ones");
+}
+
+}  // namespace
+
+std::uint32_t Graph::add_location(const std::string& name, std::size_t elem_size,
+                                  std::size_t count, const std::type_info& type) {
+  check_new_location(*impl_, name, count);
+  check_location_count(*impl_, name, 1);
   return impl_->graph.add_location(name, elem_size, count, type);
+}
+
+std::uint32_t Graph::add_location_family(const std::string& name, std::size_t elem_size,
+                                         const std::vector<std::size_t>& sizes,
+                                         const std::type_info& type) {
+  const auto first = static_cast<std::uint32_t>(impl_->graph.locations().size());
+  check_location_count(*impl_, name, sizes.size());
+  const std::size_t n = sizes.size();
+  std::vector<std::string> names(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    names[i].reserve(name.size() + 12);
+    names[i].append(name).append("[").append(std::to_string(i)).append("]");
+  }
+  // Every member is checked before any is added: a refused family adds nothing.
+  for (std::size_t i = 0; i < n; ++i) check_new_location(*impl_, names[i], sizes[i]);
+  rt::Graph& graph = impl_->graph;
+  graph.reserve_locations(n);
+  for (std::size_t i = 0; i < n; ++i)
+    graph.add_location(std::move(names[i]), elem_size, sizes[i], type);
+  return first;
 }
 
 namespace {
@@ -86,15 +148,14 @@ std::string member_name(const std::string& name, std::uint32_t count, std::uint3
 template <class Who>
 void add_checked(detail::GraphImpl& impl, const Access& a, Who&& who) {
   const auto& locs = impl.graph.locations();
-  if (a.location >= locs.size())
-    throw Error("task '" + who() + "' accesses location #" + std::to_string(a.location) +
-                ", which this graph did not declare (a Location of another Graph?); declare "
-                "it with Graph::location first");
-  // Duplicates: a linear scan over the usual handful of accesses; long lists are checked once
-  // complete (check_long_member).
+  std::string foreign = detail::foreign_handle(a.graph, impl.serial, a.location);
+  if (foreign.empty() && a.location >= locs.size())  // an Access a handle did not build
+    foreign = "location #" + std::to_string(a.location) + " does not belong to this graph";
+  if (!foreign.empty()) throw Error("task '" + who() + "' cannot access it: " + foreign);
+  // Duplicates: a scan over the usual handful of accesses; longer lists are checked once
+  // complete (end_checked).
   const auto current = impl.graph.current_member();
-  constexpr std::size_t kLinearScan = 16;
-  if (current.size() < kLinearScan &&
+  if (current.size() < rt::Graph::kLinearScan &&
       std::any_of(current.begin(), current.end(),
                   [&](const rt::AccessDesc& d) { return d.location == a.location; }))
     throw Error("task '" + who() + "' lists location '" + locs[a.location].name +
@@ -105,19 +166,11 @@ void add_checked(detail::GraphImpl& impl, const Access& a, Who&& who) {
 
 template <class Who>
 void end_checked(detail::GraphImpl& impl, Who&& who) {
-  const auto current = impl.graph.current_member();
-  if (current.size() > 16) {
-    std::vector<std::uint32_t> ids;
-    ids.reserve(current.size());
-    for (const rt::AccessDesc& d : current) ids.push_back(d.location);
-    std::sort(ids.begin(), ids.end());
-    auto dup = std::adjacent_find(ids.begin(), ids.end());
-    if (dup != ids.end())
-      throw Error("task '" + who() + "' lists location '" +
-                  impl.graph.locations()[*dup].name +
-                  "' twice; give one access per location (write() also allows reading)");
-  }
-  impl.graph.end_member();
+  const std::int64_t twice = impl.graph.end_member();
+  if (twice >= 0)
+    throw Error("task '" + who() + "' lists location '" +
+                impl.graph.locations()[static_cast<std::size_t>(twice)].name +
+                "' twice; give one access per location (write() also allows reading)");
 }
 
 // Declares one task (a family of one) with `body` and `accesses`; undoes it if refused.
@@ -147,8 +200,8 @@ std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses,
   detail::GraphImpl* impl = impl_.get();
   const Body* user = &impl->bodies.emplace_back(std::move(body));
   try {
-    return declare_one(*impl, name, accesses, [user](const rt::Instance& inst) {
-      detail::ContextImpl ctx_impl{inst};
+    return declare_one(*impl, name, accesses, [user, serial = impl->serial](const rt::Instance& inst) {
+      detail::ContextImpl ctx_impl{inst, serial};
       Context ctx(ctx_impl);
       (*user)(ctx);
     }, false);
@@ -164,8 +217,8 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
   if (!accesses) throw Error("task family '" + name + "' has no access pattern; pass a callable");
   const std::uint32_t first = impl_->graph.task_count();
   if (count == 0) return first;
-  rt::Body run = [body = std::move(body)](const rt::Instance& inst) {
-    detail::ContextImpl ctx_impl{inst};
+  rt::Body run = [body = std::move(body), serial = impl_->serial](const rt::Instance& inst) {
+    detail::ContextImpl ctx_impl{inst, serial};
     Context ctx(ctx_impl);
     body(ctx, inst.index);
   };
@@ -192,8 +245,9 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
                                  IndexedBody body) {
   check_declare(*impl_, name, count, static_cast<bool>(body));
   if (count == 0) return impl_->graph.task_count();
-  return impl_->graph.add_free_family(name, count, [body = std::move(body)](const rt::Instance& inst) {
-    detail::ContextImpl ctx_impl{inst};
+  return impl_->graph.add_free_family(name, count, [body = std::move(body), serial = impl_->serial](
+                                                        const rt::Instance& inst) {
+    detail::ContextImpl ctx_impl{inst, serial};
     Context ctx(ctx_impl);
     body(ctx, inst.index);
   });
@@ -202,46 +256,48 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
 std::uint32_t Graph::fiber_task(const std::string& name, std::vector<Access> accesses,
                                 FiberBody body) {
   check_declare(*impl_, name, 1, static_cast<bool>(body));
-  return declare_one(*impl_, name, accesses, [body = std::move(body)](const rt::Instance& inst) {
-    detail::FiberContextImpl impl{inst};
+  return declare_one(*impl_, name, accesses, [body = std::move(body), serial = impl_->serial](
+                                                 const rt::Instance& inst) {
+    detail::FiberContextImpl impl{inst, serial};
     FiberContext ctx(impl);
     body(ctx);
   }, true);
 }
 
-void* Graph::data_bytes(std::uint32_t location, const std::type_info& type) const {
+void* Graph::data_bytes(std::uint64_t graph, std::uint32_t location,
+                        const std::type_info& type) const {
+  impl_->check_handle(graph, location, "Graph::data");
   const auto& locs = impl_->graph.locations();
-  if (location >= locs.size())
-    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
   if (*locs[location].type != type)
     throw Error("location '" + locs[location].name + "' holds another element type");
   return impl_->graph.data(location);
 }
 
-void Graph::place_location(std::uint32_t location, unsigned node) {
-  const auto& locs = impl_->graph.locations();
-  if (location >= locs.size())
-    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
+void Graph::place_location(std::uint64_t graph, std::uint32_t location, unsigned node) {
+  impl_->check_handle(graph, location, "Graph::place");
   if (impl_->frozen())
-    throw Error("cannot place location '" + locs[location].name +
+    throw Error("cannot place location '" + impl_->graph.locations()[location].name +
                 "' after the graph's first run; call Graph::place before running");
   impl_->graph.place(location, node);
 }
 
-void Graph::set_home_rank_of(std::uint32_t location, unsigned rank) {
+void Graph::set_home_rank_of(std::uint64_t graph, std::uint32_t location, unsigned rank) {
+  impl_->check_handle(graph, location, "Graph::set_home_rank");
+  // Homes are stored signed, -1 meaning the default placement.
+  if (rank > static_cast<unsigned>(std::numeric_limits<std::int32_t>::max()))
+    throw Error("Graph::set_home_rank: rank " + std::to_string(rank) + " for location '" +
+                impl_->graph.locations()[location].name +
+                "' is not a rank number; give one below Runtime::ranks()");
   if (impl_->frozen())
-    throw Error("cannot place location '" + impl_->graph.locations().at(location).name +
+    throw Error("cannot place location '" + impl_->graph.locations()[location].name +
                 "' on a rank after the graph's first run; place locations before running");
-  if (location >= impl_->graph.locations().size())
-    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
   impl_->graph.set_home(location, static_cast<std::int32_t>(rank));
 }
 
-unsigned Graph::home_rank_of(std::uint32_t location) const {
+unsigned Graph::home_rank_of(std::uint64_t graph, std::uint32_t location) const {
+  impl_->check_handle(graph, location, "Graph::home_rank");
   if (!impl_->engine)
     throw Error("a location's home rank is decided at the graph's first run; ask after it");
-  if (location >= impl_->graph.locations().size())
-    throw Error("location #" + std::to_string(location) + " does not belong to this graph");
   return impl_->engine->home(location);
 }
 

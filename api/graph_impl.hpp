@@ -19,7 +19,8 @@ class GraphImpl {
   // outlives the Runtime.
   std::shared_ptr<rt::Net> net;
   std::unique_ptr<rt::Engine> engine;  // created by the first run; the graph is frozen then
-  // Names this graph in trace files for the life of the process (addresses can be reused).
+  // Names this graph in trace files and in its handles (Location::graph_serial) for the life
+  // of the process (addresses can be reused). Never 0, which marks a handle of no graph.
   const std::uint64_t serial = next_serial();
   // The users' bodies of Graph::task. A task's runtime body holds a pointer to its entry
   // (stable: a deque never moves its elements, and the Graph holds this object by unique_ptr),
@@ -36,6 +37,9 @@ class GraphImpl {
   rt::Engine& prepare(std::shared_ptr<rt::Net> net = nullptr, std::uint32_t channel = 0);
   // Compiles without keeping the result. Throws Error.
   void check() const;
+  // Throws Error unless `location` is a location of this graph named by one of its handles
+  // (`graph`: the handle's Location::graph_serial). `what` says what was asked, for the message.
+  void check_handle(std::uint64_t graph, std::uint32_t location, const char* what) const;
 
  private:
   static std::uint64_t next_serial();
@@ -43,10 +47,15 @@ class GraphImpl {
 
 struct ContextImpl {
   const rt::Instance& instance;
+  std::uint64_t graph;  // GraphImpl::serial, to refuse handles of other graphs
 };
 
 struct FiberContextImpl {
   const rt::Instance& instance;  // its worker is updated by the engine at every resume
+  std::uint64_t graph;
 };
+
+// Why a handle of `graph` cannot name a location of the graph `serial`, or empty when it can.
+std::string foreign_handle(std::uint64_t graph, std::uint64_t serial, std::uint32_t location);
 
 }  // namespace ordo::detail

@@ -10,6 +10,9 @@
 namespace ordo::rt {
 
 namespace {
+std::uint32_t access_hash(std::uint32_t first, std::uint32_t location) {
+  return mix_hash((std::uint64_t{first} << 32) ^ location);
+}
 constexpr std::size_t kAlign = 64;  // one cache line: no false sharing between locations
 constexpr std::size_t kPage = 4096;  // the unit of NUMA binding
 // Locations of a huge page or more are aligned to it and asked to live on huge pages (THP,
@@ -59,7 +62,17 @@ std::uint32_t Graph::add_location(std::string name, std::size_t elem_size, std::
   locations_.push_back({std::move(name), elem_size, count, &type});
   slots_.push_back(slot);
   views_.push_back(buffers_.back().data());
-  return static_cast<std::uint32_t>(locations_.size() - 1);
+  const auto l = static_cast<std::uint32_t>(locations_.size() - 1);
+  names_.insert(locations_[l].name, l);
+  return l;
+}
+
+void Graph::reserve_locations(std::size_t more) {
+  const std::size_t n = locations_.size() + more;
+  locations_.reserve(n);
+  buffers_.reserve(n);
+  slots_.reserve(n);
+  views_.reserve(n);
 }
 
 std::uint32_t Graph::add_task(TaskDesc task) {
@@ -82,10 +95,37 @@ std::uint32_t Graph::begin_family(std::string name, Body body, bool fiber) {
   return task_count_;
 }
 
-void Graph::end_member() {
-  offsets_.push_back(static_cast<std::uint32_t>(accesses_.size()));
+std::int64_t Graph::end_member() {
+  const std::uint32_t first = offsets_.back();
+  const auto end = static_cast<std::uint32_t>(accesses_.size());
+  offsets_.push_back(end);
   ++families_.back().count;
   ++task_count_;
+  if (end - first <= kLinearScan) return -1;
+  for (std::uint32_t p = first; p < end; ++p) {
+    const std::uint32_t location = accesses_[p].location;
+    const std::uint32_t h = access_hash(first, location);
+    if (wide_.find(h, [&](std::uint32_t v) {
+          return v >= first && v < end && accesses_[v].location == location;
+        }) != IndexTable::kNone)
+      return location;
+    wide_.insert(h, p);
+  }
+  return -1;
+}
+
+std::int64_t Graph::find_access(std::span<const AccessDesc> accesses,
+                                std::uint32_t location) const {
+  if (accesses.size() <= kLinearScan) {
+    for (std::size_t i = 0; i < accesses.size(); ++i)
+      if (accesses[i].location == location) return static_cast<std::int64_t>(i);
+    return -1;
+  }
+  const auto first = static_cast<std::uint32_t>(accesses.data() - accesses_.data());
+  const std::uint32_t v = wide_.find(access_hash(first, location), [&](std::uint32_t p) {
+    return p >= first && p - first < accesses.size() && accesses_[p].location == location;
+  });
+  return v == IndexTable::kNone ? -1 : static_cast<std::int64_t>(v - first);
 }
 
 void Graph::end_family() {
@@ -99,8 +139,10 @@ void Graph::abandon_family() {
   Family& f = families_.back();
   task_count_ -= f.count;
   if (f.offsets != kNoAccesses) {
-    accesses_.resize(offsets_[f.offsets]);
+    const std::uint32_t kept = offsets_[f.offsets];
+    accesses_.resize(kept);
     offsets_.resize(f.offsets);
+    if (wide_.size() != 0) wide_.retain([kept](std::uint32_t v) { return v < kept; });
   }
   families_.pop_back();
 }
@@ -145,10 +187,8 @@ std::vector<unsigned> Graph::homes(unsigned nodes) const {
   return h;
 }
 
-std::int64_t Graph::find_location(const std::string& name) const {
-  for (std::size_t i = 0; i < locations_.size(); ++i)
-    if (locations_[i].name == name) return static_cast<std::int64_t>(i);
-  return -1;
+std::int64_t Graph::find_location(std::string_view name) const {
+  return names_.find(name, [this](std::uint32_t l) { return std::string_view(locations_[l].name); });
 }
 
 }  // namespace ordo::rt

@@ -14,9 +14,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <typeinfo>
 #include <vector>
 
+#include "runtime/index_table.hpp"
+#include "runtime/name_index.hpp"
 #include "runtime/shared_memory.hpp"
 
 namespace ordo::rt {
@@ -97,9 +100,12 @@ class Graph {
   // can map (shared_memory.hpp); the default follows the environment.
   explicit Graph(bool shared_storage = shared_storage_default());
 
-  // Returns the new location's index. `name` must be unique (checked by the caller).
+  // Returns the new location's index. `name` must be unique (checked by the caller with
+  // find_location).
   std::uint32_t add_location(std::string name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
+  // Room for `more` locations beyond those declared (a location family declares them at once).
+  void reserve_locations(std::size_t more);
   std::uint32_t add_task(TaskDesc task);
 
   // Declaring a family: begin_family(), then per member its accesses (add_access) and
@@ -107,7 +113,11 @@ class Graph {
   // Returns the index of member 0. The caller checks the accesses (api/graph.cpp).
   std::uint32_t begin_family(std::string name, Body body, bool fiber = false);
   void add_access(const AccessDesc& access) { accesses_.push_back(access); }
-  void end_member();
+  // Ends the current member. A member of more than kLinearScan accesses is indexed for
+  // find_access, which also finds a location it lists twice: returned then (the caller refuses
+  // the member and abandons the family), else -1. Narrower members are not checked here: the
+  // caller scans them as it adds each access.
+  std::int64_t end_member();
   // Ends the family being declared: one whose members have no access at all then stores no
   // offsets (so the engine sees at once that it has no lock to take).
   void end_family();
@@ -129,8 +139,15 @@ class Graph {
   // to node i * nodes / n -- so that neighbouring blocks share a node.
   std::vector<unsigned> homes(unsigned nodes) const;
 
-  // Index of the location called `name`, or -1.
-  std::int64_t find_location(const std::string& name) const;
+  // Index of the location called `name`, or -1. O(1) (name_index.hpp).
+  std::int64_t find_location(std::string_view name) const;
+
+  // Members with at most this many accesses are searched by a scan, wider ones through a hash
+  // table (a task reading 256 blocks would otherwise pay a scan per read).
+  static constexpr std::size_t kLinearScan = 16;
+  // Where `location` is among `accesses` (one task's, as member_accesses returns them), or -1.
+  // O(1) for any width.
+  std::int64_t find_access(std::span<const AccessDesc> accesses, std::uint32_t location) const;
 
   void set_home(std::uint32_t location, std::int32_t rank) { locations_[location].home = rank; }
 
@@ -180,6 +197,10 @@ class Graph {
   std::vector<AccessDesc> accesses_;
   std::vector<std::uint32_t> offsets_;
   std::uint32_t task_count_ = 0;
+  NameIndex names_;
+  // Positions in accesses_ of the accesses of members wider than kLinearScan, hashed by
+  // (member's first position, location).
+  IndexTable wide_;
 };
 
 }  // namespace ordo::rt

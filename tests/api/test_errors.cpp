@@ -1,6 +1,8 @@
 // Every misuse of the API gets an ordo::Error saying what is wrong and what to do.
 #include <catch2/catch.hpp>
 
+#include <string>
+
 #include <ordo/ordo.hpp>
 
 using namespace ordo;
@@ -47,7 +49,7 @@ TEST_CASE("a location of another graph is refused at declaration", "[errors]") {
   Graph g;
   g.location<int>("x", 1);
   CHECK_THROWS_WITH(g.task("t", {write(foreign)}, [](Context&) {}),
-                    Contains("did not declare") && Contains("another Graph"));
+                    Contains("location #2 belongs to another Graph"));
 }
 
 TEST_CASE("declaration errors", "[errors]") {
@@ -117,4 +119,54 @@ TEST_CASE("rank placement errors", "[errors]") {
   rt.run(ok, 1);
   CHECK(ok.home_rank(y) == 0);
   CHECK_THROWS_WITH(ok.set_home_rank(y, 0), Contains("after the graph's first run"));
+}
+
+// Issue 15, item 10: a handle of another graph with a number this graph has, the same type and
+// a larger count, gave a span past the end of this graph's location.
+TEST_CASE("a handle of another graph is refused everywhere, not taken for a location here",
+          "[errors]") {
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  Graph other;
+  auto big = other.location<int>("big", 1 << 20);  // number 0, as x's
+  REQUIRE(big.id() == x.id());
+  CHECK_THROWS_WITH(g.data(big), Contains("Graph::data") && Contains("belongs to another Graph"));
+  CHECK_THROWS_WITH(g.place(big, 0), Contains("belongs to another Graph"));
+  CHECK_THROWS_WITH(g.set_home_rank(big, 0), Contains("belongs to another Graph"));
+  CHECK_THROWS_WITH(g.data(Location<int>{}), Contains("default-constructed Location"));
+  Access crafted{x.id(), Mode::write};  // not built by read() or write()
+  CHECK_THROWS_WITH(g.task("crafted", {crafted}, [](Context&) {}),
+                    Contains("names no graph"));
+
+  // In a body: the task declared x, whose number the foreign handle shares.
+  g.task("t", {write(x)}, [=](Context& ctx) { (void)ctx.write(big); });
+  Runtime rt({.workers = 1});
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("task 't' accesses a location through a handle") &&
+                                      Contains("belongs to another Graph"));
+  CHECK_THROWS_WITH(g.home_rank(big), Contains("belongs to another Graph"));
+
+  Graph f;
+  auto y = f.location<int>("y", 1);
+  f.fiber_task("fiber", {write(y)}, [=](FiberContext& ctx) { (void)ctx.acquire_read(big); });
+  CHECK_THROWS_WITH(rt.run(f, 1), Contains("task 'fiber' acquires a location through a handle") &&
+                                      Contains("belongs to another Graph"));
+}
+
+// Issue 15, item 13: on a graph that had run, set_home_rank looked the location up with at()
+// before checking it, and threw std::out_of_range.
+TEST_CASE("set_home_rank refuses a bad location or rank with an Error, also after a run",
+          "[errors]") {
+  Graph other;
+  for (int i = 0; i < 5; ++i) other.location<int>("o" + std::to_string(i), 1);
+  auto far = other.location<int>("far", 1);  // number 5: no location of g has it
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  g.task("t", {write(x)}, [](Context&) {});
+  CHECK_THROWS_WITH(g.set_home_rank(x, 1u << 31), Contains("rank 2147483648") &&
+                                                      Contains("is not a rank number"));
+  Runtime rt({.workers = 1});
+  rt.run(g, 1);
+  CHECK_THROWS_AS(g.set_home_rank(far, 0), Error);
+  CHECK_THROWS_WITH(g.set_home_rank(far, 0), Contains("belongs to another Graph"));
+  CHECK_THROWS_WITH(g.set_home_rank(x, 0), Contains("after the graph's first run"));
 }

@@ -1,5 +1,5 @@
 // Declaring tasks through the public API: duplicate accesses are refused (short lists take a
-// linear scan, long ones are sorted once complete: both paths), and each task runs its own body, also after
+// linear scan, long ones are checked through the wide-task index once complete: both paths), and each task runs its own body, also after
 // the Graph was moved (the runtime's closures point at the graph's body table).
 #include <catch2/catch.hpp>
 

@@ -173,7 +173,7 @@ TEST_CASE("family declarations that are wrong are refused and leave the graph as
   CHECK_THROWS_WITH(
       g.task_family("foreign", 2, [&](std::uint32_t, ordo::AccessList& acc) { acc.add(ordo::read(far)); },
                     [](ordo::Context&, std::uint32_t) {}),
-      Catch::Contains("task 'foreign[0]' accesses location #3, which this graph did not declare"));
+      Catch::Contains("task 'foreign[0]' cannot access it: location #3 belongs to another Graph"));
   CHECK(g.tasks() == 1);
 
   CHECK_THROWS_WITH(g.task_family(

@@ -56,16 +56,22 @@ struct FiberContextImpl;
 }  // namespace detail
 
 // A typed handle to a location of one Graph. Cheap to copy; capture it by value in bodies.
+// A handle knows its graph: given to another Graph (or default-constructed), every call that
+// takes it throws Error instead of touching a location of the same number there.
 template <class T>
 class Location {
  public:
   Location() = default;
   std::uint32_t id() const { return id_; }
   std::size_t size() const { return size_; }
+  // Names the graph that declared the location, unique in this process (0: no graph).
+  std::uint64_t graph_serial() const { return graph_; }
 
  private:
   friend class Graph;
-  Location(std::uint32_t id, std::size_t size) : id_(id), size_(size) {}
+  Location(std::uint64_t graph, std::uint32_t id, std::size_t size)
+      : graph_(graph), id_(id), size_(size) {}
+  std::uint64_t graph_ = 0;
   std::uint32_t id_ = 0;
   std::size_t size_ = 0;
 };
@@ -82,6 +88,8 @@ struct Access {
   // that would deadlock is refused with an Error naming the cycle.
   bool has_position = false;
   std::int64_t position = 0;
+  // The graph of the location (Location::graph_serial); an access of another graph is refused.
+  std::uint64_t graph = 0;
 
   Access at(std::int64_t pos) const {
     Access a = *this;
@@ -94,13 +102,13 @@ struct Access {
 // Shared access: granted together with the other reads next to it in the FIFO.
 template <class T>
 Access read(Location<T> loc) {
-  return Access{loc.id(), Mode::read, false, 0};
+  return Access{loc.id(), Mode::read, false, 0, loc.graph_serial()};
 }
 
 // Exclusive access; a write access may also read the location's current contents.
 template <class T>
 Access write(Location<T> loc) {
-  return Access{loc.id(), Mode::write, false, 0};
+  return Access{loc.id(), Mode::write, false, 0, loc.graph_serial()};
 }
 
 // The accesses of one member of a task family (Graph::task_family), filled by the family's
@@ -137,20 +145,24 @@ class Context {
 
   // Contents of a location the task declared with read() or write(). Throws Error if the task
   // did not declare it.
+  // O(1) whatever the number of accesses.
   template <class T>
   std::span<const T> read(Location<T> loc) const {
-    return {static_cast<const T*>(bytes(loc.id(), Mode::read, typeid(T))), loc.size()};
+    return {static_cast<const T*>(bytes(loc.graph_serial(), loc.id(), Mode::read, typeid(T))),
+            loc.size()};
   }
   // Contents of a location the task declared with write(). Throws Error otherwise.
   template <class T>
   std::span<T> write(Location<T> loc) const {
-    return {static_cast<T*>(bytes(loc.id(), Mode::write, typeid(T))), loc.size()};
+    return {static_cast<T*>(bytes(loc.graph_serial(), loc.id(), Mode::write, typeid(T))),
+            loc.size()};
   }
 
   explicit Context(const detail::ContextImpl& impl) : impl_(impl) {}
 
  private:
-  void* bytes(std::uint32_t location, Mode mode, const std::type_info& type) const;
+  void* bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
+              const std::type_info& type) const;
   const detail::ContextImpl& impl_;
 };
 
@@ -197,24 +209,28 @@ class FiberContext {
   // contents. Works for read() and write() accesses.
   template <class T>
   std::span<const T> acquire_read(Location<T> loc) {
-    return {static_cast<const T*>(acquire_bytes(loc.id(), Mode::read, typeid(T))), loc.size()};
+    return {static_cast<const T*>(
+                acquire_bytes(loc.graph_serial(), loc.id(), Mode::read, typeid(T))),
+            loc.size()};
   }
   // As acquire_read, for an access declared with write().
   template <class T>
   std::span<T> acquire_write(Location<T> loc) {
-    return {static_cast<T*>(acquire_bytes(loc.id(), Mode::write, typeid(T))), loc.size()};
+    return {static_cast<T*>(acquire_bytes(loc.graph_serial(), loc.id(), Mode::write, typeid(T))),
+            loc.size()};
   }
   // Releases this iteration's hold of `loc`, which must be held.
   template <class T>
   void release(Location<T> loc) {
-    release_location(loc.id());
+    release_location(loc.graph_serial(), loc.id());
   }
 
   explicit FiberContext(const detail::FiberContextImpl& impl) : impl_(impl) {}
 
  private:
-  void* acquire_bytes(std::uint32_t location, Mode mode, const std::type_info& type);
-  void release_location(std::uint32_t location);
+  void* acquire_bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
+                      const std::type_info& type);
+  void release_location(std::uint64_t graph, std::uint32_t location);
   const detail::FiberContextImpl& impl_;
 };
 
@@ -229,10 +245,37 @@ class Graph {
 
   // Declares a location of `count` elements of T, zero-initialised. T must be trivially
   // copyable (locations are moved as bytes between processes). Names must be unique.
+  // O(1) amortised, however many locations the graph holds.
   template <class T>
   Location<T> location(const std::string& name, std::size_t count) {
     static_assert(std::is_trivially_copyable_v<T>, "location elements must be trivially copyable");
-    return Location<T>(add_location(name, sizeof(T), count, typeid(T)), count);
+    return Location<T>(serial(), add_location(name, sizeof(T), count, typeid(T)), count);
+  }
+
+  // Declares a *family* of `count` locations at once, member i named "name[i]" and holding
+  // `size` elements of T: the same as `count` calls of location() in a loop (declaration
+  // order, placement, results), in one call that checks every name before it adds any. A
+  // refused family adds nothing. Returns the members' handles, in order.
+  //   auto block = g.location_family<double>("block", 64, 4096);  // block[0] .. block[63]
+  template <class T>
+  std::vector<Location<T>> location_family(const std::string& name, std::uint32_t count,
+                                           std::size_t size) {
+    return location_family<T>(name, count, [size](std::uint32_t) { return size; });
+  }
+  // The same with member i holding size_of(i) elements (uneven blocks, say). size_of is called
+  // once per member, in order, during this call only.
+  template <class T, class SizeOf>
+    requires std::is_invocable_r_v<std::size_t, SizeOf, std::uint32_t>
+  std::vector<Location<T>> location_family(const std::string& name, std::uint32_t count,
+                                           SizeOf&& size_of) {
+    static_assert(std::is_trivially_copyable_v<T>, "location elements must be trivially copyable");
+    std::vector<std::size_t> sizes(count);
+    for (std::uint32_t i = 0; i < count; ++i) sizes[i] = size_of(i);
+    const std::uint32_t first = add_location_family(name, sizeof(T), sizes, typeid(T));
+    std::vector<Location<T>> members;
+    members.reserve(count);
+    for (std::uint32_t i = 0; i < count; ++i) members.push_back(Location<T>(serial(), first + i, sizes[i]));
+    return members;
   }
 
   // Puts a location on NUMA node `node`: its memory is bound there and the tasks that write it
@@ -245,7 +288,7 @@ class Graph {
   //   g.place(a, 1);  // a lives on the second node
   template <class T>
   void place(Location<T> loc, unsigned node) {
-    place_location(loc.id(), node);
+    place_location(loc.graph_serial(), loc.id(), node);
   }
 
   // Across ranks (a program started by ordorun, mpirun or srun; docs/distributed.md): every
@@ -256,11 +299,11 @@ class Graph {
   // are: Graph::data() of a location is the result only on its home rank.
   template <class T>
   void set_home_rank(Location<T> loc, unsigned rank) {
-    set_home_rank_of(loc.id(), rank);
+    set_home_rank_of(loc.graph_serial(), loc.id(), rank);
   }
   template <class T>
   unsigned home_rank(Location<T> loc) const {
-    return home_rank_of(loc.id());
+    return home_rank_of(loc.graph_serial(), loc.id());
   }
 
   using Body = std::function<void(Context&)>;
@@ -303,11 +346,12 @@ class Graph {
   // A location's contents between runs: to initialise inputs and read results.
   template <class T>
   std::span<T> data(Location<T> loc) {
-    return {static_cast<T*>(data_bytes(loc.id(), typeid(T))), loc.size()};
+    return {static_cast<T*>(data_bytes(loc.graph_serial(), loc.id(), typeid(T))), loc.size()};
   }
   template <class T>
   std::span<const T> data(Location<T> loc) const {
-    return {static_cast<const T*>(data_bytes(loc.id(), typeid(T))), loc.size()};
+    return {static_cast<const T*>(data_bytes(loc.graph_serial(), loc.id(), typeid(T))),
+            loc.size()};
   }
 
   std::size_t locations() const;
@@ -322,12 +366,16 @@ class Graph {
   detail::GraphImpl& impl() const { return *impl_; }
 
  private:
+  std::uint64_t serial() const;
   std::uint32_t add_location(const std::string& name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
-  void* data_bytes(std::uint32_t location, const std::type_info& type) const;
-  void set_home_rank_of(std::uint32_t location, unsigned rank);
-  unsigned home_rank_of(std::uint32_t location) const;
-  void place_location(std::uint32_t location, unsigned node);
+  std::uint32_t add_location_family(const std::string& name, std::size_t elem_size,
+                                    const std::vector<std::size_t>& sizes,
+                                    const std::type_info& type);
+  void* data_bytes(std::uint64_t graph, std::uint32_t location, const std::type_info& type) const;
+  void set_home_rank_of(std::uint64_t graph, std::uint32_t location, unsigned rank);
+  unsigned home_rank_of(std::uint64_t graph, std::uint32_t location) const;
+  void place_location(std::uint64_t graph, std::uint32_t location, unsigned node);
   std::unique_ptr<detail::GraphImpl> impl_;
 };
 
