@@ -126,9 +126,9 @@ std::vector<unsigned> env_pus() {
 Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology)) {
   const auto& pus = topo_->pus();
 
-  // Which processing unit each worker gets (indices into pus).
+  // Which processing unit each worker gets (indices into pus), and how it is bound.
   std::vector<std::size_t> map;
-  bool oversubscribed = false;
+  bool oversubscribed = false;  // more workers than units: bind nothing, or the share only
   std::vector<unsigned> picked = config.pus;
   if (picked.empty()) picked = env_pus();
   if (!picked.empty()) {
@@ -145,39 +145,62 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
     // Worker i runs on the i-th listed unit, cycling when there are more workers.
     const std::size_t n = config.workers ? config.workers : units.size();
     oversubscribed = n > units.size();
+    if (oversubscribed)
+      oversubscribed_note_ = std::to_string(n) + " workers on the " +
+                             std::to_string(units.size()) + " listed processing unit(s)";
     for (std::size_t i = 0; i < n; ++i) map.push_back(units[i % units.size()]);
   } else {
-    // The first unit of every core, in logical order.
+    const CoreShare share =
+        share_of_cores(pus, topo_->nodes(), config.share_index, config.share_count);
+    share_pus_ = share.pus;
+    if (config.share_count > 1)
+      share_note_ = "local rank " + std::to_string(config.share_index) + " of " +
+                    std::to_string(config.share_count) + " on this machine: " +
+                    (share.oversubscribed ? std::string("every core (no disjoint share)")
+                                          : describe_share(share, pus));
+    // The first unit of every core of the share, in logical order.
     std::vector<std::size_t> cores;
-    for (std::size_t i = 0; i < pus.size(); ++i)
-      if (i == 0 || pus[i].core != pus[i - 1].core) cores.push_back(i);
-    bool shared_out = false;  // more processes on this machine than cores
-    if (config.share_count > 1 && config.share_index < config.share_count) {
-      const std::size_t c = cores.size(), k = config.share_count, j = config.share_index;
-      std::vector<std::size_t> mine(cores.begin() + static_cast<std::ptrdiff_t>(j * c / k),
-                                    cores.begin() + static_cast<std::ptrdiff_t>((j + 1) * c / k));
-      if (mine.empty()) shared_out = true;
-      else cores = std::move(mine);
-    }
-    const std::size_t n = config.workers ? config.workers : cores.size();
-    // Spread: worker i takes unit floor(i * units / n) of the cores, or of all units when there
-    // are more workers than cores; beyond the units, wrap around and do not bind.
-    const std::vector<std::size_t>* units = &cores;
-    std::vector<std::size_t> all(pus.size());
-    for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-    if (n > cores.size() && !shared_out) units = &all;
-    oversubscribed = shared_out || n > units->size();
+    for (std::size_t k = 0; k < share.pus.size(); ++k)
+      if (k == 0 || pus[share.pus[k]].core != pus[share.pus[k - 1]].core)
+        cores.push_back(share.pus[k]);
+    // Default: one worker per core of the share; one per process when the processes
+    // outnumber the cores (each then has every core, and more would only add threads).
+    const std::size_t n = config.workers ? config.workers : share.oversubscribed ? 1 : cores.size();
+    // Spread: worker i takes unit floor(i * units / n) of the cores, or of all the share's
+    // units (SMT siblings) when there are more workers than cores; beyond those, wrap around.
+    const std::vector<std::size_t>& units = n > cores.size() ? share.pus : cores;
+    oversubscribed = n > units.size();
     for (std::size_t i = 0; i < n; ++i)
-      map.push_back(oversubscribed ? (*units)[i % units->size()]
-                                   : (*units)[i * units->size() / n]);
+      map.push_back(oversubscribed ? units[i % units.size()] : units[i * units.size() / n]);
+    if (share.oversubscribed)
+      oversubscribed_note_ = std::to_string(config.share_count) +
+                             " processes on this machine's " + std::to_string(share.cores) +
+                             " core(s)";
+    else if (oversubscribed)
+      oversubscribed_note_ = std::to_string(n) + " workers on " + std::to_string(units.size()) +
+                             " processing unit(s)" + (config.share_count > 1 ? " of the share" : "");
+    // Several processes share the machine: a worker with no unit of its own still stays in
+    // its process's share, so that the processes keep off each other's cores.
+    if (oversubscribed && !share.oversubscribed && config.share_count > 1) {
+      bind_ = Bind::share;
+      oversubscribed = false;
+    } else if (share.oversubscribed) {
+      oversubscribed = true;
+    }
   }
 
   steal_far_ = config.steal_far;
-  bind_ = config.bind && topo_->is_this_system() && topo_->from_hwloc() && !oversubscribed;
+  // The decision is made (and reported by allowed_pus) on any topology; it is applied only
+  // to this machine's.
+  if (oversubscribed) bind_ = Bind::none;
+  else if (bind_ != Bind::share) bind_ = Bind::unit;
+  binds_threads_ = config.bind && topo_->is_this_system() && topo_->from_hwloc() &&
+                   bind_ != Bind::none;
   if (!config.bind) bind_note_ = "off (not asked)";
   else if (!topo_->from_hwloc()) bind_note_ = "off (no hwloc)";
   else if (!topo_->is_this_system()) bind_note_ = "off (topology is not this system)";
-  else if (oversubscribed) bind_note_ = "off (more workers, or processes, than processing units)";
+  else if (oversubscribed) bind_note_ = "off (oversubscribed)";
+  else if (bind_ == Bind::share) bind_note_ = "on (each worker to the whole share)";
   else bind_note_ = "on";
 
   // Pool nodes: the topology's nodes that have a worker, in topology order.
@@ -245,11 +268,28 @@ std::string Pool::describe() const {
   s += numa_mode() ? "numa (placement by node, hierarchical stealing)"
                    : "flat (plain work stealing)";
   s += ", workers=" + std::to_string(size()) + ", nodes=" + std::to_string(nodes()) +
-       ", binding " + bind_note_ + "\nordo: topology " + topo_->describe() + "\nordo: workers";
+       ", binding " + bind_note_ + "\nordo: topology " + topo_->describe() + "\n";
+  if (!share_note_.empty()) s += "ordo: " + share_note_ + "\n";
+  if (!oversubscribed_note_.empty())
+    s += "ordo: oversubscribed: " + oversubscribed_note_ + "; threads share cores\n";
+  s += "ordo: workers";
   for (const auto& w : workers_)
     s += " " + std::to_string(w->index) + ":pu" + std::to_string(topo_->pus()[w->pu].os_index) +
          "/node" + std::to_string(w->node);
   return s + "\n";
+}
+
+std::vector<unsigned> Pool::allowed_pus(unsigned worker) const {
+  const auto& pus = topo_->pus();
+  std::vector<unsigned> out;
+  if (bind_ == Bind::unit) {
+    out.push_back(pus[workers_[worker]->pu].os_index);
+  } else if (bind_ == Bind::share) {
+    for (std::size_t u : share_pus_) out.push_back(pus[u].os_index);
+  } else {
+    for (const ProcessingUnit& u : pus) out.push_back(u.os_index);
+  }
+  return out;
 }
 
 std::vector<unsigned> Pool::steal_order(unsigned worker) const {
@@ -414,7 +454,9 @@ void Pool::commit_wait(std::uint64_t epoch) {
 void Pool::worker_main(Worker& w) {
   tls_worker = static_cast<int>(w.index);
   tls_pool = this;
-  if (bind_) topo_->bind_thread(w.pu);  // best effort: an unbound worker still works
+  // Best effort: an unbound worker still works.
+  if (binds_threads_ && bind_ == Bind::unit) topo_->bind_thread(w.pu);
+  if (binds_threads_ && bind_ == Bind::share) topo_->bind_thread(share_pus_);
   Item item = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool found = find(w, item);

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "scheduler/core_share.hpp"
 #include "scheduler/deque.hpp"
 #include "scheduler/topology.hpp"
 
@@ -89,11 +90,11 @@ struct PoolConfig {
   // Where the machine description comes from: empty for this machine, "synthetic:<hwloc
   // synthetic description>" or "xml:<lstopo XML file>" (tests; nothing is bound then).
   std::string topology{};
-  // This process's share of the machine when several processes of one job run on it: share
-  // `share_index` of `share_count` equal runs of the cores (in logical order), so that the
-  // ranks on one host do not all bind to the first cores. With more processes than cores the
-  // share is empty: the workers then spread over all cores and are not bound. Ignored when
-  // units are picked (pus / ORDO_PUS).
+  // This process's share of the machine when several processes of one job run on it (local
+  // rank `share_index` of `share_count`): whole NUMA nodes when the processes divide them,
+  // otherwise a contiguous run of cores (core_share.hpp), so that the ranks on one host use
+  // disjoint cores. With more processes than cores no share is disjoint: the workers spread
+  // over all cores and are not bound. Ignored when units are picked (pus / ORDO_PUS).
   unsigned share_index = 0;
   unsigned share_count = 1;
   bool bind = true;        // bind each worker to its processing unit (only on this system)
@@ -140,7 +141,15 @@ class Pool {
   unsigned node_of(unsigned worker) const { return workers_[worker]->node; }
   // OS index of the processing unit worker `worker` runs on (is bound to, when binding).
   unsigned pu_of(unsigned worker) const { return topo_->pus()[workers_[worker]->pu].os_index; }
-  bool binds_threads() const { return bind_; }
+  // OS indices of the processing units worker `worker` may run on: its own unit, or this
+  // process's share when it has more workers than units, or every unit of the machine when
+  // oversubscribed. The decision, also on a topology that is not this system (where nothing is
+  // bound): binds_threads() says whether it is applied.
+  std::vector<unsigned> allowed_pus(unsigned worker) const;
+  bool binds_threads() const { return binds_threads_; }
+  // True when more processes run on this machine than it has cores, or this process has more
+  // workers than processing units: threads then share cores.
+  bool is_oversubscribed() const { return !oversubscribed_note_.empty(); }
   // The workers `worker` steals from, nearest first.
   std::vector<unsigned> steal_order(unsigned worker) const;
   // Binds the whole pages of an area to pool node `node` (see Topology::bind_memory).
@@ -190,9 +199,16 @@ class Pool {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<std::unique_ptr<Inbox>> inboxes_;  // one per pool node
   std::vector<unsigned> node_hw_;                // pool node -> topology node
-  bool bind_ = false;
+  // How workers are bound: each to its unit, each to the whole share (more workers than the
+  // share has units), or not at all.
+  enum class Bind { unit, share, none };
+  Bind bind_ = Bind::none;
+  bool binds_threads_ = false;  // bind_ is applied (this machine, hwloc, asked for)
+  std::vector<std::size_t> share_pus_;  // this process's units (indices into topo_->pus())
   bool steal_far_ = true;
   std::string bind_note_;  // why binding is off, for describe()
+  std::string share_note_;          // this process's share, for describe(); empty: the machine
+  std::string oversubscribed_note_;  // what shares cores, for describe(); empty: nothing
   std::atomic<std::uint32_t> next_inbox_{0};  // round robin for outside pushes without a hint
 
   // Parking (pool.cpp): low 32 bits the number of workers between prepare_wait and the end of

@@ -108,6 +108,15 @@ bool Topology::bind_thread(std::size_t pu) const {
   return hwloc_set_cpubind(hw_->topo, hw_->pu_objs[pu]->cpuset, HWLOC_CPUBIND_THREAD) == 0;
 }
 
+bool Topology::bind_thread(const std::vector<std::size_t>& pus) const {
+  if (!hw_ || !this_system_ || pus.empty()) return false;
+  hwloc_bitmap_t set = hwloc_bitmap_alloc();
+  for (std::size_t pu : pus) hwloc_bitmap_or(set, set, hw_->pu_objs[pu]->cpuset);
+  const bool ok = hwloc_set_cpubind(hw_->topo, set, HWLOC_CPUBIND_THREAD) == 0;
+  hwloc_bitmap_free(set);
+  return ok;
+}
+
 namespace {
 
 // The whole pages inside [data, data + bytes): binding a partial page would move a neighbour.
@@ -174,6 +183,7 @@ Topology::~Topology() = default;
 bool Topology::hwloc_available() { return false; }
 int Topology::affinity(std::size_t, std::size_t) const { return 0; }
 bool Topology::bind_thread(std::size_t) const { return false; }
+bool Topology::bind_thread(const std::vector<std::size_t>&) const { return false; }
 Binding Topology::bind_memory(void*, std::size_t, unsigned) const { return Binding::no_hwloc; }
 int Topology::memory_node(const void*, std::size_t) const { return -1; }
 

@@ -63,6 +63,9 @@ class Topology {
   // Binds the calling thread to unit `pu` (index into pus()). Returns false if it could not
   // (never tried on a topology that is not this system's).
   bool bind_thread(std::size_t pu) const;
+  // Binds the calling thread to the set of units `pus` (indices into pus()): the OS may move it
+  // among them. Same return as bind_thread.
+  bool bind_thread(const std::vector<std::size_t>& pus) const;
 
   // Binds the whole pages inside [data, data + bytes) to NUMA node `node` and migrates them.
   Binding bind_memory(void* data, std::size_t bytes, unsigned node) const;

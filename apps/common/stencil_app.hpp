@@ -149,7 +149,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   CLI::App cli{app.summary, "ordo-" + app.name};
   std::string size_text = app.default_size, blocks_text = app.default_blocks;
   std::uint64_t iters = 100;
-  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  unsigned workers = 0;  // 0: the runtime's default, one per core of this rank's share
   bool verify = false;
   std::size_t tb = 1;
   int order = 2;
@@ -162,7 +162,9 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                  "block grid BxC..; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
   cli.add_option("--iters", iters, "time steps")->capture_default_str();
-  cli.add_option("--workers", workers, "worker threads")->capture_default_str();
+  auto* workers_opt = cli.add_option("--workers", workers,
+                                     "worker threads (default: one per core of this process's "
+                                     "share of the host, docs/scheduler.md)");
   cli.add_flag("--verify", verify, "compare bit for bit with a sequential reference");
   cli.add_option("--tb", tb, "temporal blocking depth (halos of depth*h, exchanged every depth "
                              "steps)")
@@ -196,7 +198,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   if (int rc = parse_cli(cli, argc, argv); rc >= 0) return rc;
 
   if (iters == 0) throw Error("--iters 0: run at least one iteration");
-  if (workers == 0) throw Error("--workers 0: use at least one worker");
+  if (workers_opt->count() > 0 && workers == 0)
+    throw Error("--workers 0: use at least one worker");
   if (tb == 0) throw Error("--tb 0: the temporal-blocking depth is at least 1");
   if (tb > 1 && !app.supports_tb)
     throw Error("--tb " + std::to_string(tb) + ": " + app.name + " " + app.no_tb_reason);
@@ -297,6 +300,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   // Across ranks (ordorun, mpirun, srun) every rank runs this same code (SPMD) and ends up
   // with the final values of its own blocks only; block b lives on rank b * ranks / blocks.
   ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
+  workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
   std::size_t nblocks = 1;
   for (auto b : p.blocks) nblocks *= b;

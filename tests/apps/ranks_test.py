@@ -16,8 +16,9 @@
   ranks_test.py ORDORUN output_error BIN RANKS -- ARGS...
       --output into a missing directory: every rank says so, exit 2, no hang.
   ranks_test.py ORDORUN cores BIN RANKS -- ARGS...
-      RANKS ranks of one worker on this host (ORDO_VERBOSE=1): when the host has at least RANKS
-      cores, no two ranks' workers are on the same processing unit (each takes its share).
+      RANKS ranks on this host (ORDO_VERBOSE=1), with the default, 1 and 3 workers each: when
+      the host has at least RANKS cores, the ranks' shares are disjoint and hold their workers;
+      otherwise every rank says the host is oversubscribed.
   ranks_test.py ORDORUN netns BIN -- ARGS...
       two ranks in two network namespaces (ordorun --hosts --rsh "ip netns exec", UCX over TCP).
   ranks_test.py ORDORUN mpirun BIN -- ARGS...      mpirun -n 2 (PMIx bootstrap)
@@ -172,23 +173,67 @@ def case_output_error(binary, n, args):
     print("every rank reports the failed write, exit 2")
 
 
+def units(text):
+    """The OS indices of "1,4-6"."""
+    out = set()
+    for part in text.split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def host_cores():
+    """Cores (not hardware threads) this process may run on, as the kernel describes them."""
+    cores = set()
+    for cpu in os.sched_getaffinity(0):
+        base = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
+        try:
+            with open(base + "physical_package_id") as f, open(base + "core_id") as g:
+                cores.add((f.read().strip(), g.read().strip()))
+        except OSError:
+            cores.add(("cpu", str(cpu)))
+    return len(cores)
+
+
 def case_cores(binary, n, args):
+    """Each rank's start-up report (ORDO_VERBOSE=1) with the default worker count and with 1
+    and 3 workers per rank: with at least as many cores as ranks, the ranks' shares are
+    disjoint and every worker sits in its rank's share; with fewer, every rank says the host is
+    oversubscribed."""
     n = int(n)
-    if (os.cpu_count() or 1) < n:
-        mp.skip("%d ranks need %d cores for disjoint shares; this host has %d"
-                % (n, n, os.cpu_count() or 1))
+    cores = host_cores()
     env = dict(mp.ucx_env("shm,self"), ORDO_VERBOSE="1")
-    p, _ = run(ordorun(n, [binary] + args + ["--workers", "1"]), env=env, timeout=60)
-    if p.returncode != 0:
-        fail("exit %d: %s" % (p.returncode, p.stderr[-2000:]))
-    pus = {}
-    for m in re.finditer(r"^\[(\d+)\] ordo: workers 0:pu(\d+)/", p.stderr, re.M):
-        pus[int(m.group(1))] = int(m.group(2))
-    if sorted(pus) != list(range(n)):
-        fail("not every rank reported its worker map: %s" % p.stderr[-2000:])
-    if len(set(pus.values())) != n:
-        fail("ranks share processing units: %s" % pus)
-    print("workers per rank on units %s" % pus)
+    for workers in ([], ["--workers", "1"], ["--workers", "3"]):
+        what = "%d ranks, %s" % (n, " ".join(workers) or "default workers")
+        p, _ = run(ordorun(n, [binary] + args + workers), env=env, timeout=60)
+        if p.returncode != 0:
+            fail("%s: exit %d: %s" % (what, p.returncode, p.stderr[-2000:]))
+        check_job(p, n, what)
+        if cores < n:
+            for r in range(n):
+                if not re.search(r"^\[%d\] ordo: oversubscribed: %d processes on this machine"
+                                 % (r, n), p.stderr, re.M):
+                    fail("%s on %d cores: rank %d does not say the host is oversubscribed: %s"
+                         % (what, cores, r, p.stderr[-2000:]))
+            print("%s: every rank reports the oversubscribed host" % what)
+            continue
+        shares, maps = {}, {}
+        for m in re.finditer(r"^\[(\d+)\] ordo: local rank (\d+) of %d on this machine: "
+                             r"cores \S+ \(pu ([\d,-]+)," % n, p.stderr, re.M):
+            shares[int(m.group(1))] = units(m.group(3))
+        for m in re.finditer(r"^\[(\d+)\] ordo: workers (.*)$", p.stderr, re.M):
+            maps[int(m.group(1))] = {int(x) for x in re.findall(r"\d+:pu(\d+)/", m.group(2))}
+        if sorted(shares) != list(range(n)) or sorted(maps) != list(range(n)):
+            fail("%s: not every rank reported its share and workers: %s"
+                 % (what, p.stderr[-2000:]))
+        for a in range(n):
+            if not maps[a] <= shares[a]:
+                fail("%s: rank %d's workers %s are outside its share %s"
+                     % (what, a, sorted(maps[a]), sorted(shares[a])))
+            for b in range(a):
+                if shares[a] & shares[b]:
+                    fail("%s: ranks %d and %d share units %s" % (what, a, b, shares[a] & shares[b]))
+        print("%s: shares %s" % (what, {r: sorted(s) for r, s in shares.items()}))
 
 
 def reference(binary, args, d):

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <sched.h>
 
 #include "test_support.hpp"
 #include <condition_variable>
@@ -123,31 +124,144 @@ TEST_CASE("fewer workers spread over the cores, explicit units are obeyed", "[pl
 
 TEST_CASE("the ranks on one machine take disjoint shares of its cores", "[placement]") {
   REQUIRE_HWLOC();
+  // 1-4 processes, each with the default worker count and with 1, 3 and 20 workers (20: more
+  // than the whole machine has units): the units each process's workers may run on never meet
+  // another process's, and each worker's own unit lies in its process's units.
+  for (const std::string& topology : {kFourNodes, std::string("synthetic:core:6 pu:2"),
+                                      std::string("synthetic:numa:3 core:2 pu:1")}) {
+    for (unsigned k = 1; k <= 4; ++k)
+      for (unsigned workers : {0u, 1u, 3u, 20u}) {
+        INFO(topology << ": " << k << " processes of " << workers << " workers");
+        std::set<unsigned> taken;
+        for (unsigned j = 0; j < k; ++j) {
+          PoolConfig cfg;
+          cfg.topology = topology;
+          cfg.workers = workers;
+          cfg.share_count = k;
+          cfg.share_index = j;
+          Pool pool(cfg);
+          std::set<unsigned> mine;
+          for (unsigned w = 0; w < pool.size(); ++w) {
+            const auto allowed = pool.allowed_pus(w);
+            mine.insert(allowed.begin(), allowed.end());
+          }
+          for (unsigned w = 0; w < pool.size(); ++w) CHECK(mine.count(pool.pu_of(w)) == 1);
+          for (unsigned u : mine) CHECK(taken.insert(u).second);  // nobody else's
+        }
+      }
+  }
+}
+
+TEST_CASE("shares: whole nodes, contiguous cores, and the default of one worker per core",
+          "[placement]") {
+  REQUIRE_HWLOC();
   PoolConfig cfg;
   cfg.topology = kFourNodes;
   cfg.share_count = 2;
   cfg.share_index = 1;
-  Pool second(cfg);  // one worker per core of the second half
+  Pool second(cfg);  // whole nodes 2 and 3: one worker per core
   REQUIRE(second.size() == 8);
   for (unsigned w = 0; w < 8; ++w) CHECK(second.pu_of(w) == 8 + w);
+  CHECK(second.nodes() == 2);
+  CHECK_THAT(second.describe(), Catch::Contains("local rank 1 of 2") &&
+                                    Catch::Contains("whole nodes"));
   cfg.workers = 2;
   cfg.share_index = 0;
-  Pool first(cfg);
+  Pool first(cfg);  // spread over the share
   CHECK(pus_of(first) == std::vector<unsigned>{0, 4});
-  cfg.share_count = 4;
-  cfg.share_index = 3;
-  Pool fourth(cfg);
-  CHECK(pus_of(fourth) == std::vector<unsigned>{12, 14});
-  // More processes than cores (32 on 16): a share holds one core or none; a process with
-  // none still runs its workers (spread over all cores, unbound on a real machine).
-  cfg.workers = 1;
-  cfg.share_count = 32;
-  cfg.share_index = 5;
-  Pool one_core(cfg);
-  CHECK(pus_of(one_core) == std::vector<unsigned>{2});
-  cfg.share_index = 4;
-  Pool no_core(cfg);
-  CHECK(no_core.size() == 1);
+  cfg.share_count = 3;  // 3 processes do not divide 4 nodes: 5, 5 and 6 cores
+  cfg.share_index = 1;
+  cfg.workers = 0;
+  Pool middle(cfg);
+  CHECK(pus_of(middle) == std::vector<unsigned>{5, 6, 7, 8, 9});
+  // More workers than the share has units: each may run anywhere in the share.
+  cfg.workers = 9;
+  Pool crowded(cfg);
+  CHECK(crowded.is_oversubscribed());
+  CHECK(crowded.allowed_pus(8) == std::vector<unsigned>{5, 6, 7, 8, 9});
+  CHECK_THAT(crowded.describe(), Catch::Contains("oversubscribed: 9 workers on 5"));
+}
+
+namespace {
+
+// The CPUs the kernel lets the pool's workers run on (sched_getaffinity inside each item).
+class AffinityRecorder final : public Executor {
+ public:
+  void execute(Item, unsigned) override {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+      std::lock_guard lock(mu_);
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) cpus_.insert(c);
+    }
+    countdown_.count_one();
+  }
+  std::set<int> run(Pool& pool) {
+    pool.attach(*this);
+    for (std::uint64_t i = 0; i < kItems; ++i) pool.push(i);
+    countdown_.wait();
+    pool.detach();
+    return cpus_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::set<int> cpus_;
+  static constexpr std::uint64_t kItems = 64;
+  ordo::test::Countdown countdown_{kItems};
+};
+
+}  // namespace
+
+TEST_CASE("this machine: two processes' workers run on disjoint CPUs, by the kernel's account",
+          "[placement]") {
+  REQUIRE_HWLOC();
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
+  if (Topology().cores() < 2 || CPU_COUNT(&mine) < 2) {
+    WARN("SKIP: needs 2 cores this process may use");
+    return;
+  }
+  // One worker each (the default) and two each (more workers than the share's one core).
+  for (unsigned workers : {0u, 2u}) {
+    INFO(workers << " workers per process");
+    std::set<int> seen[2];
+    for (unsigned j = 0; j < 2; ++j) {
+      PoolConfig cfg;
+      cfg.workers = workers;
+      cfg.share_count = 2;
+      cfg.share_index = j;
+      Pool pool(cfg);
+      INFO(pool.describe());
+      REQUIRE(pool.binds_threads());
+      AffinityRecorder rec;
+      seen[j] = rec.run(pool);
+      CHECK_FALSE(seen[j].empty());
+    }
+    for (int c : seen[0]) CHECK(seen[1].count(c) == 0);
+  }
+}
+
+TEST_CASE("more processes than cores: every process may use every core, unbound", "[placement]") {
+  REQUIRE_HWLOC();
+  PoolConfig cfg;
+  cfg.topology = "synthetic:core:2 pu:1";
+  cfg.share_count = 3;
+  cfg.share_index = 2;
+  Pool third(cfg);
+  CHECK(third.size() == 1);  // the default: one worker per process
+  CHECK(third.is_oversubscribed());
+  CHECK(third.allowed_pus(0) == std::vector<unsigned>{0, 1});
+  CHECK_THAT(third.describe(), Catch::Contains("oversubscribed: 3 processes on this machine's 2"));
+  // The same count on this machine: not bound, and says so.
+  PoolConfig here;
+  here.share_count = 64;
+  Pool crowd(here);
+  CHECK(crowd.is_oversubscribed());
+  CHECK_FALSE(crowd.binds_threads());
+  CHECK_THAT(crowd.describe(), Catch::Contains("oversubscribed: 64 processes"));
 }
 
 TEST_CASE("thieves look in their cache, then their node, then their package, then beyond",
