@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 SKIP = 77
@@ -224,6 +225,26 @@ def case_usage():
             fail("bad usage %s gave exit %d, expected 2" % (args, p.returncode))
         if not p.stderr.strip():
             fail("bad usage %s printed no explanation" % args)
+
+
+def case_too_many_ranks():
+    """More ranks than the host can start are refused before any starts, with what to change:
+    here ordorun may open 64 files (ulimit -n), too few for 40 ranks' pipes."""
+    with tempfile.TemporaryDirectory() as d:
+        mark = os.path.join(d, "started")
+        p, _ = run(["sh", "-c", 'ulimit -n 64 && ulimit -Hn 64 && exec "$0" -n 40 sh -c '
+                    '"echo started >> $1" sh "$1"', ORDORUN, mark], timeout=30)
+        if p.returncode != 2:
+            fail("40 ranks with 64 open files: exit %d, expected 2" % p.returncode)
+        if not re.search(r"cannot start 40 rank\(s\).*open files.*at most \d+ ranks", p.stderr):
+            fail("the refusal does not say what is short and what fits: %r" % p.stderr)
+        if os.path.exists(mark):
+            fail("ranks started before the refusal")
+        if "--no-host-check" not in p.stderr:
+            fail("the refusal does not name the way past it")
+        p, _ = run([ORDORUN, "-n", "1000000", "true"], timeout=30)
+        if p.returncode != 2 or "cannot start 1000000 rank(s)" not in p.stderr:
+            fail("-n 1000000: exit %d: %r" % (p.returncode, p.stderr))
 
 
 def wait_ready(proc, n, seconds):
@@ -438,7 +459,9 @@ def case_start_failure():
         skip("prlimit (util-linux) is not installed")
     import ctypes
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    p, elapsed = run(["prlimit", "--nofile=24", ORDORUN, "--grace", "1", "-n", "40", "sh", "-c", "exec sleep 60"],
+    # --no-host-check: ordorun would otherwise refuse the job before starting any rank.
+    p, elapsed = run(["prlimit", "--nofile=24", ORDORUN, "--no-host-check", "--grace", "1", "-n", "40", "sh", "-c",
+                      "exec sleep 60"],
                      timeout=60)
     deadline = time.monotonic() + 10
     left = children_of(os.getpid())

@@ -1,4 +1,5 @@
 #include "job.hpp"
+#include "host_limits.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -103,6 +104,10 @@ std::string local_address_towards(const std::string& host) {
 
 Job::Job(JobOptions o) : opt_(std::move(o)) {
   plan_ranks();
+  const auto here = std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& r) { return !r.place.remote; });
+  if (opt_.check_host)
+    if (auto why = refuse_ranks(ranks_.size(), std::uint64_t(here), read_host_limits()))
+      throw UsageError(*why + " (--no-host-check starts them all the same)");  // before anything starts
   token_ = random_token();
   std::vector<std::size_t> listener_of_rank;
   const auto addresses = plan_store(listener_of_rank);

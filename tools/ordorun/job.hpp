@@ -48,6 +48,7 @@ struct JobOptions {
   std::vector<std::string> exports;
   std::vector<std::string> command;
   StoreLimits store_limits;
+  bool check_host = true;  // refuse more ranks than the host can start (host_limits.hpp)
 };
 
 class Job {

@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   app.add_flag("--srun", o.srun, "hand the launch to srun --mpi=pmix (automatic inside a Slurm allocation)");
   app.add_flag("--no-srun", o.no_srun, "never hand the launch to srun");
+  app.add_flag("--no-host-check{false}", j.check_host,
+               "start the ranks even when this host looks too small for them (the check counts "
+               "what an ordo rank needs at least: 5 threads and 16 MiB; smaller programs may fit)");
   try {
     app.parse(argc, argv);
     j.command = app.remaining();
