@@ -12,6 +12,7 @@ namespace ordo {
 namespace detail {
 
 void GraphImpl::check() const {
+  check_reductions(*this);
   rt::CompileResult compiled = rt::compile(graph);
   if (!compiled.error.empty()) throw Error(compiled.error);
 }
@@ -47,11 +48,32 @@ rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t chan
       throw Error("location '" + l.name + "' is placed on rank " + std::to_string(l.home) +
                   " but the job has " + std::to_string(ranks) +
                   " rank(s); place it on a rank below that, or start more ranks");
+  check_reductions(*this);
   rt::CompileResult compiled = rt::compile(graph);
   if (!compiled.error.empty()) throw Error(compiled.error);
+  if (ranks > 1 && !graph.reductions().empty() && graph.reductions()[0].copies == 0) {
+    // Every rank gets its copy of each reduced value (runtime/reduction.hpp). Added only
+    // once the graph compiled as declared, so that a refused graph is left as it was.
+    for (std::uint32_t r = 0; r < graph.reductions().size(); ++r)
+      for (const std::string& name : graph.copy_names(r, ranks))
+        if (graph.find_location(name) >= 0)
+          throw Error("a location called '" + name + "' already exists, and reduction '" +
+                      graph.reductions()[r].name + "' needs that name for its copy on a rank; "
+                      "rename the location");
+    graph.add_reduction_copies(ranks);
+    compiled = rt::compile(graph);
+    if (!compiled.error.empty()) throw Error(compiled.error);
+  }
   net = std::move(with);
   engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan), net.get(), channel);
   return *engine;
+}
+
+std::string GraphImpl::task_name(std::uint32_t task) const {
+  // The family being declared counts only its members so far: name them as it will.
+  if (declaring_family && declaring_count > 1 && task >= graph.families().back().first)
+    return *declaring_family + "[" + std::to_string(task - graph.families().back().first) + "]";
+  return graph.task_name(task);
 }
 
 }  // namespace detail
@@ -152,6 +174,10 @@ void add_checked(detail::GraphImpl& impl, const Access& a, Who&& who) {
   if (foreign.empty() && a.location >= locs.size())  // an Access a handle did not build
     foreign = "location #" + std::to_string(a.location) + " does not belong to this graph";
   if (!foreign.empty()) throw Error("task '" + who() + "' cannot access it: " + foreign);
+  if (!impl.graph.reductions().empty()) {
+    const std::string why = detail::refuse_reduction_access(impl, a);
+    if (!why.empty()) throw Error("task '" + who() + "' " + why);
+  }
   // Duplicates: a scan over the usual handful of accesses; longer lists are checked once
   // complete (end_checked).
   const auto current = impl.graph.current_member();
@@ -171,6 +197,10 @@ void end_checked(detail::GraphImpl& impl, Who&& who) {
     throw Error("task '" + who() + "' lists location '" +
                 impl.graph.locations()[static_cast<std::size_t>(twice)].name +
                 "' twice; give one access per location (write() also allows reading)");
+  if (!impl.graph.reductions().empty()) {
+    const std::uint32_t task = impl.graph.task_count() - 1;
+    detail::note_contributions(impl, task, impl.graph.last_member());
+  }
 }
 
 // Declares one task (a family of one) with `body` and `accesses`; undoes it if refused.
@@ -225,6 +255,7 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
   detail::GraphImpl& impl = *impl_;
   impl.graph.begin_family(name, std::move(run));
   impl.declaring_family = &name;
+  impl.declaring_count = count;
   try {
     for (std::uint32_t i = 0; i < count; ++i) {
       AccessList list(impl, name, count, i);

@@ -30,6 +30,9 @@ class GraphImpl {
   // Set while a task family's access pattern runs: declaring a task from inside it would
   // interleave with the family's members, so it is refused.
   const std::string* declaring_family = nullptr;
+  std::uint32_t declaring_count = 0;  // its members, for their names in messages
+  // A task's name in messages, also for a member of the family being declared.
+  std::string task_name(std::uint32_t task) const;
 
   bool frozen() const { return engine != nullptr; }
   // Compiles the lock plans and builds the engine on first use. Throws Error.
@@ -57,5 +60,14 @@ struct FiberContextImpl {
 
 // Why a handle of `graph` cannot name a location of the graph `serial`, or empty when it can.
 std::string foreign_handle(std::uint64_t graph, std::uint64_t serial, std::uint32_t location);
+
+// Reductions (api/reduction.cpp). Why `access` to a reduction's location is refused for the
+// task being declared (empty: allowed, or not a reduction's location).
+std::string refuse_reduction_access(const GraphImpl& impl, const Access& access);
+// Records the contributions of the member just declared (task `task`, accesses `accesses`).
+void note_contributions(GraphImpl& impl, std::uint32_t task,
+                        std::span<const rt::AccessDesc> accesses);
+// Throws Error unless every reduction is combined.
+void check_reductions(const GraphImpl& impl);
 
 }  // namespace ordo::detail

@@ -161,11 +161,9 @@ void Engine::distribute() {
   const std::size_t nl = locs.size(), nt = graph_.task_count();
 
   // Default placement: contiguous chunks of locations in declaration order (a decomposition
-  // that declares each block's locations together gets one slab of blocks per rank).
-  dist_.home.resize(nl);
-  for (std::size_t l = 0; l < nl; ++l)
-    dist_.home[l] = locs[l].home >= 0 ? static_cast<std::uint32_t>(locs[l].home)
-                                      : static_cast<std::uint32_t>(l * nranks_ / nl);
+  // that declares each block's locations together gets one slab of blocks per rank);
+  // reductions' locations follow what they serve (Graph::rank_homes).
+  dist_.home = graph_.rank_homes(nranks_);
   // Owner computes: a task runs where the first location it writes lives.
   dist_.task_rank.resize(nt);
   local_tasks_ = 0;

@@ -144,6 +144,13 @@ void Graph::abandon_family() {
     offsets_.resize(f.offsets);
     if (wide_.size() != 0) wide_.retain([kept](std::uint32_t v) { return v < kept; });
   }
+  // Contributions declared by the members undone.
+  for (Reduction& r : reductions_)
+    for (std::uint32_t i = 0; i < r.contributors; ++i)
+      if (r.contributor[i] != Reduction::kNone && r.contributor[i] >= f.first) {
+        r.contributor[i] = Reduction::kNone;
+        locations_[r.first_partial + i].follows = LocationDesc::kNoLocation;
+      }
   families_.pop_back();
 }
 
@@ -177,14 +184,50 @@ void Graph::place(std::uint32_t location, unsigned node) {
   locations_[location].place = static_cast<int>(node);
 }
 
-std::vector<unsigned> Graph::homes(unsigned nodes) const {
-  std::vector<unsigned> h(locations_.size());
+template <class Chosen>
+std::vector<std::uint32_t> Graph::place_all(unsigned units, Chosen&& chosen) const {
   const std::size_t n = locations_.size();
+  std::size_t users = 0;
+  for (const LocationDesc& l : locations_) users += l.internal ? 0 : 1;
+  constexpr std::uint32_t kOpen = ~std::uint32_t{0};
+  std::vector<std::uint32_t> h(n, kOpen);
+  std::size_t user = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const int p = locations_[i].place;
-    h[i] = p >= 0 ? static_cast<unsigned>(p) % nodes : static_cast<unsigned>(i * nodes / n);
+    const LocationDesc& l = locations_[i];
+    const std::int64_t c = chosen(i);
+    if (c >= 0) {
+      h[i] = static_cast<std::uint32_t>(c);
+    } else if (!l.internal) {
+      h[i] = static_cast<std::uint32_t>(user * units / users);
+    } else if (l.follows == LocationDesc::kNoLocation) {
+      h[i] = static_cast<std::uint32_t>(i * units / n);  // a contribution touching no data
+    }
+    user += l.internal ? 0 : 1;
+  }
+  // Following, in chains (a node follows a node ... a partial, a partial a user's location):
+  // each walked to its end once, then written back along the way.
+  std::vector<std::uint32_t> chain;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t at = static_cast<std::uint32_t>(i);
+    while (h[at] == kOpen) {
+      chain.push_back(at);
+      at = locations_[at].follows;
+    }
+    for (std::uint32_t c : chain) h[c] = h[at];
+    chain.clear();
   }
   return h;
+}
+
+std::vector<unsigned> Graph::homes(unsigned nodes) const {
+  return place_all(nodes, [&](std::size_t i) -> std::int64_t {
+    const int p = locations_[i].place;
+    return p >= 0 ? static_cast<std::int64_t>(static_cast<unsigned>(p) % nodes) : -1;
+  });
+}
+
+std::vector<std::uint32_t> Graph::rank_homes(unsigned ranks) const {
+  return place_all(ranks, [&](std::size_t i) -> std::int64_t { return locations_[i].home; });
 }
 
 std::int64_t Graph::find_location(std::string_view name) const {

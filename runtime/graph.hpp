@@ -20,6 +20,7 @@
 
 #include "runtime/index_table.hpp"
 #include "runtime/name_index.hpp"
+#include "runtime/reduction.hpp"
 #include "runtime/shared_memory.hpp"
 
 namespace ordo::rt {
@@ -38,6 +39,14 @@ struct LocationDesc {
   const std::type_info* type = nullptr;
   std::int32_t home = -1;  // rank holding the master copy; -1: the default placement
   int place = -1;  // home NUMA node the user asked for (Graph::place), -1: the default policy
+  // Declared by a construct of the runtime (a reduction's partials, nodes, result and copies)
+  // rather than by the user: left out of the default chunks, so that the user's locations are
+  // placed as if it were not there.
+  bool internal = false;
+  // An internal location lives where this one does (reduction.hpp says which), unless `home`
+  // or `place` says otherwise; kNoLocation: the default placement.
+  std::uint32_t follows = kNoLocation;
+  static constexpr std::uint32_t kNoLocation = ~std::uint32_t{0};
 };
 
 struct AccessDesc {
@@ -125,6 +134,10 @@ class Graph {
   std::span<const AccessDesc> current_member() const {
     return {accesses_.data() + offsets_.back(), accesses_.data() + accesses_.size()};
   }
+  // The accesses of the member end_member() ended last.
+  std::span<const AccessDesc> last_member() const {
+    return {accesses_.data() + offsets_[offsets_.size() - 2], accesses_.data() + offsets_.back()};
+  }
   std::uint32_t add_free_family(std::string name, std::uint32_t count, Body body);
   // Undoes the family being declared (after a refused access).
   void abandon_family();
@@ -135,9 +148,13 @@ class Graph {
   // node count of the pool that runs the graph).
   void place(std::uint32_t location, unsigned node);
   // The home node of every location on a pool of `nodes` NUMA nodes (docs/scheduler.md): the
-  // node given to place(), else contiguous chunks in declaration order -- location i of n goes
-  // to node i * nodes / n -- so that neighbouring blocks share a node.
+  // node given to place(), else contiguous chunks in declaration order -- the user's location
+  // i of n goes to node i * nodes / n -- so that neighbouring blocks share a node; internal
+  // locations go where they follow.
   std::vector<unsigned> homes(unsigned nodes) const;
+  // The home rank of every location on `ranks` ranks (docs/distributed.md): set_home's, else
+  // the same chunks and following as homes().
+  std::vector<std::uint32_t> rank_homes(unsigned ranks) const;
 
   // Index of the location called `name`, or -1. O(1) (name_index.hpp).
   std::int64_t find_location(std::string_view name) const;
@@ -187,6 +204,27 @@ class Graph {
   // Every access of every task, in task order.
   const std::vector<AccessDesc>& all_accesses() const { return accesses_; }
 
+  // --- Reductions (reduction.hpp; defined in reduction.cpp). Names are checked by the caller.
+  // Declares a reduction: partials "name.part[i]" and the result "name". Returns its index.
+  std::uint32_t add_reduction(const std::string& name, std::uint32_t contributors,
+                              std::size_t elem_size, const std::type_info& type, Combine op);
+  // The names add_combine(r) gives the tree's nodes.
+  std::vector<std::string> combine_names(std::uint32_t r) const;
+  // Declares r's combining tree here, in program order. Every partial has its contributor.
+  void add_combine(std::uint32_t r);
+  // Records `task` as the contributor of r's partial `index`, which then lives with location
+  // `follows` (LocationDesc::kNoLocation: the default placement).
+  void set_contributor(std::uint32_t r, std::uint32_t index, std::uint32_t task,
+                       std::uint32_t follows);
+  // The names add_reduction_copies(ranks) gives reduction r's copies.
+  std::vector<std::string> copy_names(std::uint32_t r, unsigned ranks) const;
+  // Declares every reduction's copy per rank and the tasks writing them, at the end of program
+  // order. Once, before the graph first runs on `ranks` > 1 ranks; every reduction combined.
+  void add_reduction_copies(unsigned ranks);
+  // What `location` is to a reduction, or nullopt for any other location. O(log reductions).
+  std::optional<ReductionPart> reduction_part(std::uint32_t location) const;
+  const std::vector<Reduction>& reductions() const { return reductions_; }
+
  private:
   std::vector<LocationDesc> locations_;
   std::vector<Buffer> buffers_;
@@ -201,6 +239,18 @@ class Graph {
   // Positions in accesses_ of the accesses of members wider than kLinearScan, hashed by
   // (member's first position, location).
   IndexTable wide_;
+  std::vector<Reduction> reductions_;
+  // The locations of reductions, as ranges in declaration order (so sorted).
+  struct ReductionRange {
+    std::uint32_t begin, end;  // [begin, end)
+    std::uint32_t reduction;
+    ReductionRole role;
+  };
+  std::vector<ReductionRange> reduction_ranges_;
+  // The home (rank or node, out of `units`) of every location, given the explicit ones
+  // (`chosen(l)`: -1 for none): chunks for the user's locations, following for internal ones.
+  template <class Chosen>
+  std::vector<std::uint32_t> place_all(unsigned units, Chosen&& chosen) const;
 };
 
 }  // namespace ordo::rt

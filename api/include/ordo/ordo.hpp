@@ -111,6 +111,101 @@ Access write(Location<T> loc) {
   return Access{loc.id(), Mode::write, false, 0, loc.graph_serial()};
 }
 
+// Operators for Graph::reduction; any callable taking two `const T&` and returning a T will
+// do. Min and Max return the first of equal values.
+struct Sum {
+  template <class T>
+  T operator()(const T& a, const T& b) const { return a + b; }
+};
+struct Min {
+  template <class T>
+  T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+struct Max {
+  template <class T>
+  T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+
+// Contributions each combining step folds (see combine_in_order).
+inline constexpr std::uint32_t kReductionFanIn = 8;
+
+// What a reduction of `parts.size()` contributions computes from them, in the one order every
+// reduction combines in: groups of kReductionFanIn consecutive contributions, each folded left
+// to right (acc = op(acc, next)), then groups of those results, and so on until one is left.
+// The order depends on the number of contributions alone. A sequential reference that calls
+// this gets the graph's bits. Throws Error for no contributions.
+//   double dot = ordo::combine_in_order<double>(partial_sums);  // as a Reduction<double> would
+template <class T, class Op = Sum>
+T combine_in_order(std::span<const T> parts, Op op = {}) {
+  if (parts.empty()) throw Error("combine_in_order: no contributions; give at least one");
+  std::vector<T> level(parts.begin(), parts.end());
+  while (true) {
+    std::vector<T> next;
+    next.reserve((level.size() + kReductionFanIn - 1) / kReductionFanIn);
+    for (std::size_t j = 0; j < level.size(); j += kReductionFanIn) {
+      T acc = level[j];
+      const std::size_t end = j + kReductionFanIn < level.size() ? j + kReductionFanIn : level.size();
+      for (std::size_t k = j + 1; k < end; ++k) acc = op(acc, level[k]);
+      next.push_back(acc);
+    }
+    if (next.size() == 1) return next[0];
+    level = std::move(next);
+  }
+}
+
+// A handle to a reduction of one Graph (Graph::reduction): a value of type T combined from a
+// fixed number of contributions every iteration. Cheap to copy; capture it by value in bodies.
+//   tasks that compute contribution i declare ordo::contribute(r, i) and call
+//     ctx.contribute(r, i, value);
+//   Graph::combine(r) declares, at that point of program order, the step combining them;
+//   tasks declared after it that declare ordo::read(r) get this iteration's value from
+//     ctx.value(r) (declared before it, the previous iteration's; before the first, T's zero
+//     bytes);
+//   between runs and in run_until's condition, Graph::value(r) gives the last iteration's
+//   value on every rank.
+template <class T>
+class Reduction {
+ public:
+  Reduction() = default;
+  std::uint32_t contributors() const { return contributors_; }
+  // Names the graph that declared the reduction (Location::graph_serial).
+  std::uint64_t graph_serial() const { return graph_; }
+  // The numbers of the locations behind the reduction, for ordo::contribute and ordo::read:
+  // contribution `index`'s (throws Error beyond contributors()), and the result's.
+  std::uint32_t partial(std::uint32_t index) const {
+    if (index >= contributors_)
+      throw Error("contribution " + std::to_string(index) + " of a reduction of " +
+                  std::to_string(contributors_) +
+                  " contributions; give an index below that (a default-constructed Reduction "
+                  "has none)");
+    return first_partial_ + index;
+  }
+  std::uint32_t result() const { return result_; }
+
+ private:
+  friend class Graph;
+  Reduction(std::uint64_t graph, std::uint32_t first_partial, std::uint32_t contributors,
+            std::uint32_t result)
+      : graph_(graph), first_partial_(first_partial), contributors_(contributors), result_(result) {}
+  std::uint64_t graph_ = 0;
+  std::uint32_t first_partial_ = 0;
+  std::uint32_t contributors_ = 0;
+  std::uint32_t result_ = 0;
+};
+
+// The access of the task computing contribution `index` to `r` (an exclusive access to that
+// contribution's slot; one task per contribution).
+template <class T>
+Access contribute(Reduction<T> r, std::uint32_t index) {
+  return Access{r.partial(index), Mode::write, false, 0, r.graph_serial()};
+}
+
+// The access of a task reading the value of `r` (Context::value).
+template <class T>
+Access read(Reduction<T> r) {
+  return Access{r.result(), Mode::read, false, 0, r.graph_serial()};
+}
+
 // The accesses of one member of a task family (Graph::task_family), filled by the family's
 // access pattern. Each location may appear once per member, as in Graph::task.
 class AccessList {
@@ -156,6 +251,18 @@ class Context {
   std::span<T> write(Location<T> loc) const {
     return {static_cast<T*>(bytes(loc.graph_serial(), loc.id(), Mode::write, typeid(T))),
             loc.size()};
+  }
+
+  // Writes contribution `index` to `r`; the task declared ordo::contribute(r, index).
+  template <class T>
+  void contribute(Reduction<T> r, std::uint32_t index, const std::type_identity_t<T>& value) const {
+    *static_cast<T*>(bytes(r.graph_serial(), r.partial(index), Mode::write, typeid(T))) = value;
+  }
+  // The value of `r`; the task declared ordo::read(r). Declared after Graph::combine(r), the
+  // value combined from this iteration's contributions.
+  template <class T>
+  T value(Reduction<T> r) const {
+    return *static_cast<const T*>(bytes(r.graph_serial(), r.result(), Mode::read, typeid(T)));
   }
 
   explicit Context(const detail::ContextImpl& impl) : impl_(impl) {}
@@ -223,6 +330,21 @@ class FiberContext {
   template <class T>
   void release(Location<T> loc) {
     release_location(loc.graph_serial(), loc.id());
+  }
+
+  // As Context::contribute and Context::value: acquire, write or read, release.
+  template <class T>
+  void contribute(Reduction<T> r, std::uint32_t index, const std::type_identity_t<T>& value) {
+    *static_cast<T*>(acquire_bytes(r.graph_serial(), r.partial(index), Mode::write, typeid(T))) =
+        value;
+    release_location(r.graph_serial(), r.partial(index));
+  }
+  template <class T>
+  T value(Reduction<T> r) {
+    const T v =
+        *static_cast<const T*>(acquire_bytes(r.graph_serial(), r.result(), Mode::read, typeid(T)));
+    release_location(r.graph_serial(), r.result());
+    return v;
   }
 
   explicit FiberContext(const detail::FiberContextImpl& impl) : impl_(impl) {}
@@ -343,6 +465,53 @@ class Graph {
   std::uint32_t fiber_task(const std::string& name, std::vector<Access> accesses,
                            FiberBody body);
 
+  // Declares a reduction of `contributors` values of T (trivially copyable), combined with
+  // `op` (Sum, Min, Max or any callable T(const T&, const T&)) in the fixed order of
+  // combine_in_order: the same bits for any number of workers or ranks. Its name is taken, and
+  // so are "name.part[i]" (a location per contribution) and, once combined, the tree's
+  // "name.node<level>[j]". An exception thrown by `op` stops the run with an Error naming the
+  // reduction. Declare every contributor, then combine(); see Reduction.
+  //   auto dot = g.reduction<double>("dot", blocks);
+  //   g.task_family("partial", blocks, [&](std::uint32_t b, ordo::AccessList& acc) {
+  //     acc.add(ordo::read(x[b]));
+  //     acc.add(ordo::contribute(dot, b));
+  //   }, [=](ordo::Context& ctx, std::uint32_t b) { ctx.contribute(dot, b, local_dot(ctx, b)); });
+  //   g.combine(dot);
+  //   ... until.done = [&](const ordo::Graph& g) { return g.value(dot) < 1e-12; };
+  template <class T, class Op = Sum>
+  Reduction<T> reduction(const std::string& name, std::uint32_t contributors, Op op = {}) {
+    static_assert(std::is_trivially_copyable_v<T>, "reduced values must be trivially copyable");
+    static_assert(std::is_invocable_v<const Op&, const T&, const T&>,
+                  "a reduction's operator is called as op(const T&, const T&)");
+    static_assert(std::is_convertible_v<std::invoke_result_t<const Op&, const T&, const T&>, T>,
+                  "a reduction's operator returns the reduced type T");
+    std::uint32_t first_partial = 0, result = 0;
+    add_reduction(name, contributors, sizeof(T), typeid(T),
+                  [op = std::move(op)](const void* a, const void* b, void* out) {
+                    const T z = op(*static_cast<const T*>(a), *static_cast<const T*>(b));
+                    *static_cast<T*>(out) = z;
+                  },
+                  first_partial, result);
+    return Reduction<T>(serial(), first_partial, contributors, result);
+  }
+
+  // Declares the step that combines `r`'s contributions, here in program order: every
+  // contribution's task is declared before it, and tasks reading `r` after it get this
+  // iteration's value. Throws Error if a contribution has no task, or if `r` is combined
+  // already. Every reduction must be combined before the graph runs.
+  template <class T>
+  void combine(Reduction<T> r) {
+    combine_reduction(r.graph_serial(), r.result());
+  }
+
+  // The value of `r` after the last iteration run, on every rank (each holds its own copy):
+  // for run_until's condition and after a run. Throws Error before the graph's first run and
+  // from inside a task body (a body declares ordo::read(r) and calls Context::value).
+  template <class T>
+  T value(Reduction<T> r) const {
+    return *static_cast<const T*>(reduction_value(r.graph_serial(), r.result(), typeid(T)));
+  }
+
   // A location's contents between runs: to initialise inputs and read results.
   template <class T>
   std::span<T> data(Location<T> loc) {
@@ -376,6 +545,13 @@ class Graph {
   void set_home_rank_of(std::uint64_t graph, std::uint32_t location, unsigned rank);
   unsigned home_rank_of(std::uint64_t graph, std::uint32_t location) const;
   void place_location(std::uint64_t graph, std::uint32_t location, unsigned node);
+  using Combine = std::function<void(const void* a, const void* b, void* out)>;
+  void add_reduction(const std::string& name, std::uint32_t contributors, std::size_t elem_size,
+                     const std::type_info& type, Combine op, std::uint32_t& first_partial,
+                     std::uint32_t& result);
+  void combine_reduction(std::uint64_t graph, std::uint32_t result);
+  const void* reduction_value(std::uint64_t graph, std::uint32_t result,
+                              const std::type_info& type) const;
   std::unique_ptr<detail::GraphImpl> impl_;
 };
 
@@ -399,7 +575,8 @@ struct RunStats {
 // Stop rule for Runtime::run_until.
 struct Until {
   // Called between iterations, on the caller's thread, while no task runs; reads the graph's
-  // locations with Graph::data. Returning true stops the run there.
+  // locations with Graph::data and its reduced values with Graph::value (the same bits on
+  // every rank; a location is final only on its home rank). Returning true stops the run there.
   std::function<bool(const Graph&)> done;
   std::uint64_t check_every = 1;        // iterations between two checks
   std::uint64_t max_iterations = 1000;  // the run stops after this many in any case
