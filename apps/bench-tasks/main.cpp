@@ -27,6 +27,7 @@
 #include "app_cli.hpp"
 #include "bench_numbers.hpp"
 #include "bench.hpp"
+#include "metg_driver.hpp"
 
 namespace {
 
@@ -132,7 +133,54 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     cli.add_option("--busy-iterations", busy_iterations,
                    "stencil iterations for --busy (default 300, 60 with --quick)");
+    bool metg = false;
+    bench::metg::MetgOptions mo;
+    mo.width = std::max(1u, std::thread::hardware_concurrency());
+    std::string metg_iterations;
+    std::vector<std::string> metg_systems = {"ordo", "mpi", "omp"};
+    std::optional<std::uint64_t> metg_steps;
+    cli.add_flag("--metg", metg,
+                 "measure instead the minimum effective task granularity (Task Bench's METG) "
+                 "of ordo, non-blocking MPI and OpenMP tasks on a 1-D stencil "
+                 "(docs/benchmarks.md)");
+    cli.add_option("--metg-width", mo.width,
+                   "--metg: stencil width = ordo workers = MPI ranks = OpenMP threads (default: "
+                   "hardware threads)")
+        ->check(CLI::Range(1u, 1024u));
+    cli.add_option("--metg-steps", metg_steps,
+                   "--metg: time steps, even (default 1000; 200 with --quick, 20 with --verify)")
+        ->check(CLI::Range(std::uint64_t{2}, std::uint64_t{1} << 30));
+    cli.add_option("--metg-iterations", metg_iterations,
+                   "--metg: kernel iterations per task, comma-separated, longest first "
+                   "(default 65536,32768,...,1; with --verify 4096,64,1)");
+    cli.add_option("--metg-systems", metg_systems, "--metg: systems to measure")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"ordo", "mpi", "omp"}))
+        ->capture_default_str();
+    cli.add_option("--bin-dir", mo.bin_dir,
+                   "--metg: folder of ordo-bench-metg-mpi (default: found from this executable)");
+    cli.add_option("--mpirun", mo.mpirun, "--metg: MPI launcher")->capture_default_str();
     if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+
+    if (metg) {
+      mo.verify = verify;
+      mo.steps = metg_steps ? *metg_steps : verify ? 20 : quick ? 200 : 1000;
+      if (mo.steps % 2 != 0)
+        throw ordo::Error("--metg-steps " + std::to_string(mo.steps) +
+                          ": give an even number (the graph holds two steps)");
+      if (metg_iterations.empty()) {
+        if (verify) metg_iterations = "4096,64,1";
+        for (std::uint64_t n = std::uint64_t{1} << 16; !verify && n >= 1; n /= 2)
+          metg_iterations += (metg_iterations.empty() ? "" : ",") + std::to_string(n);
+      }
+      for (std::size_t n : ordo::bench::parse_size_list(metg_iterations, "--metg-iterations",
+                                                        {1, std::uint64_t{1} << 30, 1}))
+        mo.iterations.push_back(n);
+      std::sort(mo.iterations.rbegin(), mo.iterations.rend());
+      mo.systems = metg_systems;
+      mo.reps = reps_opt ? *reps_opt : verify ? 1 : 3;
+      return bench::metg::run_metg(mo);
+    }
 
     if (busy) {
       const std::uint32_t iters = busy_iterations ? busy_iterations : quick ? 60 : 300;
