@@ -12,8 +12,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   # tests
   catch2
-  # tests/trace: the HTML timeline rendered headless, its screenshot read back
-  chromium python3-pil
+  # tests/trace: the HTML viewer in headless Chromium (driven by playwright-core from npm)
+  chromium
   # baselines and peer runtimes for the benchmarks
   libtbb-dev libstarpu-dev libopenmpi-dev openmpi-bin
   # comm: PMIx bootstrap (also needed for Slurm's PMIx plugin to load); multiprocess tests
@@ -38,6 +38,24 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+# The trace viewer's npm packages (d3, inlined into its pages at build time; playwright-core for
+# its tests), exactly as tools/ordo-trace/viewer/package-lock.json pins and hashes them. Node.js
+# and npm from Debian where the machine has none. Once installed, builds need no network.
+viewer=$top/tools/ordo-trace/viewer
+if ! command -v npm >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing nodejs npm"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if ! cmp -s "$viewer/package-lock.json" "$viewer/node_modules/.ordo-installed-lock.json"; then
+  echo "setup: npm ci in tools/ordo-trace/viewer"
+  (cd "$viewer" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null)
+  cp "$viewer/package-lock.json" "$viewer/node_modules/.ordo-installed-lock.json"
+fi
+
 if [ ! -f "$top/build/build.ninja" ]; then
   meson setup "$top/build" "$top" --buildtype=release >/dev/null
 fi

@@ -27,21 +27,23 @@ std::vector<T> all_gather(Runtime& rt, const T& mine) {
   static_assert(std::is_trivially_copyable_v<T>, "all_gather moves values as bytes");
   const unsigned ranks = rt.ranks();
   if (ranks == 1) return {mine};
+  // Names begin "ordo.": ordo-trace lists such helper graphs apart from the user's and leaves
+  // their runs out of its window (docs/tracing.md).
   Graph g;
   std::vector<Location<T>> v, all;
   for (unsigned r = 0; r < ranks; ++r) {
-    v.push_back(g.location<T>("all_gather.v[" + std::to_string(r) + "]", 1));
-    all.push_back(g.location<T>("all_gather.all[" + std::to_string(r) + "]", ranks));
+    v.push_back(g.location<T>("ordo.all_gather.v[" + std::to_string(r) + "]", 1));
+    all.push_back(g.location<T>("ordo.all_gather.all[" + std::to_string(r) + "]", ranks));
     g.set_home_rank(v[r], r);
     g.set_home_rank(all[r], r);
   }
   for (unsigned r = 0; r < ranks; ++r)
-    g.task("all_gather.put[" + std::to_string(r) + "]", {ordo::write(v[r])},
+    g.task("ordo.all_gather.put[" + std::to_string(r) + "]", {ordo::write(v[r])},
            [loc = v[r], mine](Context& ctx) { ctx.write(loc)[0] = mine; });
   for (unsigned r = 0; r < ranks; ++r) {
     std::vector<Access> acc{ordo::write(all[r])};
     for (unsigned q = 0; q < ranks; ++q) acc.push_back(ordo::read(v[q]));
-    g.task("all_gather.get[" + std::to_string(r) + "]", std::move(acc),
+    g.task("ordo.all_gather.get[" + std::to_string(r) + "]", std::move(acc),
            [out = all[r], v](Context& ctx) {
              auto o = ctx.write(out);
              for (std::size_t q = 0; q < v.size(); ++q) o[q] = ctx.read(v[q])[0];

@@ -28,8 +28,15 @@ grep -q '"iterations": 5' "$dir/summary.json" || fail "summary --json: wrong ite
 "$tool" export --format perfetto -o "$dir/out.json" "$dir/flag.trace"
 grep -q '"traceEvents"' "$dir/out.json" || fail "export wrote no traceEvents"
 "$tool" html -o "$dir/out.html" "$dir/flag.trace"
-grep -q "timeline" "$dir/out.html" || fail "html wrote no timeline"
+grep -q "id=\"lanes\"" "$dir/out.html" || fail "html wrote no timeline lanes"
 if grep -Eq '(src|href)="(https?:)?//' "$dir/out.html"; then fail "html refers to the network"; fi
+"$tool" summary --help | grep -q "lock-wait .*could" || fail "summary --help does not explain lock-wait"
+# compare: heat2d on 2x2 and on 4x4 blocks, 5 iterations: 20 and 80 step instances.
+"$heat" --size 128x128 --blocks 4x4 --iters 5 --workers 2 --trace "$dir/blocks4.trace" >/dev/null
+"$tool" compare "$dir/flag.trace" "$dir/blocks4.trace" >"$dir/compare.txt"
+grep -Eq "^step +20 +80 " "$dir/compare.txt" || fail "compare: no row for the step kind: $(cat "$dir/compare.txt")"
+"$tool" compare --json "$dir/flag.trace" "$dir/blocks4.trace" >"$dir/compare.json"
+grep -q '"kinds"' "$dir/compare.json" || fail "compare --json"
 
 # expect_2 NAME MESSAGE-PATTERN ARGS...: ordo-trace exits 2 and says MESSAGE-PATTERN.
 expect_2() {
@@ -69,6 +76,7 @@ cp "$dir/flag.trace" "$dir/ranks7.trace"
 printf '\x80\x96\x98\x00' | dd of="$dir/ranks7.trace" bs=1 seek=24 conv=notrunc status=none
 ( ulimit -v 200000; expect_2 "10^7 ranks" "rank 1 of 10000000 is missing" summary "$dir/ranks7.trace" )
 expect_2 "bad flag" "error" export --format svg -o "$dir/x" "$dir/flag.trace"
+expect_2 "compare one trace" "2 required" compare "$dir/flag.trace"
 if [ $# -ge 3 ]; then
   ordorun=$(realpath "$3")
   # Locations copied (as between hosts), so that the halos' bytes are on the wire.
@@ -105,7 +113,7 @@ if [ $# -ge 3 ]; then
   # to agree on its verdict, docs/distributed.md; its locations are left out.)
   "$heat" --size 64x64 --blocks 2x2 --iters 3 --workers 1 --trace "$dir/one.trace" >/dev/null
   "$tool" summary "$dir/one.trace" >"$dir/one.txt"
-  grants() { awk '/^locations/ { f = 1; next } f && NF == 0 { f = 0 } f && $1 !~ /^all_gather[.]/ && $2 ~ /^[0-9]+$/ { g += $2 } END { print g + 0 }' "$1"; }
+  grants() { awk '/^locations/ { f = 1; next } f && NF == 0 { f = 0 } f && $1 !~ /^ordo[.]all_gather[.]/ && $2 ~ /^[0-9]+$/ { g += $2 } END { print g + 0 }' "$1"; }
   [ "$(grants "$dir/ranks.txt")" = "$(grants "$dir/one.txt")" ] && [ "$(grants "$dir/one.txt")" -gt 0 ] ||
     fail "the two-rank trace has $(grants "$dir/ranks.txt") grants, one rank $(grants "$dir/one.txt")"
   "$tool" export --format perfetto -o "$dir/ranks.json" "$dir/ranks.trace"

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "analysis.hpp"
+#include "compare.hpp"
 #include "export.hpp"
 #include "runtime/trace.hpp"
 #include "trace_file.hpp"
@@ -224,7 +225,13 @@ TEST_CASE("the summary's figures are those recomputed from the events", "[trace]
   std::vector<std::uint64_t> count(r.workers, 0);
   std::map<std::uint32_t, std::uint64_t> grants;
   std::map<std::uint32_t, std::int64_t> loc_wait;
-  std::map<std::pair<std::uint32_t, std::uint64_t>, std::pair<std::int64_t, std::int64_t>> inst_wait;
+  // Per instance: the request (earliest arg1), the last grant and its location, and the grant
+  // before the last.
+  struct Granted {
+    std::int64_t request = INT64_MAX, last = -1, before_last = -1;
+    std::uint32_t location = 0;
+  };
+  std::map<std::pair<std::uint32_t, std::uint64_t>, Granted> granted;
   std::uint64_t flushes = 0;
   for (const tf::Event& e : r.events) {
     auto k = std::make_pair(e.task, e.arg0);
@@ -234,8 +241,16 @@ TEST_CASE("the summary's figures are those recomputed from the events", "[trace]
     } else if (e.k() == tf::Kind::task_end) {
       inst[k].second = static_cast<std::int64_t>(e.time);
     } else if (e.k() == tf::Kind::grant) {
-      auto& w = inst_wait.try_emplace(k, static_cast<std::int64_t>(e.arg1), 0).first->second;
-      w.second = std::max(w.second, static_cast<std::int64_t>(e.time));
+      Granted& g = granted[k];
+      const auto at = static_cast<std::int64_t>(e.time);
+      g.request = std::min(g.request, static_cast<std::int64_t>(e.arg1));
+      if (at >= g.last) {
+        g.before_last = g.last;
+        g.last = at;
+        g.location = e.location;
+      } else {
+        g.before_last = std::max(g.before_last, at);
+      }
     } else if (e.k() == tf::Kind::flush && e.worker < r.workers) {
       ++flushes;
     }
@@ -245,17 +260,37 @@ TEST_CASE("the summary's figures are those recomputed from the events", "[trace]
   // A location's grants are those of instances that ran (the last ones may grant an instance
   // of the next step, which the iteration gate holds).
   for (const tf::Event& e : r.events)
-    if (e.k() == tf::Kind::grant && inst.count({e.task, e.arg0})) {
-      ++grants[e.location];
-      loc_wait[e.location] += static_cast<std::int64_t>(e.time - e.arg1);
+    if (e.k() == tf::Kind::grant && inst.count({e.task, e.arg0})) ++grants[e.location];
+  // Lock wait, by brute force: from when the instance could otherwise have run (requested,
+  // every lock but the last granted) to its last grant, each nanosecond counted while fewer
+  // instances ran than there are workers, found by sweeping every instance over the interval.
+  auto free_time = [&](std::int64_t a, std::int64_t b) {
+    std::vector<std::pair<std::int64_t, int>> edges{{a, 0}, {b, 0}};
+    for (auto& [k, be] : inst)
+      if (be.second > a && be.first < b) {
+        edges.emplace_back(std::max(be.first, a), +1);
+        edges.emplace_back(std::min(be.second, b), -1);
+      }
+    std::sort(edges.begin(), edges.end());
+    std::int64_t free = 0;
+    int running = 0;
+    for (std::size_t i = 0; i + 1 < edges.size(); ++i) {
+      running += edges[i].second;
+      if (running < int(r.workers)) free += edges[i + 1].first - edges[i].first;
     }
+    return free;
+  };
   std::map<std::uint32_t, std::int64_t> wait;
   for (auto& [k, be] : inst) {
     compute[k.first] += be.second - be.first;
     busy[where[k]] += be.second - be.first;
     ++count[where[k]];
-    auto w = inst_wait.find(k);
-    if (w != inst_wait.end()) wait[k.first] += w->second.second - w->second.first;
+    auto g = granted.find(k);
+    if (g == granted.end()) continue;
+    const std::int64_t from = std::max(g->second.request, g->second.before_last);
+    const std::int64_t w = g->second.last > from ? free_time(from, g->second.last) : 0;
+    wait[k.first] += w;
+    if (w > 0) loc_wait[g->second.location] += w;
   }
   CHECK(s.iterations == std::uint64_t(iters));
   REQUIRE(s.tasks.size() == std::size_t(stages));
@@ -772,4 +807,192 @@ TEST_CASE("a fiber task's suspensions are its lock-wait, not its compute", "[tra
   CHECK(f.name == "F");
   CHECK(f.wait_ns == wait);
   CHECK(f.compute_ns == compute);
+}
+
+namespace {
+
+// A synthetic one-rank trace of `workers` workers: `events` are appended to buffer 0 in order
+// (times in ns). Graph: "a" writes L, "b" reads L and writes M; "ordo.helper" writes H.
+std::string write_synthetic(unsigned workers, const std::vector<rtt::Event>& events) {
+  ordo::rt::Graph g;
+  g.add_location("L", sizeof(double), 1, typeid(double));
+  g.add_location("M", sizeof(double), 1, typeid(double));
+  g.add_location("ordo.H", sizeof(double), 1, typeid(double));
+  g.add_task(ordo::rt::TaskDesc{"a", {{0, ordo::rt::Mode::write, false, 0}}, {}});
+  g.add_task(ordo::rt::TaskDesc{"b", {{0, ordo::rt::Mode::read, false, 0}, {1, ordo::rt::Mode::write, false, 0}}, {}});
+  g.add_task(ordo::rt::TaskDesc{"ordo.helper", {{2, ordo::rt::Mode::write, false, 0}}, {}});
+  const std::string path = temp_path("synthetic");
+  rtt::RecorderConfig c;
+  c.path = path;
+  c.workers = workers;
+  std::string error;
+  auto rec = rtt::Recorder::open(c, error);
+  REQUIRE(rec);
+  rec->begin_run(g, 1, 1);
+  for (const rtt::Event& e : events) rec->append(e.worker, e);
+  rec->end_run(1);
+  rec.reset();
+  // The recorder's own run_begin and run_end (on the caller's buffer, at the real clock's
+  // times) become steals there, which the summary ignores: the test's events set the runs.
+  std::vector<char> bytes = slurp(path);
+  for (std::size_t pos = sizeof(rtt::FileHeader); pos + sizeof(rtt::RecordHeader) <= bytes.size();) {
+    rtt::RecordHeader rh;
+    std::memcpy(&rh, bytes.data() + pos, sizeof rh);
+    if (rh.type == 2 && rh.arg == workers)
+      for (std::size_t off = 0; off < rh.bytes; off += sizeof(rtt::Event)) {
+        char& kind = bytes[pos + sizeof rh + off + offsetof(rtt::Event, kind)];
+        if (kind == char(rtt::Kind::run_begin) || kind == char(rtt::Kind::run_end))
+          kind = char(rtt::Kind::steal);
+      }
+    pos += sizeof rh + rh.bytes;
+  }
+  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  return path;
+}
+
+rtt::Event ev(rtt::Kind k, std::uint64_t time, std::uint32_t task = rtt::kNone,
+              std::uint32_t location = rtt::kNone, std::uint64_t arg1 = 0, std::uint16_t worker = 0) {
+  rtt::Event e;
+  e.time = time;
+  e.kind = static_cast<std::uint8_t>(k);
+  e.task = task;
+  e.location = location;
+  e.arg1 = arg1;
+  e.worker = worker;
+  return e;
+}
+
+rtt::Event iteration(rtt::Event e, std::uint64_t it) {
+  e.arg0 = it;
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("lock-wait counts from when the instance could otherwise have run, naming the location",
+          "[trace]") {
+  using K = rtt::Kind;
+  // "a" runs 1000-5000 on worker 0; "b" was requested at 1000, got M at 2000 and L (after "a"
+  // released it) at 5000, then ran 5000-6000.
+  auto events = [](std::uint16_t b_worker) {
+    return std::vector<rtt::Event>{
+        ev(K::run_begin, 500),
+        ev(K::task_begin, 1000, 0, rtt::kNone, 0, 0),
+        ev(K::grant, 2000, 1, 1, 1000, b_worker),
+        ev(K::task_end, 5000, 0, rtt::kNone, 0, 0),
+        ev(K::grant, 5000, 1, 0, 1000, b_worker),
+        ev(K::task_begin, 5000, 1, rtt::kNone, 0, b_worker),
+        ev(K::task_end, 6000, 1, rtt::kNone, 0, b_worker),
+        ev(K::run_end, 6500),
+    };
+  };
+  // One worker: while "a" ran it was busy, so "b" could not have run earlier: no lock-wait.
+  {
+    tf::Trace t = tf::load({write_synthetic(1, events(0))});
+    tf::Summary s = tf::summarize(t);
+    REQUIRE(s.tasks.size() == 2);
+    CHECK(s.tasks[1].name == "b");
+    CHECK(s.tasks[1].wait_ns == 0);
+  }
+  // Two workers: worker 1 was free from M's grant (2000; the request at 1000 is earlier) to
+  // L's (5000): 3000 ns of lock-wait, held up by L.
+  {
+    tf::Trace t = tf::load({write_synthetic(2, events(1))});
+    tf::Summary s = tf::summarize(t);
+    REQUIRE(s.tasks.size() == 2);
+    CHECK(s.tasks[1].wait_ns == 3000);
+    CHECK(s.tasks[0].wait_ns == 0);
+    REQUIRE(s.locations.size() == 3);
+    CHECK(s.locations[0].name == "L");
+    CHECK(s.locations[0].wait_ns == 3000);
+    CHECK(s.locations[0].held_up == 1);
+    CHECK(s.locations[1].wait_ns == 0);
+    const tf::InstanceRec& b = s.instances[1];
+    CHECK(b.blocker == 0);
+    CHECK(b.otherwise - b.requested == 1000);  // M's grant, not the request
+  }
+}
+
+TEST_CASE("the window is the user's runs: gaps between runs and helper graphs' runs are left out",
+          "[trace]") {
+  using K = rtt::Kind;
+  // Run 1: 1000-3000, "a" busy 1000-3000. A gap. Run 2: 10000-12000, "a" busy 10000-11000.
+  // Run 3 (helper graph only): 20000-21000.
+  tf::Trace t = tf::load({write_synthetic(
+      1, {ev(K::run_begin, 1000), ev(K::task_begin, 1000, 0), ev(K::task_end, 3000, 0),
+          ev(K::run_end, 3000), ev(K::run_begin, 10000), iteration(ev(K::task_begin, 10000, 0), 1),
+          iteration(ev(K::task_end, 11000, 0), 1), ev(K::run_end, 12000), ev(K::run_begin, 20000),
+          ev(K::task_begin, 20000, 2), ev(K::task_end, 21000, 2), ev(K::run_end, 21000)})});
+  tf::Summary s = tf::summarize(t);
+  CHECK(s.span_ns == 4000);
+  REQUIRE(s.workers.size() == 1);
+  CHECK(s.workers[0].span_ns == 4000);
+  CHECK(s.workers[0].busy_ns == 3000);
+  CHECK(s.workers[0].utilisation() == Approx(0.75));
+  // The helper's task is listed, marked, after the user's; it is not on the critical path.
+  REQUIRE(s.tasks.size() == 2);
+  CHECK(s.tasks[0].name == "a");
+  CHECK_FALSE(s.tasks[0].internal);
+  CHECK(s.tasks[1].name == "ordo.helper");
+  CHECK(s.tasks[1].internal);
+  CHECK(s.iterations == 2);
+  for (const tf::InstanceRec* in : s.critical_path) CHECK_FALSE(in->internal);
+  const std::string text = tf::render_text(s, t);
+  CHECK_THAT(text, Catch::Contains("window 0.004 ms (the runs)"));
+  CHECK_THAT(text, Catch::Contains("helper graphs' tasks"));
+}
+
+TEST_CASE("compare reports per task kind and location the change between two runs, by impact",
+          "[trace]") {
+  const std::string a = temp_path("cmp-a"), b = temp_path("cmp-b");
+  {
+    Pipeline p(3);
+    ordo::Runtime rt({.workers = 2, .trace_path = a});
+    rt.run(p.g, 10);
+  }
+  {
+    Pipeline p(3);
+    ordo::Runtime rt({.workers = 2, .trace_path = b});
+    rt.run(p.g, 30);
+  }
+  const tf::Trace ta = tf::load({a}), tb = tf::load({b});
+  const tf::Summary sa = tf::summarize(ta), sb = tf::summarize(tb);
+  const tf::Comparison c = tf::compare(sa, ta, sb, tb);
+  CHECK(c.window_a == sa.span_ns);
+  CHECK(c.window_b == sb.span_ns);
+  // Task names stage0..stage2 are three kinds; each row carries both summaries' figures.
+  REQUIRE(c.kinds.size() == 3);
+  for (const tf::CompareRow& row : c.kinds) {
+    INFO(row.name);
+    auto find = [&](const tf::Summary& s) {
+      for (const tf::TaskRow& tr : s.tasks)
+        if (tr.name == row.name) return tr;
+      FAIL("no task " << row.name);
+      return tf::TaskRow{};
+    };
+    const tf::TaskRow ra = find(sa), rb = find(sb);
+    CHECK(row.instances_a == 10);
+    CHECK(row.instances_b == 30);
+    CHECK(row.compute_a == ra.compute_ns);
+    CHECK(row.compute_b == rb.compute_ns);
+    CHECK(row.wait_b - row.wait_a == rb.wait_ns - ra.wait_ns);
+  }
+  for (std::size_t i = 1; i < c.kinds.size(); ++i) CHECK(c.kinds[i - 1].impact() >= c.kinds[i].impact());
+  REQUIRE(c.locations.size() == 4);
+  for (std::size_t i = 1; i < c.locations.size(); ++i)
+    CHECK(c.locations[i - 1].impact() >= c.locations[i].impact());
+  // Critical-path shares of the kinds sum to 1 in each run.
+  double share_a = 0, share_b = 0;
+  for (const tf::CompareRow& row : c.kinds) {
+    share_a += row.critical_a;
+    share_b += row.critical_b;
+  }
+  CHECK(share_a == Approx(1.0));
+  CHECK(share_b == Approx(1.0));
+  // A trace against itself: no change anywhere.
+  const tf::Comparison same = tf::compare(sa, ta, sa, ta);
+  for (const tf::CompareRow& row : same.kinds) CHECK(row.impact() == 0);
+  CHECK(tf::render_text(c, a, b).find("stage0") != std::string::npos);
+  CHECK(tf::kind_of("step[1,2]") == "step");
+  CHECK(tf::kind_of("stage0") == "stage0");
 }

@@ -37,30 +37,94 @@ Row& row(std::vector<Row>& rows, std::unordered_map<std::string, std::size_t>& i
 
 }  // namespace
 
-std::pair<std::int64_t, std::int64_t> window(const Trace& t, const RankTrace& r) {
-  std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
-  for (const Event& e : r.events) {
-    if (e.k() == Kind::run_begin) lo = std::min(lo, t.aligned(r, e));
-    if (e.k() == Kind::run_end) hi = std::max(hi, t.aligned(r, e));
+bool is_internal_name(const std::string& name) { return name.rfind("ordo.", 0) == 0; }
+
+std::string kind_of(const std::string& name) {
+  if (!name.empty() && name.back() == ']') {
+    const std::size_t open = name.rfind('[');
+    if (open != std::string::npos && open > 0) return name.substr(0, open);
   }
-  if (lo > hi) {
-    lo = std::numeric_limits<std::int64_t>::max();
-    hi = std::numeric_limits<std::int64_t>::min();
-    for (const Event& e : r.events) {
-      lo = std::min(lo, t.aligned(r, e));
-      hi = std::max(hi, t.aligned(r, e));
+  return name;
+}
+
+Coverage::Coverage(std::vector<std::pair<std::int64_t, std::int64_t>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  for (auto [a, b] : intervals) {
+    if (b <= a) continue;
+    if (!iv_.empty() && a <= iv_.back().second) {
+      iv_.back().second = std::max(iv_.back().second, b);
+    } else {
+      iv_.emplace_back(a, b);
     }
   }
-  if (lo > hi) return {0, 0};
-  return {lo, hi};
+  std::int64_t sum = 0;
+  for (auto [a, b] : iv_) prefix_.push_back(sum += b - a);
+}
+
+std::int64_t Coverage::upto(std::int64_t x) const {
+  // The first interval ending after x: everything before it counts whole, it counts up to x.
+  auto it = std::upper_bound(iv_.begin(), iv_.end(), x,
+                             [](std::int64_t v, const auto& iv) { return v < iv.second; });
+  const std::size_t k = static_cast<std::size_t>(it - iv_.begin());
+  std::int64_t before = k == 0 ? 0 : prefix_[k - 1];
+  if (it != iv_.end() && x > it->first) before += x - it->first;
+  return before;
+}
+
+std::int64_t Coverage::overlap(std::int64_t a, std::int64_t b) const {
+  return b <= a ? 0 : upto(b) - upto(a);
+}
+
+Coverage user_runs(const Trace& t, const RankTrace& r, const std::vector<InstanceRec>& instances) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> runs;
+  std::int64_t open = -1, first = std::numeric_limits<std::int64_t>::max(), last = 0;
+  for (const Event& e : r.events) {
+    const std::int64_t at = t.aligned(r, e);
+    first = std::min(first, at);
+    last = std::max(last, at);
+    if (e.k() == Kind::run_begin) {
+      open = at;
+    } else if (e.k() == Kind::run_end && open >= 0) {
+      runs.emplace_back(open, at);
+      open = -1;
+    }
+  }
+  if (open >= 0) runs.emplace_back(open, last);  // cut short: the run went on to the end
+  if (runs.empty()) {
+    if (first <= last) runs.emplace_back(first, last);
+    return Coverage(std::move(runs));
+  }
+  // A run whose instances on this rank all belong to helper graphs is left out.
+  std::vector<int> user(runs.size(), 0), helper(runs.size(), 0);
+  for (const InstanceRec& in : instances) {
+    if (in.rank != r.rank) continue;
+    auto it = std::upper_bound(runs.begin(), runs.end(), in.begin,
+                               [](std::int64_t v, const auto& run) { return v < run.first; });
+    if (it == runs.begin()) continue;
+    const std::size_t k = static_cast<std::size_t>(it - runs.begin()) - 1;
+    ++(in.internal ? helper : user)[k];
+  }
+  std::vector<std::pair<std::int64_t, std::int64_t>> kept;
+  for (std::size_t k = 0; k < runs.size(); ++k)
+    if (user[k] > 0 || helper[k] == 0) kept.push_back(runs[k]);
+  return Coverage(std::move(kept));
 }
 
 std::vector<InstanceRec> collect_instances(const Trace& t) {
   std::vector<InstanceRec> out;
+  // An instance's grants: its request, its last grant and that grant's location, and the
+  // grant before the last (when it could otherwise have run).
+  struct Grants {
+    std::int64_t requested = std::numeric_limits<std::int64_t>::max();
+    std::int64_t last = -1, before_last = -1;
+    std::uint32_t location = kNone;
+  };
   for (const RankTrace& r : t.ranks) {
     std::unordered_map<Key, std::size_t, KeyHash> open;
-    std::unordered_map<Key, std::pair<std::int64_t, std::int64_t>, KeyHash> grants;
-    std::unordered_map<Key, std::int64_t, KeyHash> suspend_at;
+    std::unordered_map<Key, Grants, KeyHash> grants;
+    std::unordered_map<Key, std::pair<std::int64_t, std::uint32_t>, KeyHash> suspend_at;
+    std::unordered_map<Key, std::int64_t, KeyHash> longest_suspension;
+    const std::size_t first = out.size();
     for (const Event& e : r.events) {
       Key k{r.rank, e.task, e.arg0};
       if (e.k() == Kind::task_begin) {
@@ -70,6 +134,7 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
         in.worker = e.worker;
         in.iteration = e.arg0;
         in.begin = in.end = t.aligned(r, e);
+        in.internal = is_internal_name(r.tasks[e.task].name);
         open[k] = out.size();
         out.push_back(in);
       } else if (e.k() == Kind::task_end) {
@@ -78,29 +143,82 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
         out[it->second].end = t.aligned(r, e);
         open.erase(it);
       } else if (e.k() == Kind::fiber_suspend) {
-        suspend_at[k] = t.aligned(r, e);
+        suspend_at[k] = {t.aligned(r, e), e.location};
       } else if (e.k() == Kind::fiber_resume) {
         auto s = suspend_at.find(k);
         auto it = open.find(k);
         if (s == suspend_at.end() || it == open.end()) continue;
         InstanceRec& in = out[it->second];
-        in.suspended = std::max<std::int64_t>(in.suspended, 0) + (t.aligned(r, e) - s->second);
+        const std::int64_t d = t.aligned(r, e) - s->second.first;
+        in.suspended = std::max<std::int64_t>(in.suspended, 0) + d;
+        std::int64_t& longest = longest_suspension[k];
+        if (d >= longest) {
+          longest = d;
+          in.blocker = s->second.second;
+        }
         suspend_at.erase(s);
       } else if (e.k() == Kind::grant) {
-        auto& g = grants.try_emplace(k, std::numeric_limits<std::int64_t>::max(), -1).first->second;
-        g.first = std::min<std::int64_t>(g.first, static_cast<std::int64_t>(e.arg1) + r.clock_offset_ns - t.origin);
-        g.second = std::max(g.second, t.aligned(r, e));
+        Grants& g = grants[k];
+        g.requested = std::min<std::int64_t>(
+            g.requested, static_cast<std::int64_t>(e.arg1) + r.clock_offset_ns - t.origin);
+        const std::int64_t at = t.aligned(r, e);
+        if (at >= g.last) {
+          g.before_last = g.last;
+          g.last = at;
+          g.location = e.location;
+        } else {
+          g.before_last = std::max(g.before_last, at);
+        }
       }
     }
-    for (InstanceRec& in : out) {
-      if (in.rank != r.rank) continue;
+    for (std::size_t i = first; i < out.size(); ++i) {
+      InstanceRec& in = out[i];
       auto it = grants.find(Key{in.rank, in.task, in.iteration});
       if (it == grants.end()) continue;
-      in.requested = it->second.first;
-      in.ready = it->second.second;
+      const Grants& g = it->second;
+      in.requested = g.requested;
+      in.ready = g.last;
+      in.otherwise = std::max(g.requested, g.before_last);
+      if (in.suspended < 0) in.blocker = g.location;
     }
   }
   return out;
+}
+
+void measure_lock_waits(const Trace& t, std::vector<InstanceRec>& instances) {
+  for (const RankTrace& r : t.ranks) {
+    // The times when some worker of the rank is out of task bodies (and so could run a granted
+    // instance): the complement of "every worker busy", from the instances' begins and ends.
+    std::vector<std::pair<std::int64_t, int>> steps;
+    for (const InstanceRec& in : instances)
+      if (in.rank == r.rank) {
+        steps.emplace_back(in.begin, +1);
+        steps.emplace_back(in.end, -1);
+      }
+    std::sort(steps.begin(), steps.end());
+    std::vector<std::pair<std::int64_t, std::int64_t>> free;
+    int busy = 0;
+    std::int64_t free_since = std::numeric_limits<std::int64_t>::min() / 4;
+    for (auto [at, d] : steps) {
+      const bool was_free = busy < static_cast<int>(r.workers);
+      busy += d;
+      const bool is_free = busy < static_cast<int>(r.workers);
+      if (was_free && !is_free) free.emplace_back(free_since, at);
+      if (!was_free && is_free) free_since = at;
+    }
+    free.emplace_back(free_since, std::numeric_limits<std::int64_t>::max() / 4);
+    const Coverage can_run(std::move(free));
+    for (InstanceRec& in : instances) {
+      if (in.rank != r.rank) continue;
+      if (in.suspended >= 0) {
+        // A fiber task's suspensions: its worker ran other work meanwhile.
+        in.wait_ns = in.suspended;
+      } else if (in.otherwise >= 0 && in.ready > in.otherwise) {
+        in.wait_ns = can_run.overlap(in.otherwise, in.ready);
+      }
+      if (in.wait_ns == 0) in.blocker = kNone;
+    }
+  }
 }
 
 std::vector<MessagePair> match_messages(const Trace& t, std::uint64_t* unmatched) {
@@ -133,25 +251,26 @@ Summary summarize(const Trace& t) {
   s.ranks = static_cast<std::uint32_t>(t.ranks.size());
   s.instances = collect_instances(t);
 
-  // Workers: busy from instances, idle from park/unpark, both clipped to the window.
-  std::int64_t lo_all = std::numeric_limits<std::int64_t>::max(), hi_all = std::numeric_limits<std::int64_t>::min();
+  measure_lock_waits(t, s.instances);
+
+  // Workers: busy from instances, idle from park/unpark, both counted inside the user's runs.
+  std::vector<std::pair<std::int64_t, std::int64_t>> all_runs;
   for (const RankTrace& r : t.ranks) {
-    auto [lo, hi] = window(t, r);
-    lo_all = std::min(lo_all, lo);
-    hi_all = std::max(hi_all, hi);
+    s.runs.push_back(user_runs(t, r, s.instances));
+    const Coverage& runs = s.runs.back();
+    all_runs.insert(all_runs.end(), runs.intervals().begin(), runs.intervals().end());
+    const std::int64_t lo = runs.intervals().empty() ? 0 : runs.intervals().front().first;
+    const std::int64_t hi = runs.intervals().empty() ? 0 : runs.intervals().back().second;
     std::size_t first = s.workers.size();
     for (std::uint32_t w = 0; w < r.workers; ++w) {
       WorkerRow wr;
       wr.rank = r.rank;
       wr.worker = w;
-      wr.span_ns = hi - lo;
+      wr.span_ns = runs.total();
       s.workers.push_back(wr);
     }
     std::vector<std::int64_t> parked(r.workers, lo);  // start of the current park, or -1
     std::vector<bool> seen(r.workers, false);
-    auto clip = [&](std::int64_t a, std::int64_t b) {
-      return std::max<std::int64_t>(0, std::min(b, hi) - std::max(a, lo));
-    };
     for (const Event& e : r.events) {
       if (e.worker >= r.workers) continue;  // the caller's thread
       WorkerRow& wr = s.workers[first + e.worker];
@@ -163,7 +282,7 @@ Summary summarize(const Trace& t) {
           break;
         case Kind::unpark:
           // An unpark without a park: the worker slept since before the trace began.
-          if (parked[e.worker] >= 0) wr.idle_ns += clip(parked[e.worker], at);
+          if (parked[e.worker] >= 0) wr.idle_ns += runs.overlap(parked[e.worker], at);
           parked[e.worker] = -1;
           seen[e.worker] = true;
           break;
@@ -181,31 +300,31 @@ Summary summarize(const Trace& t) {
     }
     // A worker with no event at all slept through the window (its park predates the trace).
     for (std::uint32_t w = 0; w < r.workers; ++w)
-      if (!seen[w] || parked[w] >= 0) s.workers[first + w].idle_ns += clip(parked[w], hi);
+      if (!seen[w] || parked[w] >= 0) s.workers[first + w].idle_ns += runs.overlap(parked[w], hi);
     for (const InstanceRec& in : s.instances) {
       if (in.rank != r.rank) continue;
       WorkerRow& wr = s.workers[first + in.worker];
       ++wr.instances;
-      wr.busy_ns += clip(in.begin, in.end);
+      wr.busy_ns += runs.overlap(in.begin, in.end);
     }
   }
-  s.span_ns = lo_all <= hi_all ? hi_all - lo_all : 0;
+  s.span_ns = Coverage(std::move(all_runs)).total();
 
-  // Tasks.
+  // Tasks: the user's first, then the helpers' (each in first-seen order).
   std::unordered_map<std::string, std::size_t> task_index, loc_index;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> per_task_count;
-  for (const InstanceRec& in : s.instances) {
-    const RankTrace& r = t.ranks[in.rank];
-    TaskRow& tr = row(s.tasks, task_index, r.tasks[in.task].name);
-    ++tr.instances;
-    tr.compute_ns += in.end - in.begin - std::max<std::int64_t>(0, in.suspended);
-    // A fiber task waits where it suspends; a dataflow task from its request to its last grant.
-    if (in.suspended >= 0)
-      tr.wait_ns += in.suspended;
-    else if (in.requested >= 0)
-      tr.wait_ns += std::max<std::int64_t>(0, in.ready - in.requested);
-    s.iterations = std::max(s.iterations, ++per_task_count[{in.rank, in.task}]);
-  }
+  for (int helpers = 0; helpers < 2; ++helpers)
+    for (const InstanceRec& in : s.instances) {
+      if (in.internal != (helpers == 1)) continue;
+      const RankTrace& r = t.ranks[in.rank];
+      TaskRow& tr = row(s.tasks, task_index, r.tasks[in.task].name);
+      tr.internal = in.internal;
+      ++tr.instances;
+      tr.compute_ns += in.end - in.begin - std::max<std::int64_t>(0, in.suspended);
+      tr.wait_ns += in.wait_ns;
+      const std::uint64_t n = ++per_task_count[{in.rank, in.task}];
+      if (!in.internal) s.iterations = std::max(s.iterations, n);
+    }
 
   std::unordered_map<Key, std::size_t, KeyHash> by_key;  // instance index by (rank, task, it)
   for (std::size_t i = 0; i < s.instances.size(); ++i) {
@@ -218,15 +337,21 @@ Summary summarize(const Trace& t) {
   // instances the iteration gate holds, and how far they get before a run ends is timing (a
   // remote read granted early ends its phase at once, distributed.cpp).
   const RankTrace& r0 = t.ranks.front();
-  for (const LocationInfo& l : r0.locations) row(s.locations, loc_index, l.name);
+  for (int helpers = 0; helpers < 2; ++helpers)
+    for (const LocationInfo& l : r0.locations)
+      if (is_internal_name(l.name) == (helpers == 1))
+        row(s.locations, loc_index, l.name).internal = helpers == 1;
+  for (const InstanceRec& in : s.instances) {
+    if (in.blocker == kNone) continue;
+    LocationRow& lr = row(s.locations, loc_index, t.ranks[in.rank].locations[in.blocker].name);
+    ++lr.held_up;
+    lr.wait_ns += in.wait_ns;
+  }
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events) {
       if (e.k() == Kind::grant) {
         if (!by_key.count({r.rank, e.task, e.arg0})) continue;
-        LocationRow& lr = row(s.locations, loc_index, r.locations[e.location].name);
-        ++lr.grants;
-        lr.wait_ns += std::max<std::int64_t>(
-            0, static_cast<std::int64_t>(e.time) - static_cast<std::int64_t>(e.arg1));
+        ++row(s.locations, loc_index, r.locations[e.location].name).grants;
       } else if (e.k() == Kind::send && e.location != kNone) {
         LocationRow& lr = row(s.locations, loc_index, r.locations[e.location].name);
         lr.bytes += e.arg0;
@@ -333,6 +458,7 @@ Summary summarize(const Trace& t) {
   std::vector<std::size_t> via(s.instances.size(), kAbsent);
   std::size_t best = kAbsent;
   for (std::size_t i : order) {
+    if (s.instances[i].internal) continue;  // helper graphs are not on the user's path
     std::int64_t base = 0;
     for (std::size_t p : preds[i])
       if (s.instances[p].begin <= s.instances[i].begin && dist[p] > base) {
@@ -357,11 +483,41 @@ std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
 }  // namespace
 
+const char* figure_explanations() {
+  return R"(Figures (docs/tracing.md):
+  window        the runs of the user's graphs, summed (union over ranks); the time between
+                runs and the runs of helper graphs (names ordo.*) are left out
+  instances     task instances executed (helpers' included)
+  busy          time in task bodies, inside the window
+  idle          time parked (no work found), inside the window
+  other         window - busy - idle: scheduling, lock bookkeeping, polling, tracing
+  util          busy / window of that worker's rank
+  steals        tasks this worker took from another's queue
+  flushes       trace buffer writes by this worker (tracing's own cost)
+  compute       time in the task's bodies (a fiber task's suspensions excluded)
+  lock-wait     per instance, from when it could otherwise have run (requested, every other
+                lock granted) to its last grant, counted while a worker of its rank was out
+                of task bodies; a fiber task: its suspensions
+  compute%      compute / (compute + lock-wait)
+  held up       instances whose lock-wait this location caused (it was their last grant)
+  grants        grants of the location to instances that ran
+  bytes         bytes sent about the location; min bytes: what the graph's placement needs
+  unmatched     sends or receives whose other end is not in the trace (recorded by a rank
+                outside its runs, before its recorder was attached or after its last flush)
+  critical path the heaviest chain of instances through the lock order, by compute time)";
+}
+
 std::string render_text(const Summary& s, const Trace& t) {
   std::string out;
-  out += fmt::format("ranks {}  iterations {}  window {} ms  instances {}\n\n", s.ranks,
-                     s.iterations, ms(s.span_ns), s.instances.size());
-  out += "workers (busy = in task bodies, idle = parked, other = scheduling and tracing)\n";
+  std::uint64_t helper_instances = 0;
+  for (const InstanceRec& in : s.instances) helper_instances += in.internal;
+  out += fmt::format("ranks {}  iterations {}  window {} ms (the runs)  instances {}{}\n\n",
+                     s.ranks, s.iterations, ms(s.span_ns), s.instances.size(),
+                     helper_instances
+                         ? fmt::format(" ({} of helper graphs)", helper_instances)
+                         : std::string());
+  out += "workers (busy = in task bodies, idle = parked, other = scheduling and tracing; "
+         "all inside the runs)\n";
   out += fmt::format("{:>5} {:>6} {:>9} {:>11} {:>11} {:>11} {:>7} {:>7} {:>8}\n", "rank",
                      "worker", "instances", "busy ms", "idle ms", "other ms", "util", "steals",
                      "flushes");
@@ -370,22 +526,29 @@ std::string render_text(const Summary& s, const Trace& t) {
                        w.worker, w.instances, ms(w.busy_ns), ms(w.idle_ns),
                        ms(std::max<std::int64_t>(0, w.span_ns - w.busy_ns - w.idle_ns)),
                        pct(w.utilisation()), w.steals, w.flushes);
-  out += "\ntasks (wait = request -> last grant of each instance; compute % = compute / "
-         "(compute + wait))\n";
+  out += "\ntasks (lock-wait = from when it could otherwise have run to its last grant, while "
+         "a worker was free; compute % = compute / (compute + lock-wait))\n";
   out += fmt::format("{:<24} {:>9} {:>12} {:>11} {:>12} {:>9}\n", "task", "instances",
                      "compute ms", "mean us", "lock-wait ms", "compute%");
-  for (const TaskRow& tr : s.tasks)
+  bool helpers = false;
+  for (const TaskRow& tr : s.tasks) {
+    if (tr.internal && !helpers) {
+      out += "helper graphs' tasks (names ordo.*: the apps' and runtime's own, not in the window)\n";
+      helpers = true;
+    }
     out += fmt::format("{:<24} {:>9} {:>12} {:>11.1f} {:>12} {:>9}\n", tr.name, tr.instances,
                        ms(tr.compute_ns),
                        tr.instances ? double(tr.compute_ns) / double(tr.instances) / 1e3 : 0.0,
                        ms(tr.wait_ns), pct(tr.compute_share()));
-  out += "\nlocations (wait = request -> grant, summed over grants; bytes sent vs the minimum "
-         "the graph needs)\n";
-  out += fmt::format("{:<24} {:>8} {:>12} {:>12} {:>12}\n", "location", "grants", "wait ms",
-                     "bytes", "min bytes");
+  }
+  out += "\nlocations (held up = instances whose lock-wait it caused, being their last grant; "
+         "wait = that lock-wait; bytes sent vs the minimum the graph needs)\n";
+  out += fmt::format("{:<24} {:>8} {:>9} {:>12} {:>12} {:>12}\n", "location", "grants",
+                     "held up", "wait ms", "bytes", "min bytes");
   for (const LocationRow& l : s.locations)
-    out += fmt::format("{:<24} {:>8} {:>12} {:>12} {:>12}\n", l.name, l.grants, ms(l.wait_ns),
-                       l.bytes, l.min_bytes);
+    out += fmt::format("{:<24} {:>8} {:>9} {:>12} {:>12} {:>12}{}\n", l.name, l.grants,
+                       l.held_up, ms(l.wait_ns), l.bytes, l.min_bytes,
+                       l.internal ? "  (helper)" : "");
   out += "\npeers (bytes sent from -> to, vs the minimum)\n";
   if (s.peers.empty()) out += "  none: every location is local to its rank\n";
   for (const PeerRow& p : s.peers)
@@ -396,12 +559,16 @@ std::string render_text(const Summary& s, const Trace& t) {
                            ? " if copied (the ranks share the locations' memory)"
                            : "");
   if (s.unmatched_messages)
-    out += fmt::format("  {} sends or receives without their other end\n", s.unmatched_messages);
+    out += fmt::format("  {} sends or receives without their other end in the trace (the other "
+                       "rank recorded it outside its runs: before its recorder was attached or "
+                       "after its last flush)\n",
+                       s.unmatched_messages);
   if (s.inverted_messages)
     out += fmt::format("  warning: {} messages arrive before they were sent on the aligned clock; "
                        "the ranks' clock offsets are wrong\n",
                        s.inverted_messages);
-  out += fmt::format("\ncritical path: {} ms of compute in {} instances ({} of the {} ms window)\n",
+  out += fmt::format("\ncritical path: {} ms of compute in {} instances ({} of the {} ms window; "
+                     "close to 100% means more workers cannot help)\n",
                      ms(s.critical_ns), s.critical_path.size(),
                      pct(s.span_ns ? double(s.critical_ns) / double(s.span_ns) : 0.0),
                      ms(s.span_ns));
@@ -412,6 +579,7 @@ std::string render_text(const Summary& s, const Trace& t) {
   std::sort(top.rbegin(), top.rend());
   for (std::size_t i = 0; i < top.size() && i < 8; ++i)
     out += fmt::format("  {:<24} {} instances\n", top[i].second, top[i].first);
+  out += "\n(ordo-trace summary --help explains every figure)\n";
   return out;
 }
 
@@ -422,6 +590,9 @@ nlohmann::json render_json(const Summary& s, const Trace& t) {
   j["iterations"] = s.iterations;
   j["window_ns"] = s.span_ns;
   j["instances"] = s.instances.size();
+  std::size_t events = 0;
+  for (const RankTrace& r : t.ranks) events += r.events.size();
+  j["events"] = events;
   for (const WorkerRow& w : s.workers)
     j["workers"].push_back({{"rank", w.rank}, {"worker", w.worker}, {"instances", w.instances},
                             {"busy_ns", w.busy_ns}, {"idle_ns", w.idle_ns},
@@ -429,11 +600,12 @@ nlohmann::json render_json(const Summary& s, const Trace& t) {
                             {"steals", w.steals}, {"flushes", w.flushes},
                             {"flush_ns", w.flush_ns}});
   for (const TaskRow& tr : s.tasks)
-    j["tasks"].push_back({{"name", tr.name}, {"instances", tr.instances},
+    j["tasks"].push_back({{"name", tr.name}, {"internal", tr.internal}, {"instances", tr.instances},
                           {"compute_ns", tr.compute_ns}, {"wait_ns", tr.wait_ns},
                           {"compute_share", tr.compute_share()}});
   for (const LocationRow& l : s.locations)
-    j["locations"].push_back({{"name", l.name}, {"grants", l.grants}, {"wait_ns", l.wait_ns},
+    j["locations"].push_back({{"name", l.name}, {"internal", l.internal}, {"grants", l.grants},
+                              {"held_up", l.held_up}, {"wait_ns", l.wait_ns},
                               {"bytes", l.bytes}, {"messages", l.messages},
                               {"min_bytes", l.min_bytes}});
   j["peers"] = json::array();

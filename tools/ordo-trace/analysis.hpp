@@ -21,6 +21,37 @@ struct InstanceRec {
   std::int64_t requested = -1;      // request time of its locks, -1: no recorded grant
   std::int64_t ready = -1;          // its last grant
   std::int64_t suspended = -1;      // fiber tasks: time suspended in acquire, -1: never
+  // When it could otherwise have run: its request and every lock but the last one granted.
+  std::int64_t otherwise = -1;
+  // The location that held it up: its last grant (a fiber task: where it suspended longest).
+  std::uint32_t blocker = kNone;
+  // Lock wait: from `otherwise` to its last grant, counted while a worker of its rank was out
+  // of task bodies (so it could have run it); a fiber task: its suspensions, likewise.
+  std::int64_t wait_ns = 0;
+  bool internal = false;  // a task of a helper graph (is_internal_name)
+};
+
+// Task and location names beginning "ordo." belong to the runtime's and the apps' own helper
+// graphs (apps/common/all_gather.hpp): the summary lists them apart and leaves their runs out
+// of the window.
+bool is_internal_name(const std::string& name);
+// A task family's kind: its name without the trailing index ("step[1,2]" -> "step").
+std::string kind_of(const std::string& name);
+
+// A union of disjoint time intervals with the covered length up to any time, for clipping
+// durations to the runs.
+class Coverage {
+ public:
+  Coverage() = default;
+  explicit Coverage(std::vector<std::pair<std::int64_t, std::int64_t>> intervals);
+  std::int64_t overlap(std::int64_t a, std::int64_t b) const;  // covered length of [a, b)
+  std::int64_t total() const { return prefix_.empty() ? 0 : prefix_.back(); }
+  const std::vector<std::pair<std::int64_t, std::int64_t>>& intervals() const { return iv_; }
+
+ private:
+  std::int64_t upto(std::int64_t x) const;
+  std::vector<std::pair<std::int64_t, std::int64_t>> iv_;
+  std::vector<std::int64_t> prefix_;  // covered length up to the end of each interval
 };
 
 struct WorkerRow {
@@ -32,6 +63,7 @@ struct WorkerRow {
 
 struct TaskRow {
   std::string name;
+  bool internal = false;
   std::uint64_t instances = 0;
   std::int64_t compute_ns = 0, wait_ns = 0;
   double compute_share() const {
@@ -41,8 +73,10 @@ struct TaskRow {
 
 struct LocationRow {
   std::string name;
+  bool internal = false;
   std::uint64_t grants = 0;
-  std::int64_t wait_ns = 0;
+  std::uint64_t held_up = 0;  // instances whose lock wait it caused
+  std::int64_t wait_ns = 0;   // their lock wait, summed
   std::uint64_t bytes = 0, messages = 0, min_bytes = 0;
 };
 
@@ -54,7 +88,10 @@ struct PeerRow {
 struct Summary {
   std::uint32_t ranks = 0;
   std::uint64_t iterations = 0;  // most instances of any one task
-  std::int64_t span_ns = 0;      // the analysed window, summed over ranks' windows' union
+  // The runs of the user's graphs on each rank (run_begin to run_end, on the common clock);
+  // helper graphs' runs and the time between runs are left out.
+  std::vector<Coverage> runs;
+  std::int64_t span_ns = 0;  // the window: the union of every rank's runs
   std::vector<WorkerRow> workers;
   std::vector<TaskRow> tasks;          // by name, first-seen order
   std::vector<LocationRow> locations;  // by name
@@ -75,13 +112,16 @@ struct MessagePair {
 };
 
 std::vector<InstanceRec> collect_instances(const Trace& t);
+// Sets each instance's lock wait and the location that held it up (docs/tracing.md).
+void measure_lock_waits(const Trace& t, std::vector<InstanceRec>& instances);
 std::vector<MessagePair> match_messages(const Trace& t, std::uint64_t* unmatched = nullptr);
-// [begin, end) of the analysed window of a rank: its first run start to its last run end, or
-// its first to last event.
-std::pair<std::int64_t, std::int64_t> window(const Trace& t, const RankTrace& r);
+// The user's runs of one rank (see Summary::runs); a rank with no run: its first to last event.
+Coverage user_runs(const Trace& t, const RankTrace& r, const std::vector<InstanceRec>& instances);
 
 Summary summarize(const Trace& t);
 std::string render_text(const Summary& s, const Trace& t);
+// One line per figure of the summary: what it counts (summary --help and docs/tracing.md).
+const char* figure_explanations();
 nlohmann::json render_json(const Summary& s, const Trace& t);
 
 }  // namespace ordo::tracefile

@@ -17,9 +17,9 @@ namespace ordo::tracefile {
 // are flow ("s"/"f") events.
 nlohmann::json export_perfetto(const Trace& t, const Summary& s);
 
-// One HTML page with inline script and no network access: a canvas timeline with one row per
-// worker per rank (each row also a <div class="timeline-row"> for machine checks), lock waits,
-// release -> grant and message arrows, and the summary tables.
+// One self-contained HTML page (viewer/viewer.html, with d3 inlined at build time; it loads
+// nothing from the network): lanes per rank and worker, utilisation per rank, the critical
+// path, messages, a location's FIFO, histograms per task kind, and the summary tables.
 std::string export_html(const Trace& t, const Summary& s);
 
 }  // namespace ordo::tracefile

@@ -3,6 +3,7 @@
 //   ordo-trace summary [--json] FILE...          utilisation, compute vs wait, bytes, critical path
 //   ordo-trace export --format perfetto -o OUT FILE...   Chrome Trace Event JSON
 //   ordo-trace html -o OUT FILE...               self-contained HTML timeline
+//   ordo-trace compare A B                       per task kind and location, what changed
 //
 // FILE is a trace file, or the base path of a multi-rank trace (BASE.rank0, BASE.rank1, ...).
 // Exit status: 0 ok, 2 bad input (unreadable, truncated, corrupt or too new a file; bad flags).
@@ -11,6 +12,7 @@
 #include <fstream>
 
 #include "analysis.hpp"
+#include "compare.hpp"
 #include "export.hpp"
 #include "trace_file.hpp"
 
@@ -35,6 +37,7 @@ int run(int argc, char** argv) {
   auto* summary = cli.add_subcommand("summary", "print utilisation, compute vs lock-wait vs "
                                                 "idle, bytes moved and the critical path");
   summary->add_flag("--json", json, "print the figures as JSON");
+  summary->footer(figure_explanations());
   summary->add_option("files", inputs, "trace files, or the base path of a multi-rank trace")
       ->required();
 
@@ -52,6 +55,17 @@ int run(int argc, char** argv) {
   html->add_option("files", inputs, "trace files, or the base path of a multi-rank trace")
       ->required();
 
+  std::vector<std::string> compared;
+  auto* cmp = cli.add_subcommand("compare", "compare two runs of the same graph: per task kind "
+                                            "and per location, the change in compute, lock-wait "
+                                            "and critical-path share, sorted by impact");
+  cmp->add_flag("--json", json, "print the figures as JSON");
+  cmp->add_option("traces", compared, "two traces (files, or base paths of multi-rank traces)")
+      ->required()
+      ->expected(2);
+  cmp->footer("Each trace is summarised as by `ordo-trace summary` (see its --help); a kind is "
+              "a task family's name without its index (step[1,2] -> step).");
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -63,6 +77,14 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  if (cmp->parsed()) {
+    const Trace ta = load({compared[0]}), tb = load({compared[1]});
+    const Comparison c = compare(summarize(ta), ta, summarize(tb), tb);
+    const std::string text =
+        json ? render_json(c).dump(2) + "\n" : render_text(c, compared[0], compared[1]);
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
   Trace t = load(inputs);
   Summary s = summarize(t);
   if (summary->parsed()) {

@@ -1,0 +1,203 @@
+// The ordo-trace HTML viewer in headless Chromium, driven by playwright-core (pinned in
+// tools/ordo-trace/viewer/package-lock.json) through the DOM and screenshots. A two-rank heat2d
+// trace; the expected figures come from `ordo-trace summary --json` of the same trace, not from
+// the page. Checks: one lane per rank and worker, each at least 20 px tall; the legend names the
+// user's task kinds; no two time-axis labels overlap (also zoomed in); the critical path is drawn
+// through every instance of the summary's path, and its colour is in the screenshot; the
+// location view shows a chosen location's FIFO (one row per task accessing it, the location's
+// grants all there); hover, search, histogram and messages work; nothing is logged to the console.
+// Exit 77 (skip) when Chromium or node_modules is missing.
+// Usage: node viewer_check.mjs ORDO_TRACE HEAT2D ORDORUN VIEWER_DIR
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const [tool, heat, ordorun, viewerDir] = process.argv.slice(2);
+const fail = (why) => { console.log('FAIL: ' + why); process.exit(1); };
+const skip = (why) => { console.log('SKIP: ' + why); process.exit(77); };
+const chromiumPath = ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => fs.existsSync(p));
+if (!chromiumPath) skip('chromium is not installed (scripts/setup.sh installs Debian\'s chromium)');
+let chromium;
+try {
+  ({ chromium } = createRequire(path.resolve(viewerDir, 'package.json'))('playwright-core'));
+} catch (e) {
+  skip('playwright-core is not installed in ' + viewerDir + ' (scripts/setup.sh runs npm ci there)');
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ordo-viewer-'));
+process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+const trace = path.join(dir, 'heat.trace'), page = path.join(dir, 'heat.html');
+const WORKERS = 2, RANKS = 2;
+execFileSync(ordorun, ['--timeout', '60', '-n', String(RANKS), heat, '--size', '96x96', '--blocks',
+  '3x3', '--iters', '6', '--workers', String(WORKERS), '--trace', trace],
+  { stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, UCX_TLS: 'shm,self', UCX_NET_DEVICES: 'lo', UCX_WARN_UNUSED_ENV_VARS: 'n',
+           ORDO_SHARED_MEMORY: '0' } });
+execFileSync(tool, ['html', '-o', page, trace]);
+const summary = JSON.parse(execFileSync(tool, ['summary', '--json', trace], { encoding: 'utf8' }));
+const html = fs.readFileSync(page, 'utf8');
+if (/(src|href)\s*=\s*["']?(https?:)?\/\//i.test(html)) fail('the page refers to the network');
+
+const kind = (name) => name.replace(/\[[^\]]*\]$/, '');
+const userTasks = summary.tasks.filter((t) => !t.internal);
+const expectedKinds = [...new Set(userTasks.map((t) => kind(t.name)))].sort();
+
+const browser = await chromium.launch({
+  executablePath: chromiumPath,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const console_ = [];
+try {
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, deviceScaleFactor: 1 });
+  // Nothing may come from the network: every request other than the file itself is refused.
+  const requests = [];
+  await ctx.route('**/*', (route) => {
+    const url = route.request().url();
+    if (url.startsWith('file:')) return route.continue();
+    requests.push(url);
+    return route.abort();
+  });
+  const p = await ctx.newPage();
+  p.on('console', (m) => console_.push(m.type() + ': ' + m.text()));
+  p.on('pageerror', (e) => console_.push('pageerror: ' + e.message));
+  await p.goto('file://' + page);
+  await p.waitForSelector('body[data-ready="1"]', { timeout: 20000 });
+  if (requests.length) fail('the page asked the network for ' + requests.join(', '));
+
+  // Lanes: one per rank and worker, each at least 20 px tall.
+  const lanes = await p.$$eval('.lane', (els) => els.map((e) => ({
+    rank: e.dataset.rank, worker: e.dataset.worker, h: e.getBoundingClientRect().height })));
+  const want = [];
+  for (let r = 0; r < RANKS; ++r) for (let w = 0; w < WORKERS; ++w) want.push(r + '/' + w);
+  const got = lanes.map((l) => l.rank + '/' + l.worker);
+  if (JSON.stringify(got) !== JSON.stringify(want)) fail('lanes ' + got + ', expected ' + want);
+  for (const l of lanes) if (l.h < 20) fail('lane ' + l.rank + '/' + l.worker + ' is ' + l.h + ' px tall');
+  const utilRows = await p.$$eval('.util-row', (els) => els.length);
+  if (utilRows !== RANKS) fail(utilRows + ' utilisation rows, expected one per rank');
+
+  // Legend: the user's task kinds (tasks are coloured by name when there are few).
+  const legend = await p.$$eval('.legend-item:not(.helper)', (els) => els.map((e) => e.dataset.key));
+  const legendKinds = [...new Set(legend.map(kind))].sort();
+  if (JSON.stringify(legendKinds) !== JSON.stringify(expectedKinds))
+    fail('legend kinds ' + legendKinds + ', the summary has ' + expectedKinds);
+
+  // Axis labels never overlap, at the whole run and zoomed in at the pointer.
+  async function checkAxis(when) {
+    const boxes = await p.$$eval('#axis .tick text', (els) => els.map((e) => {
+      const b = e.getBoundingClientRect(); return [b.left, b.right, e.textContent]; }));
+    if (boxes.length < 3) fail(when + ': only ' + boxes.length + ' axis labels');
+    boxes.sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < boxes.length; ++i)
+      if (boxes[i][0] < boxes[i - 1][1]) fail(when + ': axis labels overlap: ' + boxes[i - 1][2] + ' / ' + boxes[i][2]);
+    return boxes.length;
+  }
+  await checkAxis('whole run');
+  const lanesBox = await p.$('#lanes');
+  const lb = await lanesBox.boundingBox();
+  await p.mouse.move(lb.x + lb.width * 0.5, lb.y + 40);
+  for (let i = 0; i < 6; ++i) await p.mouse.wheel(0, -300);
+  await p.waitForTimeout(100);
+  await checkAxis('zoomed in');
+  const zoomed = await p.$eval('#axis .tick text', (e) => e.textContent);
+  await p.click('#reset');
+  await p.waitForTimeout(100);
+  if ((await p.$eval('#axis .tick text', (e) => e.textContent)) === zoomed && zoomed !== '0 ns')
+    fail('the wheel did not zoom');
+
+  // The critical path: a line through each instance of the summary's path (begin and end).
+  const pathInstances = summary.critical_path.instances.length;
+  if (pathInstances < 2) fail('the summary\'s critical path has ' + pathInstances + ' instances');
+  const crit = await p.$eval('#critical-path', (e) => ({
+    points: (e.getAttribute('d') || '').split(/[ML]/).filter((s) => s.trim()).length,
+    display: getComputedStyle(e).display, w: e.getBoundingClientRect().width }));
+  if (crit.points !== 2 * pathInstances || crit.display === 'none' || crit.w < 10)
+    fail('critical path drawn with ' + crit.points + ' points (' + crit.display + ', ' + crit.w +
+         ' px), the summary\'s has ' + pathInstances + ' instances');
+
+  // The location view: choose the location with the most grants in the summary.
+  const loc = summary.locations.filter((l) => !l.internal).sort((a, b) => b.grants - a.grants)[0];
+  const option = await p.$$eval('#location option', (os, name) =>
+    os.filter((o) => o.textContent.startsWith(name + ' (')).map((o) => o.value), loc.name);
+  if (option.length !== 1) fail('the location list has no ' + loc.name);
+  await p.selectOption('#location', option[0]);
+  const fifo = await p.$$eval('.fifo-row', (els) => els.map((e) => ({
+    task: e.dataset.task, holds: Number(e.dataset.holds), h: e.getBoundingClientRect().height })));
+  const holds = fifo.reduce((a, r) => a + r.holds, 0);
+  if (fifo.length < 2 || holds !== loc.grants)
+    fail('location ' + loc.name + ': ' + fifo.length + ' FIFO rows with ' + holds +
+         ' grants, the summary counts ' + loc.grants + ' grants');
+  if ((await p.$eval('#location-view', (e) => e.dataset.location)) !== loc.name)
+    fail('the location view does not show ' + loc.name);
+
+  // Hover shows the instance under the pointer; search counts instances by task name.
+  let hovered = '';
+  for (const lane of await p.$$('.lane')) {
+    const box = await lane.boundingBox();
+    for (let px = lb.x + 150; px < lb.x + lb.width - 20 && !hovered; px += 3) {
+      await p.mouse.move(px, box.y + box.height / 2);
+      hovered = await p.$eval('#tip', (e) => (e.hidden ? '' : e.textContent));
+    }
+    if (hovered) {
+      const where = 'rank ' + (await lane.getAttribute('data-rank')) + ', worker ' +
+                    (await lane.getAttribute('data-worker'));
+      if (!new RegExp('iteration \\d+\n' + where).test(hovered)) fail('hover on ' + where + ' shows "' + hovered + '"');
+      break;
+    }
+  }
+  if (!hovered) fail('hovering the lanes shows nothing');
+  const stepInstances = userTasks.filter((t) => kind(t.name) === 'step').reduce((a, t) => a + t.instances, 0);
+  await p.fill('#search', 'step');
+  const found = await p.$eval('#search-count', (e) => e.textContent);
+  if (!found.startsWith(stepInstances + ' instances')) fail('search "step": ' + found + ', expected ' + stepInstances);
+  await p.fill('#search', '');
+
+  // A kind's histogram counts its instances.
+  const kindButton = (await p.$('.legend-kind[data-kind="step"]')) ||
+                     (await p.$('.legend-item[data-key="step"]'));
+  await kindButton.click();
+  const histo = await p.$eval('#histogram', (e) => ({ hidden: e.hidden, count: Number(e.dataset.count),
+    bars: e.querySelectorAll('rect.bar').length }));
+  if (histo.hidden || histo.count !== stepInstances || histo.bars < 1)
+    fail('histogram of step: ' + JSON.stringify(histo) + ', expected ' + stepInstances + ' instances');
+
+  // Messages between ranks, on demand.
+  await p.check('#show-messages');
+  const drawn = await p.$eval('#message-count', (e) => e.textContent);
+  if (!/^[1-9]\d* messages drawn/.test(drawn)) fail('messages: "' + drawn + '"');
+  await p.uncheck('#show-messages');
+
+  // The screenshot: the critical path's red and the location view's holds are painted.
+  const shot = await p.screenshot({ fullPage: true });
+  const counts = await p.evaluate(async (b64) => {
+    const img = new Image();
+    img.src = 'data:image/png;base64,' + b64;
+    await img.decode();
+    const c = document.createElement('canvas');
+    c.width = img.width; c.height = img.height;
+    const g = c.getContext('2d');
+    g.drawImage(img, 0, 0);
+    const px = g.getImageData(0, 0, c.width, c.height).data;
+    const fifo = document.getElementById('fifo-canvas').getBoundingClientRect();
+    const top = Math.round(fifo.top + window.scrollY), bottom = Math.round(fifo.bottom + window.scrollY);
+    let red = 0, painted = 0;
+    for (let y = 0; y < c.height; ++y)
+      for (let x = 0; x < c.width; ++x) {
+        const i = 4 * (y * c.width + x), r = px[i], gg = px[i + 1], b = px[i + 2];
+        if (Math.abs(r - 214) < 12 && Math.abs(gg - 39) < 12 && Math.abs(b - 40) < 12) ++red;
+        if (y >= top && y < bottom && x > 150 && Math.max(r, gg, b) - Math.min(r, gg, b) > 40) ++painted;
+      }
+    return { red, painted };
+  }, shot.toString('base64'));
+  if (counts.red < 50) fail('the screenshot shows ' + counts.red + ' pixels of the critical path\'s red');
+  if (counts.painted < 50) fail('the screenshot\'s location view has ' + counts.painted + ' painted pixels');
+  if (process.env.ORDO_VIEWER_SHOT) fs.writeFileSync(process.env.ORDO_VIEWER_SHOT, shot);
+} finally {
+  await browser.close();
+}
+const noisy = console_.filter((m) => !m.startsWith('debug'));
+if (noisy.length) fail('the page wrote to the console:\n' + noisy.join('\n'));
+console.log('viewer: ' + RANKS * WORKERS + ' lanes >= 20 px, legend, axis labels apart, critical path, ' +
+            'location FIFO, hover, search, histogram, messages; no console output');

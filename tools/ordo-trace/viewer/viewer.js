@@ -1,0 +1,563 @@
+// The ordo-trace HTML viewer (docs/tracing.md). It reads the JSON that `ordo-trace html` puts
+// in #trace-data and uses d3 (bundled into the page at build time) for scales, axes, zoom, the
+// minimap's brush and the histograms. Slices are drawn on canvases, since a trace may hold
+// hundreds of thousands of them; everything a reader or a test looks for (lanes, legend, axis
+// labels, the critical path, a location's FIFO) is also in the DOM.
+(function () {
+  'use strict';
+  const D = JSON.parse(document.getElementById('trace-data').textContent);
+  const LANE = 24, UTIL = 36, GUTTER = 140, RIGHT = 12;
+  const $ = (id) => document.getElementById(id);
+  const f64 = (a) => Float64Array.from(a);
+  const i32 = (a) => Int32Array.from(a);
+
+  // ---- data --------------------------------------------------------------------------------
+  const I = { lane: i32(D.inst.lane), b: f64(D.inst.begin), d: f64(D.inst.dur),
+              n: i32(D.inst.name), it: f64(D.inst.iter), w: f64(D.inst.wait),
+              bl: i32(D.inst.blocker), ow: f64(D.inst.otherwise) };
+  const NI = I.lane.length;
+  const idle = { lane: i32(D.idle.lane), b: f64(D.idle.begin), d: f64(D.idle.dur) };
+  const G = { loc: i32(D.grants.loc), inst: i32(D.grants.inst), req: f64(D.grants.requested),
+              at: f64(D.grants.at), wr: Int8Array.from(D.grants.write) };
+  const M = { from: i32(D.msgs.from), to: i32(D.msgs.to), t0: f64(D.msgs.t0), t1: f64(D.msgs.t1),
+              bytes: f64(D.msgs.bytes) };
+  const span = Math.max(1, D.span);
+  const kindOfName = D.kind_of_name, internalName = D.internal_name;
+
+  // Colour keys: one per task name when there are few, else one per task kind.
+  const userNames = D.names.filter((_, i) => !internalName[i]);
+  const byName = new Set(userNames).size <= 20;
+  const keyOfName = D.names.map((nm, i) => byName ? nm : D.kinds[kindOfName[i]]);
+  const keys = [...new Set(keyOfName.filter((_, i) => !internalName[i]))];
+  const helperKeys = [...new Set(keyOfName.filter((_, i) => internalName[i]))];
+  const palette = d3.schemeTableau10.concat(d3.schemeSet3);
+  const colourOfKey = new Map();
+  keys.forEach((k, i) => colourOfKey.set(k, i < palette.length ? palette[i]
+      : d3.interpolateRainbow((i * 0.618) % 1)));
+  helperKeys.forEach((k) => colourOfKey.set(k, '#9a9a9a'));
+  const nameColour = D.names.map((_, i) => colourOfKey.get(keyOfName[i]));
+
+  // Lanes: one per worker per rank, in rank order, each rank followed by its utilisation row.
+  const lanes = [];
+  D.ranks.forEach((r) => { for (let w = 0; w < r.workers; ++w) lanes.push({ rank: r.rank, worker: w }); });
+  const laneTop = new Float64Array(lanes.length);
+  // Per lane: its instances and idle periods, sorted by begin, for binary search on draw.
+  function perLane(count, laneOf, begin) {
+    const out = lanes.map(() => []);
+    for (let i = 0; i < count; ++i) out[laneOf[i]].push(i);
+    for (const l of out) l.sort((a, b) => begin[a] - begin[b]);
+    return out.map((l) => Int32Array.from(l));
+  }
+  const instOfLane = perLane(NI, I.lane, I.b);
+  const idleOfLane = perLane(idle.lane.length, idle.lane, idle.b);
+  // Longest slice per lane, so a binary search can start early enough.
+  const longest = lanes.map((_, l) => { let m = 0; for (const i of instOfLane[l]) m = Math.max(m, I.d[i]); return m; });
+
+  // ---- layout ------------------------------------------------------------------------------
+  const lanesBox = $('lanes'), canvas = $('lanes-canvas'), overlay = $('overlay');
+  const ctx = canvas.getContext('2d');
+  let y = 0;
+  const rankRows = [];
+  D.ranks.forEach((r) => {
+    const head = document.createElement('div');
+    head.className = 'rank-header';
+    head.style.top = y + 'px';
+    head.textContent = 'rank ' + r.rank;
+    lanesBox.appendChild(head);
+    y += 18;
+    lanes.forEach((ln, li) => {
+      if (ln.rank !== r.rank) return;
+      laneTop[li] = y;
+      const el = document.createElement('div');
+      el.className = 'lane';
+      el.dataset.rank = ln.rank;
+      el.dataset.worker = ln.worker;
+      el.style.top = y + 'px';
+      el.style.height = LANE + 'px';
+      const label = document.createElement('span');
+      label.className = 'lane-label';
+      label.textContent = 'worker ' + ln.worker;
+      el.appendChild(label);
+      lanesBox.appendChild(el);
+      y += LANE;
+    });
+    const util = document.createElement('div');
+    util.className = 'util-row';
+    util.dataset.rank = r.rank;
+    util.style.top = y + 'px';
+    util.style.height = UTIL + 'px';
+    const label = document.createElement('span');
+    label.className = 'lane-label';
+    label.textContent = 'utilisation';
+    util.appendChild(label);
+    lanesBox.appendChild(util);
+    rankRows.push({ rank: r.rank, top: y, workers: r.workers });
+    y += UTIL + 6;
+  });
+  const height = y;
+  lanesBox.style.height = height + 'px';
+
+  // ---- scales, zoom ------------------------------------------------------------------------
+  const width = () => lanesBox.clientWidth;
+  const x0 = d3.scaleLinear().domain([0, span]);
+  let x = x0.copy();
+  function fmtTime(t) {
+    const a = Math.abs(t);
+    return a >= 1e9 ? (t / 1e9).toPrecision(4) + ' s' : a >= 1e6 ? (t / 1e6).toPrecision(4) + ' ms'
+         : a >= 1e3 ? (t / 1e3).toPrecision(4) + ' µs' : t.toFixed(0) + ' ns';
+  }
+  const zoom = d3.zoom().scaleExtent([1, Math.max(2, span / 1000)])
+    .filter((ev) => !ev.button && ev.type !== 'dblclick')
+    .on('zoom', (ev) => { x = ev.transform.rescaleX(x0); draw(); });
+  const zoomTarget = d3.select('#lanes');
+  function resize() {
+    x0.range([GUTTER, width() - RIGHT]);
+    zoom.extent([[GUTTER, 0], [width() - RIGHT, height]])
+        .translateExtent([[GUTTER, 0], [width() - RIGHT, height]]);
+    x = d3.zoomTransform(lanesBox).rescaleX(x0);
+  }
+  zoomTarget.call(zoom).on('dblclick', () => zoomTarget.call(zoom.transform, d3.zoomIdentity));
+  // Zooms so that [a, b] fills the lanes: d3's transform maps x0(t) to k * x0(t) + tx.
+  function showRange(a, b) {
+    a = Math.max(0, a); b = Math.min(span, b);
+    if (b - a < 100) return;
+    const k = span / (b - a);
+    zoomTarget.call(zoom.transform, d3.zoomIdentity.translate(GUTTER - k * x0(a), 0).scale(k));
+  }
+
+  // ---- axis, iteration ruler, minimap ------------------------------------------------------
+  const axisSvg = d3.select('#axis');
+  const rulerSvg = d3.select('#ruler');
+  // Iterations: the earliest begin of a user instance of each iteration.
+  const iterStart = new Map();
+  for (let i = 0; i < NI; ++i) {
+    if (internalName[I.n[i]]) continue;
+    const it = I.it[i], s = iterStart.get(it);
+    if (s === undefined || I.b[i] < s) iterStart.set(it, I.b[i]);
+  }
+  const iterations = [...iterStart.entries()].sort((a, b) => a[1] - b[1]);
+  function drawAxis() {
+    const w = width();
+    axisSvg.attr('width', w).attr('height', 24);
+    // About one tick per 110 px, and labels dropped where they would still touch: never two
+    // labels on top of each other.
+    const ticks = x.ticks(Math.max(2, Math.floor((w - GUTTER) / 110)));
+    const g = axisSvg.selectAll('g.axis').data([0]).join('g').attr('class', 'axis')
+      .attr('transform', 'translate(0,22)');
+    g.call(d3.axisTop(x).tickValues(ticks).tickFormat(fmtTime).tickSizeOuter(0));
+    let last = -Infinity;
+    g.selectAll('.tick text').each(function () {
+      const box = this.getBBox(), left = this.parentNode.transform.baseVal[0].matrix.e + box.x;
+      if (left < last + 6) this.remove(); else last = left + box.width;
+    });
+    rulerSvg.attr('width', w).attr('height', 18);
+    const vis = iterations.filter((e) => e[1] >= x.domain()[0] && e[1] <= x.domain()[1]);
+    let prev = -Infinity;
+    const marks = [];
+    for (const [it, t] of vis) {
+      const px = x(t);
+      marks.push({ it, px, label: px - prev > 46 });
+      if (px - prev > 46) prev = px;
+    }
+    rulerSvg.selectAll('line.iteration-mark').data(marks).join('line')
+      .attr('class', 'iteration-mark').attr('x1', (m) => m.px).attr('x2', (m) => m.px)
+      .attr('y1', 2).attr('y2', 18);
+    rulerSvg.selectAll('text.iteration-label').data(marks.filter((m) => m.label)).join('text')
+      .attr('class', 'iteration-label').attr('x', (m) => m.px + 3).attr('y', 13)
+      .text((m) => 'it ' + m.it);
+    rulerSvg.selectAll('text.ruler-title').data([0]).join('text').attr('class', 'ruler-title')
+      .attr('x', 4).attr('y', 13).text('iterations');
+  }
+
+  const mini = $('minimap'), mctx = mini.getContext('2d');
+  const MINI_H = 40;
+  const xm = d3.scaleLinear().domain([0, span]);
+  let brushing = false;
+  const brush = d3.brushX().on('brush end', (ev) => {
+    if (!ev.sourceEvent || !ev.selection) return;
+    brushing = true;
+    showRange(xm.invert(ev.selection[0]), xm.invert(ev.selection[1]));
+    brushing = false;
+  });
+  const brushG = d3.select('#minimap-brush');
+  function drawMinimap() {
+    const w = width();
+    mini.width = w; mini.height = MINI_H;
+    d3.select('#minimap-brush').attr('width', w).attr('height', MINI_H);
+    xm.range([GUTTER, w - RIGHT]);
+    mctx.fillStyle = '#fafafa'; mctx.fillRect(0, 0, w, MINI_H);
+    mctx.fillStyle = '#555'; mctx.font = '11px sans-serif'; mctx.fillText('whole run', 6, 24);
+    // Busy workers over time, all ranks: one column per pixel.
+    const cols = Math.max(1, Math.floor(w - GUTTER - RIGHT));
+    const busy = new Float64Array(cols);
+    const per = span / cols;
+    for (let i = 0; i < NI; ++i) {
+      let a = I.b[i], b = a + I.d[i];
+      for (let c = Math.floor(a / per); c <= Math.min(cols - 1, Math.floor(b / per)); ++c) {
+        const lo = Math.max(a, c * per), hi = Math.min(b, (c + 1) * per);
+        if (hi > lo) busy[c] += (hi - lo) / per;
+      }
+    }
+    const scale = (MINI_H - 4) / Math.max(1, lanes.length);
+    mctx.fillStyle = '#4e79a7';
+    for (let c = 0; c < cols; ++c) {
+      const h = busy[c] * scale;
+      mctx.fillRect(GUTTER + c, MINI_H - 2 - h, 1, h);
+    }
+    brush.extent([[GUTTER, 0], [w - RIGHT, MINI_H]]);
+    brushG.call(brush);
+  }
+  function syncBrush() {
+    if (brushing) return;
+    const [a, b] = x.domain();
+    brushG.call(brush.move, a <= 0 && b >= span ? null : [xm(a), xm(b)]);
+  }
+
+  // ---- utilisation over time ---------------------------------------------------------------
+  // Per rank and time bin: compute (workers in task bodies), lock wait (free workers while an
+  // instance of the rank waited for a lock it could otherwise have run with), idle (the rest).
+  const UBINS = 600;
+  const util = D.ranks.map((r) => ({ compute: new Float64Array(UBINS), wait: new Float64Array(UBINS) }));
+  (function () {
+    const per = span / UBINS;
+    const add = (arr, a, b, weight) => {
+      for (let c = Math.max(0, Math.floor(a / per)); c <= Math.min(UBINS - 1, Math.floor(b / per)); ++c) {
+        const lo = Math.max(a, c * per), hi = Math.min(b, (c + 1) * per);
+        if (hi > lo) arr[c] += weight * (hi - lo) / per;
+      }
+    };
+    const rankIndex = new Map(D.ranks.map((r, i) => [r.rank, i]));
+    for (let i = 0; i < NI; ++i) {
+      const r = rankIndex.get(lanes[I.lane[i]].rank), workers = D.ranks[r].workers;
+      add(util[r].compute, I.b[i], I.b[i] + I.d[i], 1 / workers);
+      if (I.w[i] > 0 && I.ow[i] >= 0) add(util[r].wait, I.ow[i], I.ow[i] + I.w[i], 1 / workers);
+    }
+    for (const u of util)
+      for (let c = 0; c < UBINS; ++c) u.wait[c] = Math.min(u.wait[c], Math.max(0, 1 - u.compute[c]));
+  })();
+
+  // ---- drawing -----------------------------------------------------------------------------
+  const show = { messages: false, critical: true, waits: true };
+  let search = '', matches = null;
+  function lowerBound(arr, key, t) {
+    let lo = 0, hi = arr.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (key[arr[m]] < t) lo = m + 1; else hi = m; }
+    return lo;
+  }
+  function draw() {
+    const w = width(), dpr = 1;
+    canvas.width = w * dpr; canvas.height = height * dpr;
+    canvas.style.height = height + 'px';
+    ctx.clearRect(0, 0, w, height);
+    const [t0, t1] = x.domain();
+    ctx.font = '11px sans-serif';
+    ctx.textBaseline = 'middle';
+    lanes.forEach((ln, l) => {
+      const top = laneTop[l];
+      ctx.fillStyle = l % 2 ? '#f3f3f3' : '#fafafa';
+      ctx.fillRect(GUTTER, top, w - GUTTER - RIGHT, LANE - 1);
+      // Idle periods: a thin grey bar.
+      const il = idleOfLane[l];
+      ctx.fillStyle = '#d6d6d6';
+      for (let k = lowerBound(il, idle.b, t0 - span); k < il.length; ++k) {
+        const i = il[k];
+        if (idle.b[i] > t1) break;
+        if (idle.b[i] + idle.d[i] < t0) continue;
+        const a = Math.max(GUTTER, x(idle.b[i])), b = Math.min(w - RIGHT, x(idle.b[i] + idle.d[i]));
+        ctx.fillRect(a, top + LANE / 2 - 2, Math.max(1, b - a), 4);
+      }
+      // Instances: at most one rectangle per pixel column when zoomed out.
+      const list = instOfLane[l];
+      let drawnTo = -1;
+      for (let k = lowerBound(list, I.b, t0 - longest[l]); k < list.length; ++k) {
+        const i = list[k];
+        if (I.b[i] > t1) break;
+        const end = I.b[i] + I.d[i];
+        if (end < t0) continue;
+        const a = Math.max(GUTTER, x(I.b[i])), b = Math.min(w - RIGHT, x(end));
+        const wpx = Math.max(1, b - a);
+        const hit = !matches || matches.has(I.n[i]);
+        if (b < drawnTo && wpx < 2 && hit) continue;
+        ctx.globalAlpha = hit ? 1 : 0.15;
+        ctx.fillStyle = nameColour[I.n[i]];
+        ctx.fillRect(a, top + 3, wpx, LANE - 7);
+        if (wpx > 36) {
+          const label = D.names[I.n[i]] + ' #' + I.it[i];
+          ctx.fillStyle = '#111';
+          ctx.save();
+          ctx.beginPath(); ctx.rect(a, top, wpx - 2, LANE); ctx.clip();
+          ctx.fillText(label, a + 3, top + LANE / 2 - 1);
+          ctx.restore();
+        }
+        drawnTo = a + wpx;
+        // Its lock wait, under it: orange from when it could otherwise have run.
+        if (show.waits && I.w[i] > 0 && I.ow[i] >= 0) {
+          const wa = Math.max(GUTTER, x(I.ow[i])), wb = Math.min(w - RIGHT, x(I.ow[i] + I.w[i]));
+          ctx.fillStyle = '#f28e2b';
+          ctx.fillRect(wa, top + LANE - 4, Math.max(1, wb - wa), 3);
+        }
+        ctx.globalAlpha = 1;
+      }
+    });
+    // Utilisation rows.
+    const per = span / UBINS;
+    rankRows.forEach((rr, r) => {
+      const u = util[r], top = rr.top + 2, h = UTIL - 6;
+      ctx.fillStyle = '#eee';
+      ctx.fillRect(GUTTER, top, w - GUTTER - RIGHT, h);
+      for (let c = Math.max(0, Math.floor(t0 / per)); c < UBINS && c * per <= t1; ++c) {
+        const a = Math.max(GUTTER, x(c * per)), b = Math.min(w - RIGHT, x((c + 1) * per));
+        if (b <= a) continue;
+        const hc = u.compute[c] * h, hw = u.wait[c] * h;
+        ctx.fillStyle = '#59a14f'; ctx.fillRect(a, top + h - hc, b - a + 0.5, hc);
+        ctx.fillStyle = '#f28e2b'; ctx.fillRect(a, top + h - hc - hw, b - a + 0.5, hw);
+      }
+    });
+    // Messages between ranks, on demand: a line from the send to the receive.
+    if (show.messages) {
+      ctx.strokeStyle = 'rgba(0,0,0,0.7)'; ctx.lineWidth = 1;
+      ctx.beginPath();
+      let drawn = 0;
+      for (let m = 0; m < M.from.length && drawn < 20000; ++m) {
+        if (Math.max(M.t0[m], M.t1[m]) < t0 || Math.min(M.t0[m], M.t1[m]) > t1) continue;
+        ctx.moveTo(x(M.t0[m]), laneTop[M.from[m]] + LANE / 2);
+        ctx.lineTo(x(M.t1[m]), laneTop[M.to[m]] + LANE / 2);
+        ++drawn;
+      }
+      ctx.stroke();
+      $('message-count').textContent = drawn + ' messages drawn';
+    } else {
+      $('message-count').textContent = '';
+    }
+    drawCritical();
+    drawAxis();
+    syncBrush();
+    drawLocation();
+  }
+
+  // The critical path: a line through its instances, from each one's end to the next's begin.
+  function drawCritical() {
+    const svg = d3.select(overlay).attr('width', width()).attr('height', height);
+    const [t0, t1] = x.domain();
+    const pts = [];
+    if (show.critical)
+      for (const i of D.critical) {
+        const yy = laneTop[I.lane[i]] + LANE / 2;
+        pts.push([x(I.b[i]), yy], [x(I.b[i] + I.d[i]), yy]);
+      }
+    const clip = pts.map(([px, py]) => [Math.min(width() + 50, Math.max(GUTTER - 50, px)), py]);
+    svg.selectAll('path#critical-path').data([0]).join('path').attr('id', 'critical-path')
+      .attr('d', clip.length ? d3.line()(clip) : null)
+      .attr('data-instances', show.critical ? D.critical.length : 0)
+      .style('display', show.critical && t1 > t0 ? null : 'none');
+  }
+
+  // ---- location view: a location's FIFO over time ------------------------------------------
+  const locSelect = $('location');
+  const locGrants = D.locs.map(() => []);
+  for (let g = 0; g < G.loc.length; ++g) locGrants[G.loc[g]].push(g);
+  D.locs.forEach((name, l) => {
+    if (!locGrants[l].length) return;
+    const o = document.createElement('option');
+    o.value = l; o.textContent = name + ' (' + locGrants[l].length + ' grants)';
+    locSelect.appendChild(o);
+  });
+  const fifoCanvas = $('fifo-canvas'), fctx = fifoCanvas.getContext('2d');
+  const FIFO_ROW = 20;
+  let fifoRows = [];
+  function chooseLocation(l) {
+    const box = $('fifo-rows');
+    box.textContent = '';
+    fifoRows = [];
+    if (!(l >= 0)) { $('location-view').dataset.location = ''; drawLocation(); return; }
+    // One row per task that accesses it, in the order of their first grant: the FIFO's order.
+    const rowOf = new Map();
+    for (const g of locGrants[l]) {
+      const n = I.n[G.inst[g]];
+      if (!rowOf.has(n)) { rowOf.set(n, fifoRows.length); fifoRows.push({ name: n, grants: [] }); }
+      fifoRows[rowOf.get(n)].grants.push(g);
+    }
+    fifoRows.forEach((row, k) => {
+      const el = document.createElement('div');
+      el.className = 'fifo-row';
+      el.style.top = (k * FIFO_ROW) + 'px';
+      el.style.height = FIFO_ROW + 'px';
+      el.dataset.task = D.names[row.name];
+      el.dataset.holds = row.grants.length;
+      let waited = 0;
+      for (const g of row.grants) waited += Math.max(0, G.at[g] - G.req[g]);
+      el.dataset.waitedNs = waited;
+      const label = document.createElement('span');
+      label.className = 'lane-label';
+      label.textContent = D.names[row.name];
+      el.appendChild(label);
+      box.appendChild(el);
+    });
+    box.style.height = (fifoRows.length * FIFO_ROW) + 'px';
+    $('location-view').dataset.location = D.locs[l];
+    $('location-title').textContent = D.locs[l] + ': ' + fifoRows.length + ' tasks, ' +
+      locGrants[l].length + ' grants. Hatched: waiting (requested, not granted); solid: holding ' +
+      '(granted until the instance ended); dark: writes, light: reads.';
+    drawLocation();
+  }
+  function drawLocation() {
+    const w = width(), h = Math.max(FIFO_ROW, fifoRows.length * FIFO_ROW);
+    fifoCanvas.width = w; fifoCanvas.height = h;
+    fifoCanvas.style.height = h + 'px';
+    fctx.clearRect(0, 0, w, h);
+    const [t0, t1] = x.domain();
+    fifoRows.forEach((row, k) => {
+      const top = k * FIFO_ROW;
+      fctx.fillStyle = k % 2 ? '#f3f3f3' : '#fafafa';
+      fctx.fillRect(GUTTER, top, w - GUTTER - RIGHT, FIFO_ROW - 1);
+      for (const g of row.grants) {
+        const i = G.inst[g], end = I.b[i] + I.d[i];
+        if (end < t0 || G.req[g] > t1) continue;
+        // Waiting: from its request to the grant.
+        const wa = Math.max(GUTTER, x(G.req[g])), wb = Math.min(w - RIGHT, x(G.at[g]));
+        if (wb > wa) {
+          fctx.fillStyle = 'rgba(242,142,43,0.45)';
+          fctx.fillRect(wa, top + 5, wb - wa, FIFO_ROW - 11);
+        }
+        // Holding: from the grant to the end of the instance.
+        const ha = Math.max(GUTTER, x(G.at[g])), hb = Math.min(w - RIGHT, x(end));
+        fctx.fillStyle = nameColour[row.name];
+        fctx.globalAlpha = G.wr[g] ? 1 : 0.55;
+        fctx.fillRect(ha, top + 3, Math.max(1, hb - ha), FIFO_ROW - 7);
+        fctx.globalAlpha = 1;
+      }
+    });
+  }
+  locSelect.addEventListener('change', () => chooseLocation(parseInt(locSelect.value, 10)));
+
+  // ---- legend and histograms ---------------------------------------------------------------
+  const legend = $('legend');
+  function legendItem(key, helper) {
+    const el = document.createElement('button');
+    el.className = 'legend-item' + (helper ? ' helper' : '');
+    el.dataset.key = key;
+    el.title = 'durations of ' + key;
+    const sw = document.createElement('span');
+    sw.className = 'swatch';
+    sw.style.background = colourOfKey.get(key);
+    el.appendChild(sw);
+    el.appendChild(document.createTextNode(key + (helper ? ' (helper)' : '')));
+    el.addEventListener('click', () => histogram(key));
+    legend.appendChild(el);
+  }
+  keys.forEach((k) => legendItem(k, false));
+  helperKeys.forEach((k) => legendItem(k, true));
+  if (byName) {
+    // Task kinds as well, for their histograms.
+    const kinds = [...new Set(D.names.map((_, i) => D.kinds[kindOfName[i]]))];
+    if (kinds.length < keys.length + helperKeys.length)
+      for (const k of kinds) {
+        const el = document.createElement('button');
+        el.className = 'legend-kind';
+        el.dataset.kind = k;
+        el.textContent = 'kind ' + k;
+        el.title = 'durations of every ' + k + ' task';
+        el.addEventListener('click', () => histogram(k, true));
+        legend.appendChild(el);
+      }
+  }
+  function histogram(key, isKind) {
+    const durations = [];
+    for (let i = 0; i < NI; ++i) {
+      const n = I.n[i];
+      if (isKind ? D.kinds[kindOfName[n]] === key : keyOfName[n] === key) durations.push(I.d[i] / 1e3);
+    }
+    const panel = $('histogram');
+    panel.hidden = false;
+    panel.dataset.key = key;
+    panel.dataset.count = durations.length;
+    $('histogram-title').textContent = 'Durations of ' + key + ' (' + durations.length +
+      ' instances, µs; median ' + (d3.median(durations) || 0).toFixed(1) + ')';
+    const W = Math.min(720, width() - 20), H = 180, m = { l: 48, r: 10, t: 8, b: 30 };
+    const svg = d3.select('#histogram-svg').attr('width', W).attr('height', H);
+    svg.selectAll('*').remove();
+    if (!durations.length) return;
+    const ext = d3.extent(durations);
+    const hx = d3.scaleLinear().domain(ext[0] === ext[1] ? [ext[0] * 0.9, ext[1] * 1.1 + 1] : ext)
+      .nice().range([m.l, W - m.r]);
+    const bins = d3.bin().domain(hx.domain()).thresholds(hx.ticks(30))(durations);
+    const hy = d3.scaleLinear().domain([0, d3.max(bins, (b) => b.length)]).nice()
+      .range([H - m.b, m.t]);
+    svg.append('g').selectAll('rect').data(bins).join('rect').attr('class', 'bar')
+      .attr('x', (b) => hx(b.x0) + 0.5).attr('width', (b) => Math.max(0, hx(b.x1) - hx(b.x0) - 1))
+      .attr('y', (b) => hy(b.length)).attr('height', (b) => hy(0) - hy(b.length))
+      .attr('fill', colourOfKey.get(key) || '#4e79a7');
+    svg.append('g').attr('transform', 'translate(0,' + (H - m.b) + ')')
+      .call(d3.axisBottom(hx).ticks(Math.floor(W / 90)));
+    svg.append('g').attr('transform', 'translate(' + m.l + ',0)').call(d3.axisLeft(hy).ticks(5));
+  }
+  $('histogram-close').addEventListener('click', () => { $('histogram').hidden = true; });
+
+  // ---- hover, search, toggles --------------------------------------------------------------
+  const tip = $('tip');
+  function instanceAt(px, py) {
+    let l = -1;
+    for (let k = 0; k < lanes.length; ++k) if (py >= laneTop[k] && py < laneTop[k] + LANE) l = k;
+    if (l < 0) return -1;
+    const t = x.invert(px), slack = x.invert(px + 2) - t;
+    const list = instOfLane[l];
+    for (let k = lowerBound(list, I.b, t - longest[l] - slack); k < list.length; ++k) {
+      const i = list[k];
+      if (I.b[i] > t + slack) break;
+      if (I.b[i] - slack <= t && t <= I.b[i] + I.d[i] + slack) return i;
+    }
+    return -1;
+  }
+  lanesBox.addEventListener('mousemove', (ev) => {
+    const r = lanesBox.getBoundingClientRect();
+    const i = instanceAt(ev.clientX - r.left, ev.clientY - r.top);
+    if (i < 0) { tip.hidden = true; return; }
+    const ln = lanes[I.lane[i]];
+    let text = D.names[I.n[i]] + ', iteration ' + I.it[i] + '\nrank ' + ln.rank + ', worker ' +
+      ln.worker + '\nbegin ' + fmtTime(I.b[i]) + ', duration ' + fmtTime(I.d[i]);
+    if (I.w[i] > 0)
+      text += '\nlock wait ' + fmtTime(I.w[i]) + (I.bl[i] >= 0 ? ', held up by ' + D.locs[I.bl[i]] : '');
+    tip.textContent = text;
+    tip.hidden = false;
+    tip.style.left = (ev.pageX + 14) + 'px';
+    tip.style.top = (ev.pageY + 14) + 'px';
+  });
+  lanesBox.addEventListener('mouseleave', () => { tip.hidden = true; });
+  $('search').addEventListener('input', (ev) => {
+    search = ev.target.value.trim().toLowerCase();
+    if (!search) {
+      matches = null;
+      $('search-count').textContent = '';
+    } else {
+      matches = new Set();
+      D.names.forEach((nm, n) => { if (nm.toLowerCase().includes(search)) matches.add(n); });
+      let count = 0;
+      for (let i = 0; i < NI; ++i) count += matches.has(I.n[i]);
+      $('search-count').textContent = count + ' instances of ' + matches.size + ' tasks';
+    }
+    draw();
+  });
+  for (const k of Object.keys(show)) {
+    const box = $('show-' + k);
+    box.checked = show[k];
+    box.addEventListener('change', () => { show[k] = box.checked; draw(); });
+  }
+  $('reset').addEventListener('click', () => zoomTarget.call(zoom.transform, d3.zoomIdentity));
+  window.addEventListener('resize', () => { resize(); drawMinimap(); draw(); });
+
+  resize();
+  drawMinimap();
+  draw();
+  if (D.view[1] > D.view[0] && (D.view[0] > 0 || D.view[1] < span)) showRange(D.view[0], D.view[1]);
+  // The location view starts on the location that held up the most waiting.
+  let best = -1, most = -1;
+  const waitedOn = new Float64Array(D.locs.length);
+  for (let i = 0; i < NI; ++i) if (I.bl[i] >= 0) waitedOn[I.bl[i]] += I.w[i];
+  D.locs.forEach((_, l) => {
+    if (locGrants[l].length && !D.internal_loc[l] && waitedOn[l] > most) { most = waitedOn[l]; best = l; }
+  });
+  if (best >= 0) { locSelect.value = best; chooseLocation(best); }
+  document.body.dataset.lanes = String(lanes.length);
+  $('status').textContent = 'ready: ' + lanes.length + ' lanes, ' + NI + ' task instances';
+  document.body.dataset.ready = '1';
+})();
