@@ -98,7 +98,9 @@
   lanesBox.style.height = height + 'px';
 
   // ---- scales, zoom ------------------------------------------------------------------------
-  const width = () => lanesBox.clientWidth;
+  // Never narrower than the gutter and a little room: a page laid out at width 0 (a hidden
+  // tab, a window being created) must not give scales and SVG shapes negative sizes.
+  const width = () => Math.max(lanesBox.clientWidth, GUTTER + RIGHT + 200);
   const x0 = d3.scaleLinear().domain([0, span]);
   let x = x0.copy();
   function fmtTime(t) {
@@ -543,7 +545,13 @@
     box.addEventListener('change', () => { show[k] = box.checked; draw(); });
   }
   $('reset').addEventListener('click', () => zoomTarget.call(zoom.transform, d3.zoomIdentity));
-  window.addEventListener('resize', () => { resize(); drawMinimap(); draw(); });
+  // Redrawn whenever the lanes' width changes (window resized, page laid out late).
+  let drawnWidth = -1;
+  new ResizeObserver(() => {
+    if (lanesBox.clientWidth === drawnWidth || lanesBox.clientWidth === 0) return;
+    drawnWidth = lanesBox.clientWidth;
+    resize(); drawMinimap(); draw();
+  }).observe(lanesBox);
 
   resize();
   drawMinimap();
