@@ -66,8 +66,8 @@ inline std::string last_lines(const std::string& text, std::size_t count) {
 }
 
 // An executable `name` in `bin_dir` when given; otherwise in this executable's folder or one of
-// its sibling folders (the build tree keeps apps/<name>/ordo-<name> beside apps/bench-*/; an
-// install puts them all in one bin/).
+// its sibling folders (the build tree keeps apps/<name>/ordo-<name> beside apps/bench-*/), or
+// <prefix>/bin when this executable is an installed benchmark in <prefix>/libexec/ordo.
 inline std::optional<std::filesystem::path> find_binary(const std::string& name,
                                                         const std::string& bin_dir) {
   namespace fs = std::filesystem;
@@ -81,6 +81,7 @@ inline std::optional<std::filesystem::path> find_binary(const std::string& name,
       dirs.push_back(self.parent_path());
       for (const auto& e : fs::directory_iterator(self.parent_path().parent_path(), ec))
         if (e.is_directory(ec) && e.path() != self.parent_path()) dirs.push_back(e.path());
+      dirs.push_back(self.parent_path().parent_path().parent_path() / "bin");
     }
   }
   for (const auto& d : dirs) {
