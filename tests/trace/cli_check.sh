@@ -106,6 +106,10 @@ if [ $# -ge 3 ]; then
     grep -Eq "  $dir_: 0 bytes in [1-9][0-9]* messages, minimum [1-9][0-9]* if copied \(the ranks share" \
       "$dir/shared.txt" || fail "shared run: traffic $dir_ is not messages without bytes: $(grep "  $dir_: " "$dir/shared.txt")"
   done
+  # Every message finds its other end, those of the two all_gather graphs too, which number
+  # their tags alike.
+  ! grep -q "without their other end" "$dir/ranks.txt" ||
+    fail "unmatched messages in the two-rank trace: $(grep "without their other end" "$dir/ranks.txt")"
   ! grep -qi "before it was sent\|arrive.* before" "$dir/ranks.txt" ||
     fail "a receive precedes its send in the two-rank trace"
   # Every grant is traced across ranks too (those a remote release causes included): the same

@@ -222,18 +222,25 @@ void measure_lock_waits(const Trace& t, std::vector<InstanceRec>& instances) {
 }
 
 std::vector<MessagePair> match_messages(const Trace& t, std::uint64_t* unmatched) {
-  // (from, to, tag) -> send
-  std::map<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>, const Event*> sends;
+  // A tag is unique among one graph's messages from one rank to another; each graph numbers
+  // its own (two runs of the apps' all_gather reuse tags), so the graph of the message's
+  // location is part of the key. Ranks number graphs and locations alike (SPMD).
+  using MessageKey = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::uint64_t>;
+  auto graph_of = [](const RankTrace& r, const Event& e) {
+    return e.location == kNone ? kNone : r.locations[e.location].graph;
+  };
+  std::map<MessageKey, const Event*> sends;  // (from, to, graph, tag) -> send
   std::uint64_t lost = 0;
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events)
-      if (e.k() == Kind::send && !sends.emplace(std::make_tuple(r.rank, e.peer, e.arg1), &e).second)
+      if (e.k() == Kind::send &&
+          !sends.emplace(MessageKey{r.rank, e.peer, graph_of(r, e), e.arg1}, &e).second)
         ++lost;
   std::vector<MessagePair> out;
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events) {
       if (e.k() != Kind::receive) continue;
-      auto it = sends.find(std::make_tuple(e.peer, r.rank, e.arg1));
+      auto it = sends.find(MessageKey{e.peer, r.rank, graph_of(r, e), e.arg1});
       if (it == sends.end()) {
         ++lost;
         continue;
