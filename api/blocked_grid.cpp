@@ -132,48 +132,73 @@ void BlockedGrid::unpack(std::size_t b, const Exchange& x, const Import& i, cons
   unpack_box(p, buf, lo, hi, src);
 }
 
-void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
-                       const PointValue& outside, bool halo) const {
-  const BlockGeom& g = blocks_[b];
+namespace {
+
+// Calls f(lo, hi, beyond_fixed, box) for each of the 3^d regions t in {-1,0,1}^d of block g's
+// padded buffer with padding H (only t = 0 when H is 0): the region [lo, hi) in block-local
+// coordinates, whether it lies beyond a fixed end of the grid, and otherwise its box of the
+// global grid (wrapped across a periodic end). Along each dimension a region lies wholly
+// inside the grid or wholly beyond one of its ends, since H is at most a block's extent.
+template <class F>
+void for_each_region(const BlockGeom& g, std::ptrdiff_t H, const std::vector<std::size_t>& size,
+                     bool periodic, F&& f) {
+  const std::size_t d = size.size();
   const Pad& p = g.pad;
-  const auto H = halo ? static_cast<std::ptrdiff_t>(p.h) : 0;
-  // The padded buffer as 3^d regions t in {-1,0,1}^d (only t = 0 without a halo). Along each
-  // dimension a region lies wholly inside the grid, or wholly beyond one of its ends (H is at
-  // most a block's extent, so a halo reaches no farther than the next block): beyond a
-  // periodic end it is the wrapped box, beyond a fixed one it takes the outside values.
   Ix tlo{}, thi{};
-  for (std::size_t k = 0; k < d_; ++k) {
+  for (std::size_t k = 0; k < d; ++k) {
     tlo[k] = H > 0 ? -1 : 0;
     thi[k] = H > 0 ? 2 : 1;
   }
-  for_each_point(d_, tlo, thi, [&](const Ix& t) {
+  for_each_point(d, tlo, thi, [&](const Ix& t) {
     Ix lo{}, hi{};
     Box box;
-    box.dims = d_;
+    box.dims = d;
     bool beyond_fixed = false;
-    for (std::size_t k = 0; k < d_; ++k) {
+    for (std::size_t k = 0; k < d; ++k) {
       lo[k] = t[k] < 0 ? -H : t[k] > 0 ? p.ext[k] : 0;
       hi[k] = t[k] < 0 ? 0 : t[k] > 0 ? p.ext[k] + H : p.ext[k];
-      const auto n = static_cast<std::int64_t>(size_[k]);
+      const auto n = static_cast<std::int64_t>(size[k]);
       std::int64_t shift = 0;
       if (g.origin[k] + lo[k] < 0) shift = n;
       if (g.origin[k] + hi[k] > n) shift = -n;
-      if (shift != 0 && !periodic_) beyond_fixed = true;
+      if (shift != 0 && !periodic) beyond_fixed = true;
       box.lo[k] = g.origin[k] + lo[k] + shift;
       box.hi[k] = g.origin[k] + hi[k] + shift;
       box.stride[k] = p.stride[k];
     }
-    if (beyond_fixed) {
-      Origin x{};
-      for_each_point(d_, lo, hi, [&](const Ix& l) {
-        for (std::size_t k = 0; k < d_; ++k) x[k] = g.origin[k] + l[k];
-        buf[p.at(l)] = outside ? outside(Coord(x.data(), d_)) : 0.0;
-      });
-      return;
-    }
-    box.data = buf + p.at(lo);
-    inside(box);
+    f(lo, hi, beyond_fixed, box);
   });
+}
+
+}  // namespace
+
+void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
+                       const PointValue& outside, bool halo) const {
+  const BlockGeom& g = blocks_[b];
+  const Pad& p = g.pad;
+  for_each_region(g, halo ? static_cast<std::ptrdiff_t>(p.h) : 0, size_, periodic_,
+                  [&](const Ix& lo, const Ix& hi, bool beyond_fixed, Box& box) {
+                    if (beyond_fixed) {
+                      Origin x{};
+                      for_each_point(d_, lo, hi, [&](const Ix& l) {
+                        for (std::size_t k = 0; k < d_; ++k) x[k] = g.origin[k] + l[k];
+                        buf[p.at(l)] = outside ? outside(Coord(x.data(), d_)) : 0.0;
+                      });
+                      return;
+                    }
+                    box.data = buf + p.at(lo);
+                    inside(box);
+                  });
+}
+
+std::vector<std::pair<Ix, Ix>> BlockedGrid::fixed_regions(std::size_t b) const {
+  std::vector<std::pair<Ix, Ix>> out;
+  const BlockGeom& g = blocks_[b];
+  for_each_region(g, static_cast<std::ptrdiff_t>(g.pad.h), size_, periodic_,
+                  [&](const Ix& lo, const Ix& hi, bool beyond_fixed, const Box&) {
+                    if (beyond_fixed) out.emplace_back(lo, hi);
+                  });
+  return out;
 }
 
 void BlockedGrid::visit(std::size_t b, const double* buf, const BoxVisit& visit) const {

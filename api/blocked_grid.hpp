@@ -110,6 +110,9 @@ class BlockedGrid {
   // outside is empty).
   void fill(std::size_t b, double* buf, const BoxFill& inside, const PointValue& outside,
             bool halo) const;
+  // The regions of block b's padding (width: its padding) that lie beyond a fixed end of
+  // the grid, as boxes in block-local coordinates: what a fill gives outside(coordinate).
+  std::vector<std::pair<Ix, Ix>> fixed_regions(std::size_t b) const;
   // Calls visit with the owned points of block b's padded buffer `buf`.
   void visit(std::size_t b, const double* buf, const BoxVisit& visit) const;
   // Copies the owned points of block b's padded buffer `buf` into a global grid (C order).

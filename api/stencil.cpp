@@ -75,6 +75,15 @@ void validate(const Spec& s, const core::BlockedGrid& grid) {
   if (s.aux_grids > kMaxAux)
     throw Error(who + ": at most " + std::to_string(kMaxAux) + " coefficient grids");
   if (s.tb_depth < 1) throw Error("temporal blocking depth 0: give a depth of at least 1");
+  if (s.traversal == Traversal::jacobi_in_place) {
+    if (s.stores == Stores::streaming)
+      throw Error(who + ": streaming stores go with the double-buffered Jacobi (in place, a step "
+                        "writes back lines it has just read); use Stores::cached or "
+                        "Traversal::jacobi");
+    if (s.tb_depth > 1 && s.time_levels > 1)
+      throw Error(who + ": temporal blocking in place reads one time level (this kernel reads " +
+                  std::to_string(s.time_levels) + "); use Traversal::jacobi for it");
+  }
   if (s.traversal == Traversal::gauss_seidel) {
     if (s.stores == Stores::streaming)
       throw Error(who + ": streaming stores need Jacobi traversal (a Gauss-Seidel kernel reads "
@@ -117,7 +126,7 @@ void Stencil::Impl::declare(const std::set<Ix>& dirs) {
   for (std::size_t b = 0; b < n; ++b) {
     const core::BlockGeom& geo = grid.block(b);
     Locations l;
-    l.main = g.location<double>(spec.name + "[" + geo.tag + "]", kHeader + nb * geo.pad.count);
+    l.main = g.location<double>(spec.name + "[" + geo.tag + "]", kHeader + nb * buffer_size(b));
     if (spec.aux_grids > 0)
       l.aux = g.location<double>(spec.name + ".aux[" + geo.tag + "]",
                                  spec.aux_grids * geo.pad.count);
@@ -178,9 +187,13 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.kernel = std::move(kernel);
   m.d = m.spec.size.size();
   m.levels = m.spec.time_levels;
-  m.nb = m.spec.traversal == Traversal::jacobi ? m.levels + 1 : 1;
+  m.nb = m.spec.traversal == Traversal::jacobi            ? m.levels + 1
+         : m.spec.traversal == Traversal::jacobi_in_place ? m.levels
+                                                          : 1;
   m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
   m.grid.set_padding(m.spec.halo * m.spec.tb_depth);
+  if (m.spec.traversal == Traversal::jacobi_in_place) m.shift = in_place_shift(m.spec, m.grid);
+  m.fixed_halo.resize(m.grid.count());
   m.declare(read_directions(m.spec));
 }
 

@@ -123,6 +123,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   Block blk;
   blk.dims = d;
   blk.stride = pad.stride;
+  blk.ahead = pad.stride[0];
   blk.origin = geo.origin;
   if (spec.aux_grids > 0) {
     std::span<const double> aux = ctx.read(locs[b].aux);
@@ -158,6 +159,11 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
     // the last step writes lines the group has already brought into the cache.
     run_range(b, blk, streaming && S == 1);
   };
+  if (spec.traversal == Traversal::jacobi_in_place) {
+    run_in_place(b, main, blk, rot, S, slo, shi);
+    main[0] = static_cast<double>(rot + S);
+    return;
+  }
   Ix padded{};
   for (std::size_t k = 0; k < d; ++k)
     padded[k] = pad.ext[k] + 2 * static_cast<std::ptrdiff_t>(pad.h);

@@ -42,26 +42,38 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
   }
 }
 
-// Geometry of one padded block buffer: owned extent B, padding H on every side.
+// Geometry of one padded block buffer: owned extent B, padding H on every side. In 2-D and
+// up each row (the last dimension) starts its owned points on a 64-byte boundary and rows are
+// a whole number of 64-byte lines apart: the low padding of the last dimension is H rounded up
+// to 8 doubles and its stride rounded up to 8, so that a kernel's row loop does not split its
+// loads and stores across cache lines differently from row to row (the buffer itself starts
+// 64-byte aligned: ordo's locations do, and the stencil keeps its buffers a multiple of 8
+// doubles long). Points beyond the halo's H are padding nobody reads.
 struct Pad {
   std::size_t d = 0;
   std::size_t h = 0;  // padding (halo depth) H
   Ix ext{};           // owned extent B per dimension
   Ix stride{};
-  std::size_t count = 0;    // prod(B + 2H)
+  std::size_t count = 0;    // doubles in the buffer
   std::ptrdiff_t base = 0;  // index of local point 0
 
   Pad() = default;
   Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
       : d(dims), h(halo) {
+    const auto H = static_cast<std::ptrdiff_t>(h);
+    const std::ptrdiff_t low_last = d >= 2 ? (H + 7) / 8 * 8 : H;  // low padding of the rows
     std::ptrdiff_t s = 1;
     for (std::size_t i = d; i-- > 0;) {
       ext[i] = static_cast<std::ptrdiff_t>(block[i]);
       stride[i] = s;
-      s *= ext[i] + 2 * static_cast<std::ptrdiff_t>(h);
+      if (i + 1 == d && d >= 2)
+        s *= (low_last + ext[i] + H + 7) / 8 * 8;
+      else
+        s *= ext[i] + 2 * H;
     }
     count = static_cast<std::size_t>(s);
-    for (std::size_t i = 0; i < d; ++i) base += static_cast<std::ptrdiff_t>(h) * stride[i];
+    for (std::size_t i = 0; i + 1 < d; ++i) base += H * stride[i];
+    base += d >= 2 ? low_last : H;
   }
   std::ptrdiff_t at(const Ix& x) const {
     std::ptrdiff_t a = base;
@@ -77,25 +89,47 @@ inline std::size_t box_count(std::size_t d, const Ix& lo, const Ix& hi) {
 }
 
 // Calls f(offset in the buffer, offset in the packed array, row length) for every row of the
-// box [lo, hi) of a padded buffer, in the order the packed array holds them.
+// box [lo, hi) of a padded buffer, in the order the packed array holds them. The offsets move
+// by strides (no multiplications per row): a face across the last dimension is one point per
+// row, and there are many rows.
 template <class F>
 void for_each_box_row(const Pad& p, const Ix& lo, const Ix& hi, F&& f) {
-  Ix rhi = hi;
-  const std::size_t last = p.d - 1;
+  const std::size_t d = p.d, last = d - 1;
+  for (std::size_t i = 0; i < d; ++i)
+    if (hi[i] <= lo[i]) return;
   const auto len = static_cast<std::size_t>(hi[last] - lo[last]);
-  rhi[last] = lo[last] + 1;
+  Ix x = lo;
+  std::ptrdiff_t at = p.at(lo);
   std::size_t k = 0;
-  for_each_point(p.d, lo, rhi, [&](const Ix& x) {
-    f(p.at(x), k, len);
+  for (;;) {
+    f(at, k, len);
     k += len;
-  });
+    std::size_t i = last;  // odometer over the dimensions before the last
+    for (;;) {
+      if (i == 0) return;
+      --i;
+      at += p.stride[i];
+      if (++x[i] < hi[i]) break;
+      at -= (hi[i] - lo[i]) * p.stride[i];
+      x[i] = lo[i];
+    }
+  }
 }
 
-// Packs the box [lo, hi) of a padded buffer into `packed`, row by row.
+// Copies a row of n doubles: inline for the short rows of halos and fixed boundaries (a face
+// across the last dimension is one point per row), a library copy for long ones.
+inline void copy_row(double* __restrict dst, const double* __restrict src, std::size_t n) {
+  if (n >= 16) {
+    std::memcpy(dst, src, n * sizeof(double));
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
 inline void pack_box(const Pad& p, const double* buf, const Ix& lo, const Ix& hi,
                      double* packed) {
   for_each_box_row(p, lo, hi, [&](std::ptrdiff_t at, std::size_t k, std::size_t len) {
-    std::memcpy(packed + k, buf + at, len * sizeof(double));
+    copy_row(packed + k, buf + at, len);
   });
 }
 
@@ -103,7 +137,7 @@ inline void pack_box(const Pad& p, const double* buf, const Ix& lo, const Ix& hi
 inline void unpack_box(const Pad& p, double* buf, const Ix& lo, const Ix& hi,
                        const double* packed) {
   for_each_box_row(p, lo, hi, [&](std::ptrdiff_t at, std::size_t k, std::size_t len) {
-    std::memcpy(buf + at, packed + k, len * sizeof(double));
+    copy_row(buf + at, packed + k, len);
   });
 }
 

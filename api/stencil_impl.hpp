@@ -4,9 +4,10 @@
 // streaming stores). Internal to api/; not installed.
 //
 // Locations per block b (all on b's rank):
-//   main[b]    header (steps done, kHeader doubles) + NB padded buffers of the block's
-//              prod(B + 2H) doubles: Jacobi NB = time_levels + 1 (rotating; the spare one
-//              receives u^{t+1}), Gauss-Seidel NB = 1 (in place).
+//   main[b]    header (steps done, then each buffer's plane shift; kHeader doubles) + NB
+//              padded buffers of the block's prod(B + 2H) doubles (in-place: + shift planes): Jacobi NB = time_levels + 1 (rotating; the spare one
+//              receives u^{t+1}), in-place Jacobi NB = time_levels (u^{t+1} overwrites the
+//              oldest), Gauss-Seidel NB = 1 (in place).
 //   aux[b]     the coefficient grids, padded, written once by set_aux().
 //   x[b,o]     for each direction o in {-1,0,1}^d \ 0 that a neighbour n = b+o reads: the
 //              time_levels copies of b's edge region facing n, packed (core::Exchange).
@@ -56,6 +57,22 @@ struct Stencil::Impl {
   core::BlockedGrid grid;
   std::size_t d = 0, nb = 0, levels = 0;
   bool streaming = false;  // Stores resolved at construction
+  // In-place Jacobi: the planes (dimension 0) by which a one-step sweep moves a block in its
+  // buffer, h + the planes of one kernel call (stencil_in_place.cpp); 0 otherwise.
+  std::ptrdiff_t shift = 0;
+  // Per block, the fixed values of its halo beyond fixed ends of the grid that a shifted
+  // sweep must put back at the block's new place, one list per direction (built by the
+  // block's first sweep, the only task that touches it). A run whose cells already hold their
+  // values after the shift (the cells it lands on held the same fixed values) is left out.
+  struct FixedHalo {
+    struct Runs {
+      std::vector<std::pair<std::ptrdiff_t, std::size_t>> at;  // (pad.at offset, length)
+      std::vector<double> values;                              // run after run
+    };
+    Runs down, up;  // after a sweep down the planes, after one up
+  };
+  mutable std::vector<std::unique_ptr<FixedHalo>> fixed_halo;
+  std::unique_ptr<FixedHalo> fixed_runs(std::size_t b) const;
   core::Exchange halo;     // the main grid's exports and imports (all time levels)
   struct Locations {
     Location<double> main, aux;
@@ -73,11 +90,20 @@ struct Stencil::Impl {
     std::int64_t i = (static_cast<std::int64_t>(rot % nb) + delta) % n;
     return static_cast<std::size_t>(i < 0 ? i + n : i);
   }
-  double* buf(std::size_t b, std::span<double> main, std::size_t index) const {
-    return main.data() + detail_stencil::kHeader + index * grid.block(b).pad.count;
+  // Buffer `index` of block b in its main location `main`, as the pointer to which
+  // pad.at(x) adds point x's offset: the buffer's start moved by the planes its in-place sweeps
+  // have shifted it (header main[1 + index]: 0 or -shift; always 0 for the other traversals).
+  template <class T>
+  T* buf(std::size_t b, std::span<T> main, std::size_t index) const {
+    const geometry::Pad& pad = grid.block(b).pad;
+    const auto moved = static_cast<std::ptrdiff_t>(main[1 + index]);
+    return main.data() + detail_stencil::kHeader + index * buffer_size(b) +
+           (shift + moved) * pad.stride[0];
   }
-  const double* buf(std::size_t b, std::span<const double> main, std::size_t index) const {
-    return main.data() + detail_stencil::kHeader + index * grid.block(b).pad.count;
+  // Doubles per buffer of block b: the padded block and the planes a shifted sweep needs.
+  std::size_t buffer_size(std::size_t b) const {
+    const geometry::Pad& pad = grid.block(b).pad;
+    return pad.count + static_cast<std::size_t>(shift * pad.stride[0]);
   }
   // Whether this rank holds block b (every block before placement).
   bool holds(std::size_t b) const { return placement.holds(b); }
@@ -88,6 +114,15 @@ struct Stencil::Impl {
   // Runs the kernel over blk's range (block b's layout); with `stream`, piece by piece
   // through the per-thread scratch.
   void run_range(std::size_t b, Block& blk, bool stream) const;
+  // Traversal::jacobi_in_place (stencil_in_place.cpp): the group's S steps over block b,
+  // whose main location is `main`, step s over [slo[s], shi[s]), the result overwriting the
+  // oldest level.
+  void run_in_place(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
+                    std::size_t S, const std::vector<core::Ix>& slo,
+                    const std::vector<core::Ix>& shi) const;
+  // Its one-step sweep, moving the block by `shift` planes (stencil_in_place.cpp).
+  void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
+                     const core::Ix& lo, const core::Ix& hi) const;
   // Packs block b's edges from `main` into its exports, through out(location).
   void pack_exports(std::size_t b, std::span<const double> main,
                     const std::function<std::span<double>(Location<double>)>& out) const;
@@ -99,6 +134,8 @@ Spec with_defaults(Spec s);
 // Throws Error saying what is wrong with a spec whose defaults are filled in, `grid` being
 // its block decomposition (which checked the shape).
 void validate(const Spec& s, const core::BlockedGrid& grid);
+// In-place Jacobi's shift for this spec and decomposition (stencil_in_place.cpp).
+std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid);
 // The directions whose neighbour regions the kernel reads (every one with temporal blocking:
 // the extended range reaches the corners).
 std::set<core::Ix> read_directions(const Spec& s);

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "baseline_common.hpp"
-#include "reference.hpp"
+#include "heat_reference.hpp"
 
 namespace ordo::baseline {
 
@@ -281,9 +281,9 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
       }
       std::vector<double> want;
       if constexpr (D == 2)
-        want = reference_heat2d(o.size[0], o.size[1], o.iters);
+        want = app::reference_heat2d(o.size[0], o.size[1], o.iters);
       else
-        want = reference_heat3d(o.size[0], o.size[1], o.size[2], o.iters);
+        want = app::reference_heat3d(o.size[0], o.size[1], o.size[2], o.iters);
       failed = std::memcmp(got.data(), want.data(), got.size() * sizeof(double)) != 0;
     }
     check_mpi(MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");

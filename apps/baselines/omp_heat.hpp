@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "baseline_common.hpp"
-#include "reference.hpp"
+#include "heat_reference.hpp"
 
 namespace ordo::baseline {
 
@@ -86,9 +86,9 @@ int omp_heat_main(int argc, char** argv) {
   if (o.verify) {
     std::vector<double> want;
     if constexpr (D == 2)
-      want = reference_heat2d(ext[0], ext[1], iters);
+      want = app::reference_heat2d(ext[0], ext[1], iters);
     else
-      want = reference_heat3d(ext[0], ext[1], ext[2], iters);
+      want = app::reference_heat3d(ext[0], ext[1], ext[2], iters);
     std::vector<double> got = interior<D>(g, result);
     verdict = std::memcmp(got.data(), want.data(), got.size() * sizeof(double)) == 0 ? "ok"
                                                                                     : "fail";

@@ -86,12 +86,12 @@ struct AppDesc {
   // stencil::reference with the app's kernel over one global array.
   std::function<std::vector<double>(const AppParams&, const std::vector<double>& u0,
                                     std::uint64_t iters)> reference;
-  // Optional hand-written graph used instead of the layer when --tb is 1 (heat2d keeps its
-  // in-place version, which moves fewer bytes than the layer's double buffer). It loads u0,
-  // runs `steps` steps on `runtime` (calling progress(done) between pieces), and returns the
-  // grid. Across ranks it places block b on rank b * ranks / blocks like the layer (the driver
-  // has refused more ranks than blocks) and tells where each block's results are: `grid` is
-  // the result on the blocks whose block_home is this rank.
+  // For an app that is not a single-stage stencil (harris: a pipeline): builds and runs its
+  // own graph instead of the layer's. It loads u0, runs `steps` steps on `runtime` (calling
+  // progress(done) between pieces), and returns the grid. Across ranks it places block b on
+  // rank b * ranks / blocks like the layer (the driver has refused more ranks than blocks) and
+  // tells where each block's results are: `grid` is the result on the blocks whose
+  // block_home is this rank.
   struct FastResult {
     std::vector<double> grid;
     double seconds = 0;
@@ -183,13 +183,12 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   if (app.layer_tuning) {
     cli.add_option("--stores", stores,
                    "output stores: cached, or streaming (non-temporal, through a per-thread "
-                   "scratch; Jacobi apps; runs the stencil layer where the app has a faster "
-                   "hand-written graph)")
+                   "scratch; Jacobi apps, which then run double-buffered instead of in place)")
         ->check(CLI::IsMember({"cached", "streaming"}))
         ->capture_default_str();
     cli.add_option("--tile-bytes", tile_bytes,
-                   "working set of one temporal-blocking cache tile (0: automatic; other "
-                   "values run the stencil layer, as --stores streaming does)")
+                   "working set of one cache tile of temporal blocking, or of one slab of an "
+                   "in-place sweep (0: automatic)")
         ->capture_default_str();
   }
   if (app.has_order)
@@ -245,12 +244,12 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                 "reads its output; use --stores cached");
   spec.stores = stores == "streaming" ? stencil::Stores::streaming : stencil::Stores::cached;
   stencil::Kernel kernel = app.kernel(p);
-  // --stores and --tile-bytes tune the layer, which the hand-written graph is not: asking for
-  // either runs the layer (rather than ignoring the flag).
-  bool divisible = true;  // the hand-written graphs cut equal blocks only
-  for (std::size_t d = 0; d < app.dims; ++d) divisible = divisible && p.size[d] % p.blocks[d] == 0;
-  const bool fast =
-      app.fast_path && tb == 1 && stores == "cached" && tile_bytes == 0 && divisible;
+  // The in-place Jacobi runs in the double-buffered form where it cannot: with streaming
+  // stores, and with temporal blocking of a kernel that reads several time levels.
+  if (spec.traversal == stencil::Traversal::jacobi_in_place &&
+      (spec.stores == stencil::Stores::streaming || (tb > 1 && spec.time_levels > 1)))
+    spec.traversal = stencil::Traversal::jacobi;
+  const bool fast = static_cast<bool>(app.fast_path);
   ordo::Graph g;
   std::optional<stencil::Stencil> st;
   if (!fast) st.emplace(g, spec, kernel);  // checks the spec (halo vs block, ...)
@@ -318,7 +317,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     seconds = r.seconds;
     home = std::move(r.block_home);
     if (home.size() != nblocks)  // an invariant of AppDesc::fast_path
-      throw std::logic_error(app.name + ": the hand-written graph reported " +
+      throw std::logic_error(app.name + ": its own graph reported " +
                              std::to_string(home.size()) + " block homes for " +
                              std::to_string(nblocks) + " blocks");
   } else {

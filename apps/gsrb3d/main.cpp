@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   app.steps_per_iter = 2;
   app.spec = [](const ordo::app::AppParams&) {
     st::Spec s;
+    s.traversal = st::Traversal::jacobi_in_place;  // one grid per time level
     s.neighbourhood = st::von_neumann(3, 4);
     s.fixed_value = [](st::Coord c) { return c[0] < 0 ? 1.0 : 0.0; };
     return s;

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.default_blocks = "8";
   app.spec = [](const ordo::app::AppParams&) {
     st::Spec s;
+    s.traversal = st::Traversal::jacobi_in_place;  // one grid per time level
     s.neighbourhood = st::von_neumann(1, 1);
     s.fixed_value = [](st::Coord c) { return c[0] < 0 ? 1.0 : 0.0; };
     return s;

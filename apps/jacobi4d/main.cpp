@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.default_blocks = "2x2x2x2";
   app.spec = [](const ordo::app::AppParams&) {
     st::Spec s;
+    s.traversal = st::Traversal::jacobi_in_place;  // one grid per time level
     s.neighbourhood = st::von_neumann(4, 1);
     s.boundary = st::Boundary::periodic;
     return s;

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.default_blocks = "4x4";
   app.spec = [](const ordo::app::AppParams&) {
     st::Spec s;
+    s.traversal = st::Traversal::jacobi_in_place;  // one grid per time level
     s.neighbourhood = st::von_neumann(2, 1);
     s.time_levels = 2;
     return s;

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   app.has_order = true;
   app.spec = [](const ordo::app::AppParams& p) {
     st::Spec s;
+    s.traversal = st::Traversal::jacobi_in_place;  // one grid per time level
     s.neighbourhood = st::von_neumann(3, p.order / 2);
     s.time_levels = 2;
     return s;

@@ -127,15 +127,20 @@ inline Case random_case(std::mt19937& rng, bool gauss_seidel) {
     for (int v : o) reach = std::max(reach, std::abs(v));
   s.halo = static_cast<std::size_t>(std::max(1, reach) + pick(0, 1));
   s.boundary = !gauss_seidel && pick(0, 1) ? st::Boundary::periodic : st::Boundary::fixed;
-  s.traversal = gauss_seidel ? st::Traversal::gauss_seidel : st::Traversal::jacobi;
+  // Jacobi double buffered or in place (one time level with temporal blocking).
+  s.traversal = gauss_seidel ? st::Traversal::gauss_seidel
+                : pick(0, 2) == 0 ? st::Traversal::jacobi_in_place
+                                  : st::Traversal::jacobi;
+  const bool in_place = s.traversal == st::Traversal::jacobi_in_place;
   s.time_levels = gauss_seidel ? 1 : static_cast<std::size_t>(pick(1, 2));
   s.aux_grids = static_cast<std::size_t>(pick(0, 1));
   s.tb_depth = gauss_seidel || d > 3 ? 1 : static_cast<std::size_t>(pick(1, 3));
+  if (in_place && s.tb_depth > 1) s.time_levels = 1;
   s.fixed_value = fixed_at;
   // Cache tiles of temporal blocking (0: automatic, i.e. one tile here; 1: the smallest
   // skewed tiles) and streaming stores (Jacobi only).
   s.tile_bytes = std::array<std::size_t, 4>{0, 1, 1 << 9, 1 << 12}[static_cast<std::size_t>(pick(0, 3))];
-  if (!gauss_seidel)
+  if (!gauss_seidel && !in_place)
     s.stores = pick(0, 1) ? st::Stores::streaming : st::Stores::cached;
   // Uneven block grids: any size whose smallest block (size / blocks, rounded down) still
   // holds the halo H, so blocks of H points (1-point blocks when H is 1) come up often.
@@ -179,7 +184,8 @@ inline std::string describe(const st::Spec& s) {
        " levels=" + std::to_string(s.time_levels) + " aux=" + std::to_string(s.aux_grids) +
        " tb=" + std::to_string(s.tb_depth) + " tile_bytes=" + std::to_string(s.tile_bytes) +
        " streaming=" + std::to_string(s.stores == st::Stores::streaming) +
-       " gs=" + std::to_string(s.traversal == st::Traversal::gauss_seidel);
+       " gs=" + std::to_string(s.traversal == st::Traversal::gauss_seidel) +
+       " in_place=" + std::to_string(s.traversal == st::Traversal::jacobi_in_place);
   return t;
 }
 

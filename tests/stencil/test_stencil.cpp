@@ -306,3 +306,52 @@ TEST_CASE("blocks are balanced: extents differ by at most one point", "[stencil]
       CHECK(b[3] - b[2] == 1);
     }
 }
+
+TEST_CASE("in-place Jacobi equals the double buffer on long blocks", "[stencil]") {
+  // Blocks long along dimension 0, so that the in-place sweep's window of old planes slides
+  // many times, and 3-D blocks cut into slabs of one row (tile_bytes 1) or several, whose
+  // edges travel between slabs; one and two time levels, fixed and periodic boundaries.
+  struct Shape {
+    std::vector<std::size_t> size, blocks;
+    std::vector<st::Offset> nb;
+    std::size_t levels, tb, tile;
+    st::Boundary boundary;
+  };
+  const std::vector<Shape> shapes{
+      {{20000}, {3}, st::von_neumann(1, 2), 1, 1, 0, st::Boundary::fixed},
+      {{3000}, {2}, st::von_neumann(1, 1), 2, 1, 0, st::Boundary::periodic},
+      {{300, 12}, {2, 1}, st::moore(2, 1), 1, 1, 0, st::Boundary::fixed},
+      {{301, 7}, {1, 2}, st::von_neumann(2, 2), 2, 1, 0, st::Boundary::periodic},
+      {{40, 9, 7}, {1, 2, 1}, st::moore(3, 1), 1, 1, 1, st::Boundary::fixed},
+      {{33, 17, 6}, {2, 1, 1}, st::von_neumann(3, 1), 2, 1, 4000, st::Boundary::periodic},
+      {{64, 5}, {1, 1}, st::von_neumann(2, 1), 1, 4, 0, st::Boundary::fixed},
+      {{50, 11, 6}, {1, 1, 2}, st::moore(3, 1), 1, 3, 0, st::Boundary::periodic},
+  };
+  std::mt19937 rng(31337);
+  ordo::Runtime rt({.workers = 2});
+  for (const Shape& sh : shapes) {
+    Case c;
+    c.spec.size = sh.size;
+    c.spec.blocks = sh.blocks;
+    c.spec.neighbourhood = sh.nb;
+    c.spec.boundary = sh.boundary;
+    c.spec.time_levels = sh.levels;
+    c.spec.tb_depth = sh.tb;
+    c.spec.tile_bytes = sh.tile;
+    c.spec.aux_grids = 1;
+    c.spec.fixed_value = fixed_at;
+    c.spec.traversal = st::Traversal::jacobi_in_place;
+    const std::size_t nw = sh.nb.size() + 2;
+    for (std::size_t j = 0; j < nw; ++j) c.weights.push_back(0.9 / static_cast<double>(nw));
+    INFO(describe(c.spec));
+    Values v = random_values(c, rng);
+    v.steps = 9;
+    const auto want = brute_force(c, v.levels, v.aux, v.steps);
+    ordo::Graph g;
+    st::Stencil s(g, c.spec, make_kernel(c));
+    for (std::size_t l = 0; l < v.levels.size(); ++l) s.set(v.levels[l], l);
+    s.set_aux(0, v.aux);
+    s.run(rt, v.steps);
+    CHECK(same_bits(s.get(), want));
+  }
+}

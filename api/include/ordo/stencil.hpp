@@ -60,7 +60,14 @@ std::vector<Offset> moore(std::size_t dims, int radius = 1);
 
 enum class Boundary { fixed, periodic };
 enum class Traversal {
-  jacobi,        // every point from the previous time level (double buffered)
+  jacobi,  // every point from the previous time level (double buffered)
+  // The same results, bit for bit, with one buffer per time level instead of one more: the new
+  // level overwrites the oldest while the layer keeps each new value in a small ring until no
+  // later point reads the old one (docs/stencil.md, "In-place Jacobi"). A point is read and
+  // written back once, 16 bytes for a one-level kernel instead of 24 (the double buffer's
+  // write-allocate). Any Jacobi kernel works unchanged (it writes Block::out, which is not
+  // Block::in[0], and never reads out). Temporal blocking needs one time level here.
+  jacobi_in_place,
   gauss_seidel,  // in place, lexicographic order: earlier points already updated
 };
 
@@ -198,6 +205,10 @@ struct Block {
   double* out = nullptr;  // u^{t+1}
   std::array<const double*, kMaxAux> aux{};
   std::uint64_t step = 0;  // global time step being computed (0 for the first)
+  // Elements from a point to the same point of the plane (along dimension 0) the sweep
+  // computes after this one: stride[0], or -stride[0] when an in-place sweep runs up the
+  // planes. A kernel that prefetches the input it will read next reads it at in[l] + ahead.
+  std::ptrdiff_t ahead = 0;
 };
 
 using Kernel = std::function<void(const Block&)>;

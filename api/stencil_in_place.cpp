@@ -1,0 +1,386 @@
+// In-place Jacobi (Traversal::jacobi_in_place; docs/stencil.md, "In-place Jacobi"): the
+// results of the double-buffered Jacobi, bit for bit, with one buffer per time level instead
+// of one more, the new level overwriting the oldest. A step reads the buffer it overwrites, so
+// the layer keeps every new value out of it until no later read needs the old one:
+//
+// * One step (S = 1): a shifted sweep. The block moves by s = h + P planes along dimension 0
+//   inside its buffer, which has s planes to spare: the sweep runs down the planes, P at a time
+//   (one kernel call), reading the block where it is and writing each plane s planes higher;
+//   the next step runs up the planes and moves it back. A unit [a, a+P) writes planes
+//   [a-s, a+P-s), all below a-h: no unit still to come reads them (each reads its own planes
+//   and h on either side), and the unit itself reads none of them. Upwards likewise. Nothing
+//   is copied: each point is read from memory and written once, the write landing on a line
+//   read h + P planes before (16 bytes per point for heat, against 24 double-buffered).
+//   What moves with the block is its halo: a neighbour's halo is unpacked at the new place
+//   by the next step anyway, and the values beyond a fixed end of the grid are put back from
+//   a store of them the block keeps (O(surface)). The shift of each buffer is in the main
+//   location's header, so everything that reads a buffer finds the block where it is.
+// * Temporal blocking (S > 1, one time level): a wavefront along dimension 0, step s lagging
+//   s*h planes behind step 0. Step s < S-1 writes into a window of a few planes of its own
+//   (kept while step s+1 still reads them: 2h planes behind its front); step 0 reads the
+//   buffer, step s > 0 the window of step s-1, and the last step writes into the buffer
+//   directly: step 0 has passed those planes by (S-1)*h >= h, so nobody reads their old
+//   values again. Beyond a fixed boundary a window holds what the buffer holds there (the
+//   fixed values), copied. Memory: S-1 windows of a few planes per worker, against a second
+//   whole buffer per block for the double-buffered form.
+// Exactness: every value is computed by the same kernel from the same old values as in the
+// double-buffered form (the delays above guarantee that each read sees the old value), so the
+// bits are the same; the property tests compare both with a brute force.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "api/stencil_impl.hpp"
+
+namespace ordo::stencil {
+
+namespace {
+
+using core::Ix;
+using geometry::for_each_point;
+using geometry::Pad;
+
+// Memory of one worker thread reused from task to task, allocated without being written, so
+// that only what a sweep touches takes pages.
+class Scratch {
+ public:
+  double* get(std::size_t n) {
+    if (n > size_) {
+      data_.reset(new double[n]);  // default-initialised: untouched until used
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<double[]> data_;
+  std::size_t size_ = 0;
+};
+
+Scratch& scratch(std::size_t i) {
+  thread_local std::vector<std::unique_ptr<Scratch>> s;
+  while (s.size() <= i) s.push_back(std::make_unique<Scratch>());
+  return *s[i];
+}
+
+// An address `base` such that base + pad.at(x) * 8 is point x, held as an integer: the window
+// it describes covers only some planes, so base itself may lie outside any object. safety: it
+// becomes a pointer only with an offset that lands inside the window (addr), or as a kernel's
+// in/out pointer, to which the kernel adds such offsets.
+using Base = std::uintptr_t;
+Base base_of(const double* p, std::ptrdiff_t shift) {
+  return reinterpret_cast<std::uintptr_t>(p) - static_cast<std::uintptr_t>(shift) * sizeof(double);
+}
+double* addr(Base base, std::ptrdiff_t at) {
+  return reinterpret_cast<double*>(base + static_cast<std::uintptr_t>(at) * sizeof(double));
+}
+
+// Copies box [lo, hi) between two buffers of the layout `pad`.
+void copy_box(const Pad& pad, Base dst, Base src, const Ix& lo, const Ix& hi) {
+  geometry::for_each_box_row(pad, lo, hi, [&](std::ptrdiff_t at, std::size_t, std::size_t len) {
+    geometry::copy_row(addr(dst, at), addr(src, at), len);
+  });
+}
+
+bool is_empty(std::size_t d, const Ix& lo, const Ix& hi) {
+  for (std::size_t k = 0; k < d; ++k)
+    if (hi[k] <= lo[k]) return true;
+  return false;
+}
+
+// Points of the planes the kernel is called on at least once: one call per unit costs about
+// as much as a few dozen points, so units of fewer points are merged along dimension 0.
+constexpr std::size_t kUnitPoints = 512;
+
+}  // namespace
+
+std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid) {
+  const std::size_t d = grid.dims();
+  std::ptrdiff_t plane_points = 1, planes = 0;
+  for (std::size_t k = 0; k < d; ++k) {
+    const auto smallest = static_cast<std::ptrdiff_t>(s.size[k] / s.blocks[k]);
+    if (k == 0)
+      planes = smallest;
+    else
+      plane_points *= smallest;
+  }
+  // Planes per kernel call: one in 3-D and up (a plane is many rows, and a slab's deferred
+  // rows are kept per plane), enough for kUnitPoints points below.
+  const std::ptrdiff_t P =
+      d >= 3 ? 1
+             : std::clamp<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(kUnitPoints) / plane_points,
+                                          1, planes);
+  return static_cast<std::ptrdiff_t>(s.halo) + P;
+}
+
+std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t b) const {
+  auto f = std::make_unique<FixedHalo>();
+  const core::BlockGeom& geo = grid.block(b);
+  const Pad& pad = geo.pad;
+  const auto H = static_cast<std::ptrdiff_t>(pad.h);
+  // Whether a cell (local coordinate) lies beyond a fixed end of the grid, and its value.
+  Ix low{}, high{};  // 1 where that end of the block is a fixed end of the grid
+  for (std::size_t k = 0; k < d; ++k) {
+    low[k] = spec.boundary == Boundary::fixed && geo.origin[k] == 0;
+    high[k] = spec.boundary == Boundary::fixed &&
+              geo.origin[k] + pad.ext[k] == static_cast<std::int64_t>(spec.size[k]);
+  }
+  auto is_fixed = [&](const Ix& l) {
+    for (std::size_t k = 0; k < d; ++k)
+      if ((l[k] < 0 && low[k]) || (l[k] >= pad.ext[k] && high[k])) return true;
+    return false;
+  };
+  auto value = [&](const Ix& l) {
+    core::Origin x{};
+    for (std::size_t k = 0; k < d; ++k) x[k] = geo.origin[k] + l[k];
+    return spec.fixed_value ? spec.fixed_value(Coord(x.data(), d)) : 0.0;
+  };
+  const std::vector<std::pair<Ix, Ix>> regions = grid.fixed_regions(b);
+  std::vector<double> want;
+  // After a sweep down, the cells of plane p lie where plane p - shift was; up, p + shift.
+  for (const std::ptrdiff_t from : {-shift, shift}) {
+    FixedHalo::Runs& runs = from < 0 ? f->down : f->up;
+    for (const auto& [rlo, rhi] : regions) {
+      Ix row_hi = rhi;
+      row_hi[d - 1] = rlo[d - 1] + 1;
+      const auto len = static_cast<std::size_t>(rhi[d - 1] - rlo[d - 1]);
+      for_each_point(d, rlo, row_hi, [&](const Ix& l) {  // l: the first cell of a run
+        want.resize(len);
+        Ix src = l;
+        src[0] += from;
+        bool same = src[0] >= -H && src[0] < pad.ext[0] + H && is_fixed(src);
+        for (std::size_t j = 0; j < len; ++j) {
+          Ix c = l;
+          c[d - 1] += static_cast<std::ptrdiff_t>(j);
+          want[j] = value(c);
+          if (!same) continue;
+          c[0] += from;
+          const double had = value(c);
+          same = std::memcmp(&had, &want[j], sizeof had) == 0;
+        }
+        if (same) return;
+        runs.at.emplace_back(pad.at(l), len);
+        runs.values.insert(runs.values.end(), want.begin(), want.end());
+      });
+    }
+  }
+  return f;
+}
+
+void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& blk,
+                                  std::uint64_t rot, const Ix& lo, const Ix& hi) const {
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  const std::ptrdiff_t P = shift - h;
+  const std::size_t target = buffer(rot, 1);  // the oldest level: it gets the new one
+  const auto moved = static_cast<std::ptrdiff_t>(main[1 + target]);
+  const bool down = moved == 0;  // where the block is decides the direction
+  const std::ptrdiff_t to = down ? -shift : 0;
+  blk.ahead = down ? pad.stride[0] : -pad.stride[0];
+  for (std::size_t l = 0; l < levels; ++l)
+    blk.in[l] = buf(b, main, buffer(rot, -static_cast<std::ptrdiff_t>(l))) + pad.base;
+  // Where point x of the new level goes: out + pad.at(x).
+  double* const out = main.data() + detail_stencil::kHeader + target * buffer_size(b) +
+                      (shift + to) * pad.stride[0];
+  const Base out_base = base_of(out, 0);
+  blk.step = rot;
+  // Slabs of J rows along dimension 1 (d >= 3) keep the planes a unit reaches in half the L2
+  // (or tile_bytes). A slab's last h rows are read, old, by the next slab, so their new values
+  // wait in a store (h rows per plane) until that slab has passed the plane they go to.
+  std::ptrdiff_t J = d >= 3 ? hi[1] - lo[1] : 0;
+  if (d >= 3) {
+    const std::size_t l2 = cache_sizes().l2 ? cache_sizes().l2 : std::size_t{1} << 20;
+    const double budget = static_cast<double>(spec.tile_bytes ? spec.tile_bytes : l2 / 2);
+    const double rows = static_cast<double>(
+        (levels + spec.aux_grids) * static_cast<std::size_t>(2 * h + 1) + 1);
+    J = std::clamp<std::ptrdiff_t>(
+        static_cast<std::ptrdiff_t>(budget / (8.0 * static_cast<double>(pad.stride[1]) * rows)), h,
+        hi[1] - lo[1]);
+  }
+  const std::ptrdiff_t planes = hi[0] - lo[0];
+  const std::ptrdiff_t units = (planes + P - 1) / P;
+  const std::ptrdiff_t slot = d >= 3 ? h * pad.stride[1] : 0;  // one plane's deferred rows
+  double* const deferred =
+      d >= 3 && J < hi[1] - lo[1] ? scratch(1).get(static_cast<std::size_t>(planes * slot)) : nullptr;
+  auto run = [&](const Ix& ulo, const Ix& uhi, double* o) {
+    if (is_empty(d, ulo, uhi)) return;
+    blk.lo = ulo;
+    blk.hi = uhi;
+    blk.out = o + pad.base;
+    kernel(blk);
+  };
+  std::ptrdiff_t held = -1;  // the rows [held - h, held) of the previous slab are deferred
+  const std::ptrdiff_t j_end = d >= 3 ? hi[1] : lo[1] + 1;
+  for (std::ptrdiff_t j0 = d >= 3 ? lo[1] : lo[1]; j0 < j_end; j0 += d >= 3 ? J : 1) {
+    const std::ptrdiff_t j1 = d >= 3 ? std::min(j0 + J, hi[1]) : hi[1];
+    const bool defer = deferred != nullptr && j1 < hi[1];
+    // The previous slab's deferred rows of plane q, to their place (q - shift or q + shift):
+    // the planes this slab still reads there are the ones within h of it.
+    std::ptrdiff_t next = down ? lo[0] : hi[0] - 1;  // the next plane to commit, sweep order
+    auto commit_to = [&](std::ptrdiff_t limit) {
+      for (; held >= 0 && (down ? next <= limit : next >= limit); next += down ? 1 : -1) {
+        Ix clo = lo, chi = hi;
+        clo[0] = next;
+        chi[0] = next + 1;
+        clo[1] = held - h;
+        chi[1] = held;
+        copy_box(pad, out_base,
+                 base_of(deferred + (next - lo[0]) * slot, pad.at(clo)), clo, chi);
+      }
+    };
+    for (std::ptrdiff_t i = 0; i < units; ++i) {
+      const std::ptrdiff_t a = lo[0] + (down ? i : units - 1 - i) * P;
+      const std::ptrdiff_t z = std::min(a + P, hi[0]);
+      // Planes computed so far end at a - 1 (down) or begin at z (up): a deferred row of
+      // plane q goes s = h + P planes away, where this slab has read its last old value.
+      commit_to(down ? std::min(a - 1 + P, hi[0] - 1) : std::max(z - P, lo[0]));
+      Ix ulo = lo, uhi = hi;
+      ulo[0] = a;
+      uhi[0] = z;
+      if (d >= 3) {
+        ulo[1] = j0;
+        uhi[1] = defer ? j1 - h : j1;
+      }
+      run(ulo, uhi, out);
+      if (defer) {  // P is 1 here
+        ulo[1] = j1 - h;
+        uhi[1] = j1;
+        run(ulo, uhi, reinterpret_cast<double*>(base_of(deferred + (a - lo[0]) * slot, pad.at(ulo))));
+      }
+    }
+    commit_to(down ? hi[0] - 1 : lo[0]);
+    held = defer ? j1 : -1;
+  }
+  main[1 + target] = static_cast<double>(to);
+  blk.ahead = pad.stride[0];
+  // The values beyond fixed ends of the grid, at the block's new place.
+  if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
+  const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
+  const double* values = runs.values.data();
+  for (const auto& [at, len] : runs.at) {
+    geometry::copy_row(out + at, values, len);
+    values += len;
+  }
+}
+
+void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& blk,
+                                 std::uint64_t rot, std::size_t S, const std::vector<Ix>& slo,
+                                 const std::vector<Ix>& shi) const {
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  // The buffer the group overwrites (the oldest level; with one level, the only one).
+  double* const target = buf(b, main, buffer(rot, 1));
+  const Base target_base = base_of(target, 0);
+  if (S == 1) {
+    sweep_shifted(b, main, blk, rot, slo[0], shi[0]);
+    return;
+  }
+
+  // Temporal blocking: the wavefront of windows described at the top.
+  const auto H = static_cast<std::ptrdiff_t>(pad.h);
+  const core::BlockGeom& geo = grid.block(b);
+  const bool fixed = spec.boundary == Boundary::fixed;
+  // Planes of the window beyond a fixed end of the grid along each dimension, low and high.
+  Ix rim_lo{}, rim_hi{};
+  for (std::size_t k = 0; k < d; ++k) {
+    rim_lo[k] = fixed && geo.origin[k] == 0 ? h : 0;
+    rim_hi[k] = fixed && geo.origin[k] + pad.ext[k] == static_cast<std::int64_t>(spec.size[k]) ? h : 0;
+  }
+  std::ptrdiff_t plane_points = 1;
+  for (std::size_t k = 1; k < d; ++k) plane_points *= pad.ext[k] + 2 * H;
+  const std::ptrdiff_t P = std::max<std::ptrdiff_t>(
+      1, static_cast<std::ptrdiff_t>(kUnitPoints) / std::max<std::ptrdiff_t>(plane_points, 1));
+  const std::ptrdiff_t keep = 2 * h;  // planes behind the front that the next step still reads
+  const std::ptrdiff_t K = P + keep + std::max<std::ptrdiff_t>(8, 4 * keep);  // window planes
+  const std::ptrdiff_t window_size = K * pad.stride[0];
+  std::vector<double*> window(S - 1);
+  std::vector<std::ptrdiff_t> first(S - 1);  // plane held by slot 0 of each window
+  for (std::size_t s = 0; s + 1 < S; ++s) window[s] = scratch(2 + s).get(static_cast<std::size_t>(window_size));
+  auto window_base = [&](std::size_t s) { return base_of(window[s], (first[s] + H) * pad.stride[0]); };
+  // The planes each step covers: its range, and for a window the fixed planes beyond it.
+  std::vector<std::ptrdiff_t> from(S), to(S);
+  std::ptrdiff_t q0 = 0, q1 = 0;
+  for (std::size_t s = 0; s < S; ++s) {
+    const bool last = s + 1 == S;
+    from[s] = slo[s][0] - (last ? 0 : rim_lo[0]);
+    to[s] = shi[s][0] + (last ? 0 : rim_hi[0]);
+    const auto lag = static_cast<std::ptrdiff_t>(s) * h;
+    q0 = s == 0 ? from[s] + lag : std::min(q0, from[s] + lag);
+    q1 = s == 0 ? to[s] + lag : std::max(q1, to[s] + lag);
+  }
+  for (std::size_t s = 0; s + 1 < S; ++s) first[s] = from[s] - keep;
+  // The cross-section a window holds for step s: its range plus the fixed rims.
+  // (A fixed end clips every step's range to the grid, so a rim lies just beyond the range.)
+  auto section = [&](std::size_t s, Ix& lo, Ix& hi) {
+    for (std::size_t k = 1; k < d; ++k) {
+      lo[k] = slo[s][k] - rim_lo[k];
+      hi[k] = shi[s][k] + rim_hi[k];
+    }
+  };
+  const Base u_base = target_base;
+  for (std::ptrdiff_t q = q0; q < q1; q += P) {
+    for (std::size_t s = 0; s < S; ++s) {
+      const auto lag = static_cast<std::ptrdiff_t>(s) * h;
+      const std::ptrdiff_t a = std::max(from[s], q - lag), z = std::min(to[s], q + P - lag);
+      if (a >= z) continue;
+      const bool last = s + 1 == S;
+      if (!last && z - first[s] > K) {  // slide: keep the planes the next step still reads
+        const std::ptrdiff_t nf = a - keep;
+        std::memmove(window[s], window[s] + (nf - first[s]) * pad.stride[0],
+                     static_cast<std::size_t>((a - nf) * pad.stride[0]) * sizeof(double));
+        first[s] = nf;
+      }
+      blk.in[0] = s == 0 ? target + pad.base : addr(window_base(s - 1), pad.base);
+      blk.out = last ? target + pad.base : addr(window_base(s), pad.base);
+      blk.step = rot + s;
+      const std::ptrdiff_t ca = std::max(a, slo[s][0]), cz = std::min(z, shi[s][0]);
+      if (ca < cz) {
+        blk.lo = slo[s];
+        blk.hi = shi[s];
+        blk.lo[0] = ca;
+        blk.hi[0] = cz;
+        if (!is_empty(d, blk.lo, blk.hi)) kernel(blk);
+      }
+      if (last) continue;
+      // The fixed values the next step reads beyond this step's range: whole planes beyond
+      // the grid, and the rims of the planes computed.
+      Ix wlo{}, whi{};
+      section(s, wlo, whi);
+      for (std::ptrdiff_t p = a; p < z; ++p) {
+        wlo[0] = p;
+        whi[0] = p + 1;
+        if (p < slo[s][0] || p >= shi[s][0]) {
+          copy_box(pad, window_base(s), u_base, wlo, whi);
+          continue;
+        }
+        // Each region of the cross-section beyond a fixed end: 3^(d-1) - 1 boxes at most.
+        Ix tlo{}, thi{};
+        for (std::size_t k = 1; k < d; ++k) {
+          tlo[k] = -1;
+          thi[k] = 2;
+        }
+        tlo[0] = 0;
+        thi[0] = 1;
+        for_each_point(d, tlo, thi, [&](const Ix& t) {
+          Ix rlo = wlo, rhi = whi;
+          bool any = false;
+          for (std::size_t k = 1; k < d; ++k) {
+            if (t[k] < 0) rhi[k] = slo[s][k];
+            if (t[k] > 0) rlo[k] = shi[s][k];
+            if (t[k] == 0) {
+              rlo[k] = slo[s][k];
+              rhi[k] = shi[s][k];
+            }
+            any = any || t[k] != 0;
+          }
+          if (any && !is_empty(d, rlo, rhi)) copy_box(pad, window_base(s), u_base, rlo, rhi);
+        });
+      }
+    }
+  }
+}
+
+}  // namespace ordo::stencil
