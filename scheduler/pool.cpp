@@ -125,6 +125,15 @@ std::vector<unsigned> env_pus() {
 
 Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology)) {
   const auto& pus = topo_->pus();
+  // Each worker keeps a steal order over all the others (n^2 entries in all): a count far
+  // beyond the machine ("--workers 4294967295") would take minutes and gigabytes to set up
+  // and could only run slower than one worker per unit.
+  const std::size_t most = std::max<std::size_t>(kMinWorkerLimit, kWorkersPerUnit * pus.size());
+  if (config.workers > most)
+    throw std::invalid_argument(std::to_string(config.workers) + " workers are more than " + std::to_string(most) +
+                                " (" + std::to_string(kWorkersPerUnit) + " per processing unit of " +
+                                topo_->describe() + ", at least " + std::to_string(kMinWorkerLimit) +
+                                "); give at most " + std::to_string(most) + ", or 0 for one per core");
 
   // Which processing unit each worker gets (indices into pus), and how it is bound.
   std::vector<std::size_t> map;
@@ -219,22 +228,37 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
     workers_.push_back(std::move(w));
   }
 
-  // Steal order: nearest first, then rotation from the thief.
+  // Steal order: nearest first, then rotation from the thief. How near a victim is depends
+  // only on the two processing units, so the hwloc walk (affinity) runs once per pair of units
+  // in use, and each thief sorts plain keys.
   const std::size_t n = workers_.size();
+  std::vector<std::size_t> used_pus(map.begin(), map.end());
+  std::sort(used_pus.begin(), used_pus.end());
+  used_pus.erase(std::unique(used_pus.begin(), used_pus.end()), used_pus.end());
+  auto slot = [&](std::size_t pu) {
+    return std::size_t(std::lower_bound(used_pus.begin(), used_pus.end(), pu) - used_pus.begin());
+  };
+  const std::size_t u = used_pus.size();
+  std::vector<int> nearness(u * u);
+  for (std::size_t a = 0; a < u; ++a)
+    for (std::size_t b = 0; b < u; ++b) nearness[a * u + b] = topo_->affinity(used_pus[a], used_pus[b]);
+  std::vector<std::size_t> pu_slot(n);
+  for (std::size_t i = 0; i < n; ++i) pu_slot[i] = slot(workers_[i]->pu);
+  std::vector<std::pair<long, std::size_t>> keyed;  // (key, victim): smaller key, stolen first
   for (std::size_t i = 0; i < n; ++i) {
     Worker& w = *workers_[i];
-    std::vector<std::size_t> victims;
-    for (std::size_t k = 1; k < n; ++k) victims.push_back((i + k) % n);
-    std::stable_sort(victims.begin(), victims.end(), [&](std::size_t a, std::size_t b) {
-      const Worker& va = *workers_[a];
-      const Worker& vb = *workers_[b];
-      if ((va.node == w.node) != (vb.node == w.node)) return va.node == w.node;
-      return topo_->affinity(w.pu, va.pu) > topo_->affinity(w.pu, vb.pu);
-    });
+    keyed.clear();
+    for (std::size_t k = 1; k < n; ++k) {
+      const std::size_t v = (i + k) % n;
+      const bool same_node = workers_[v]->node == w.node;
+      keyed.emplace_back((same_node ? 0L : 1L << 32) - nearness[pu_slot[i] * u + pu_slot[v]], v);
+    }
+    std::stable_sort(keyed.begin(), keyed.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<bool> node_listed(nodes(), false);
     w.sources.push_back({true, w.node});
     node_listed[w.node] = true;
-    for (std::size_t v : victims) {
+    for (const auto& [key, v] : keyed) {
       const unsigned vn = workers_[v]->node;
       if (vn != w.node && !config.steal_far) continue;
       if (!node_listed[vn]) {

@@ -106,7 +106,13 @@ struct PoolConfig {
 
 class Pool {
  public:
-  // Throws std::invalid_argument for a bad topology description or processing-unit list.
+  // The most workers a pool takes: kWorkersPerUnit per processing unit, at least
+  // kMinWorkerLimit (more is refused with std::invalid_argument).
+  static constexpr std::size_t kWorkersPerUnit = 4;
+  static constexpr std::size_t kMinWorkerLimit = 256;
+
+  // Throws std::invalid_argument for a bad topology description or processing-unit list, and
+  // for more workers than the limit above.
   explicit Pool(PoolConfig config);
   ~Pool();
   Pool(const Pool&) = delete;

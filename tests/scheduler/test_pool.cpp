@@ -167,6 +167,30 @@ TEST_CASE("bad processing units and topologies are refused with a message", "[po
   CHECK_THROWS_AS(Pool(bad), std::invalid_argument);
 }
 
+TEST_CASE("absurd worker counts are refused at once; the limit itself starts", "[pool]") {
+  // 8 units: the limit is max(256, 4 x 8) = 256. (20000 workers once spent minutes sorting
+  // steal orders; 4294967295 ran out of memory.)
+  for (unsigned n : {257u, 20000u, 4294967295u}) {
+    PoolConfig cfg;
+    cfg.topology = "synthetic:pack:2 core:2 pu:2";
+    cfg.workers = n;
+    cfg.bind = false;
+    CHECK_THROWS_WITH(Pool(cfg), Catch::Contains(std::to_string(n) + " workers are more than 256"));
+  }
+  PoolConfig most;
+  most.topology = "synthetic:pack:2 core:2 pu:2";
+  most.workers = 256;
+  most.bind = false;
+  Pool pool(most);
+  CHECK(pool.size() == 256);
+  // Nearest first: worker 0's first 31 victims share its unit (workers wrap around the 8
+  // units), in rotation order; the next 32 its core's other unit.
+  const auto order = pool.steal_order(0);
+  REQUIRE(order.size() == 255);
+  for (std::size_t k = 0; k < 31; ++k) CHECK(order[k] == 8 * (k + 1));
+  for (std::size_t k = 31; k < 63; ++k) CHECK(order[k] % 8 == 1);
+}
+
 namespace {
 
 // Hands out `n` items, one per poll, as a network would deliver messages; one worker at a
