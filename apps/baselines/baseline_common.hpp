@@ -50,8 +50,8 @@ void add_flags(CLI::App& cli, Options& o, Flags& f, const std::string& workers_h
                  D == 2 ? "grid size NxM (rows x columns)"
                         : "grid size NxMxK (planes x rows x columns)")
       ->capture_default_str();
-  cli.add_option("--iters", o.iters, "time steps")->capture_default_str();
-  cli.add_option("--workers", o.workers, workers_help);
+  cli.add_option("--iters", o.iters, "time steps")->check(ordo::cli::Integer(0, app::max_iters))->capture_default_str();
+  cli.add_option("--workers", o.workers, workers_help)->check(ordo::cli::Integer(0, app::max_workers));
   if (!blocks_help.empty()) cli.add_option("--blocks", f.blocks_text, blocks_help);
   cli.add_flag("--verify", o.verify, "compare bit for bit with a sequential loop");
 }
@@ -62,12 +62,10 @@ void finish_flags(Options& o, const Flags& f) {
   o.size = app::parse_shape(f.size_text, D, "--size");
   if (!f.blocks_text.empty()) o.blocks = app::parse_shape(f.blocks_text, D, "--blocks");
   if (o.iters == 0) throw Error("--iters 0: run at least one iteration");
-  std::size_t points = 1;
-  for (std::size_t e : o.size) {
-    if (e > (std::size_t{1} << 40) / points)
-      throw Error("--size " + f.size_text + " is too large to allocate; use a smaller grid");
-    points *= e + 2;
-  }
+  // Two ghosted grids (the baselines' double buffer), plus the reference's two with --verify.
+  std::vector<std::size_t> ghosted;
+  for (std::size_t e : o.size) ghosted.push_back(e + 2);
+  app::check_grid_fits(ghosted, o.verify ? 4 : 2, "--size " + f.size_text);
 }
 
 template <int D>

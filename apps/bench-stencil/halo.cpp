@@ -45,10 +45,14 @@ int run(int argc, char** argv) {
   cli.add_option("--bytes", bytes_list, "comma-separated location sizes in bytes")
       ->capture_default_str();
   cli.add_option("--window", window, "location pairs side by side (transfers in flight)")
+      ->check(ordo::cli::Integer(0, 1024))
       ->capture_default_str();
   cli.add_option("--mib", mib, "MiB moved per size in the timed run (at least 20 iterations)")
+      ->check(ordo::cli::Real(0, 1e6))
       ->capture_default_str();
-  cli.add_option("--workers", workers, "worker threads per rank")->capture_default_str();
+  cli.add_option("--workers", workers, "worker threads per rank")
+      ->check(ordo::cli::Integer(1, ordo::app::max_workers))
+      ->capture_default_str();
   cli.add_flag("--read-all", read_all, "the reader reads every byte of each version it gets");
   if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> sizes =

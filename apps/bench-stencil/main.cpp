@@ -356,21 +356,28 @@ int run(int argc, char** argv) {
   cli.add_option("--halo-bytes", halo_bytes, "--ranks: halo message sizes (default "
                  "8192,16384,65536,262144,1048576,4194304; --quick: 8192,65536,1048576)");
   cli.add_option("--halo-window", halo_window, "--ranks: halos in flight in ordo's measurement")
+      ->check(ordo::cli::Integer(1, 1024))
       ->capture_default_str();
   cli.add_option("--halo-mib", halo_mib, "--ranks: MiB moved per size and run (default 256; "
-                 "--quick: 8)");
+                 "--quick: 8)")
+      ->check(ordo::cli::Real(0, 1e6));
   cli.add_option("--app", app, "heat2d or heat3d")->capture_default_str();
   cli.add_option("--size", size,
                  "grid size (default heat2d 8192x8192, heat3d 512x512x512; --quick: "
                  "3072x3072, 192x192x192)");
   cli.add_option("--iters", iters, "time steps (default 20 for heat2d, 10 for heat3d, rounded "
-                 "up to a multiple of --tb)");
+                 "up to a multiple of --tb)")
+      ->check(ordo::cli::Integer(0, ordo::app::max_iters));
   cli.add_option("--workers", workers, "threads for ordo and OpenMP, ranks for MPI, threads "
-                 "for the triad")->capture_default_str();
+                 "for the triad")
+      ->check(ordo::cli::Integer(1, ordo::app::max_workers))
+      ->capture_default_str();
   cli.add_option("--tb", tb, "temporal-blocking depth of the ordo-tb run")
+      ->check(ordo::cli::Integer(1, 1u << 20))
       ->capture_default_str();
   cli.add_option("--reps", reps, "runs per system, best counts (default 3; --quick: 1); "
-                 "--ranks: the median counts (default 3, --quick too)");
+                 "--ranks: the median counts (default 3, --quick too)")
+      ->check(ordo::cli::Integer(0, 1000));
   cli.add_flag("--quick", quick, "small grid and one run per system (well under 40 s)");
   cli.add_option("--bin-dir", bin_dir,
                  "folder holding the app binaries (default: found from this executable)");
@@ -378,6 +385,7 @@ int run(int argc, char** argv) {
                  "the app's own)");
   cli.add_option("--mpirun", mpirun, "MPI launcher")->capture_default_str();
   cli.add_option("--timeout", timeout_s, "seconds after which one run is killed")
+      ->check(ordo::cli::Integer(1, 1u << 24))
       ->capture_default_str();
   if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
 

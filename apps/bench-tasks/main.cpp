@@ -104,15 +104,15 @@ int main(int argc, char** argv) {
     cli.add_flag("--quick", quick, "reduced sizes and 3 repetitions: the whole run takes < 30 s");
     cli.add_option("--reps", reps_opt, "repetitions per measurement, median reported (default 5, "
                                        "3 with --quick)")
-        ->check(CLI::Range(1u, 1000u));
+        ->check(ordo::cli::Integer(1, 1000));
     cli.add_option("--budget", budget,
                    "seconds of repetitions per measurement: fewer repetitions (at least one, "
                    "the warm-up run if it alone took longer) when runs are slow")
-        ->check(CLI::Range(0.0, 1e6))
+        ->check(ordo::cli::Real(0, 1e6))
         ->capture_default_str();
     cli.add_option("--threads", threads, "thread counts to measure")
         ->delimiter(',')
-        ->check(CLI::Range(1u, 1024u))
+        ->check(ordo::cli::Integer(1, 1024))
         ->capture_default_str();
     cli.add_option("--patterns", pattern_names, "patterns to measure")
         ->delimiter(',')
@@ -129,10 +129,11 @@ int main(int argc, char** argv) {
                  "measure instead the fraction of time 2 ordo workers spend in task bodies of "
                  "--busy-us on a stencil graph");
     cli.add_option("--busy-us", busy_us, "task duration in microseconds for --busy")
-        ->check(CLI::Range(1.0, 1e6))
+        ->check(ordo::cli::Real(1, 1e6))
         ->capture_default_str();
     cli.add_option("--busy-iterations", busy_iterations,
-                   "stencil iterations for --busy (default 300, 60 with --quick)");
+                   "stencil iterations for --busy (default 300, 60 with --quick)")
+        ->check(ordo::cli::Integer(0, 1'000'000));
     bool metg = false;
     bench::metg::MetgOptions mo;
     mo.width = std::max(1u, std::thread::hardware_concurrency());
@@ -146,10 +147,10 @@ int main(int argc, char** argv) {
     cli.add_option("--metg-width", mo.width,
                    "--metg: stencil width = ordo workers = MPI ranks = OpenMP threads (default: "
                    "hardware threads)")
-        ->check(CLI::Range(1u, 1024u));
+        ->check(ordo::cli::Integer(1, 1024));
     cli.add_option("--metg-steps", metg_steps,
                    "--metg: time steps, even (default 1000; 200 with --quick, 20 with --verify)")
-        ->check(CLI::Range(std::uint64_t{2}, std::uint64_t{1} << 30));
+        ->check(ordo::cli::Integer(2, std::uint64_t{1} << 30));
     cli.add_option("--metg-iterations", metg_iterations,
                    "--metg: kernel iterations per task, comma-separated, longest first "
                    "(default 65536,32768,...,1; with --verify 4096,64,1)");

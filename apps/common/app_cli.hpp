@@ -1,19 +1,36 @@
-// Shared command-line plumbing of the ordo apps: shape parsing ("NxM"), the one-line result
-// format, and the exit-status policy (0 ok, 1 verification failed, 2 bad input).
+// Shared command-line plumbing of the ordo apps: strict numbers (cli_number.hpp), shape parsing
+// ("NxM"), the grid's size against the machine's memory, and the exit-status policy (0 ok,
+// 1 verification failed, 2 bad input, running out of memory included).
 #pragma once
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <limits>
+#include <new>
 #include <string>
 #include <vector>
+
+#include "cli_number.hpp"
 
 #include <fmt/core.h>
 #include <ordo/ordo.hpp>
 
 namespace ordo::app {
+
+// The largest --iters an app takes: a billion steps of even a tiny grid run for hours, and
+// more is a typo (or "-1" read as 2^64-1, which CLI11 alone would run for ever).
+inline constexpr std::uint64_t max_iters = 1'000'000'000;
+// --workers beyond this is refused while parsing; the runtime refuses fewer (more than 4
+// workers per processing unit, at least 256) when it starts.
+inline constexpr std::uint64_t max_workers = 65536;
+// One extent of a grid (a grid's total size is checked against the memory: check_grid_fits).
+inline constexpr std::uint64_t max_extent = std::uint64_t{1} << 40;
 
 // Parses "N", "NxM", "NxMxK"... into exactly `dims` positive extents. Throws ordo::Error.
 inline std::vector<std::size_t> parse_shape(const std::string& text, std::size_t dims,
@@ -23,15 +40,14 @@ inline std::vector<std::size_t> parse_shape(const std::string& text, std::size_t
   while (pos <= text.size()) {
     std::size_t x = text.find('x', pos);
     if (x == std::string::npos) x = text.size();
-    std::string part = text.substr(pos, x - pos);
-    std::size_t value = 0;
-    bool ok = !part.empty() && part.size() < 19;
-    for (char c : part) ok = ok && c >= '0' && c <= '9';
-    if (ok) value = std::stoull(part);
-    if (!ok || value == 0)
+    const std::string part = text.substr(pos, x - pos);
+    const std::string problem = cli::integer_problem(part, 1, max_extent);
+    if (!problem.empty())
       throw Error(flag + " '" + text + "': expected " + std::to_string(dims) +
                   " positive integer(s) joined by 'x', e.g. " +
-                  (dims == 1 ? std::string("1024") : dims == 2 ? "1024x768" : "128x128x128"));
+                  (dims == 1 ? std::string("1024") : dims == 2 ? "1024x768" : "128x128x128") +
+                  " (" + (part.empty() ? "an extent is missing" : problem) + ")");
+    const std::size_t value = std::stoull(part);
     out.push_back(value);
     pos = x + 1;
   }
@@ -41,19 +57,48 @@ inline std::vector<std::size_t> parse_shape(const std::string& text, std::size_t
   return out;
 }
 
+// This machine's memory in bytes (0 when it cannot be told).
+inline std::uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : 0;
+}
+
+// Refuses, before anything is allocated, a grid of `shape` of which the app keeps `copies`
+// float64 arrays when they cannot fit in this machine's memory (or their size overflows):
+// an exit-2 message in a millisecond instead of std::bad_alloc after a minute of swapping.
+inline void check_grid_fits(const std::vector<std::size_t>& shape, std::uint64_t copies,
+                            const std::string& flag_and_value) {
+  const std::uint64_t memory = physical_memory_bytes();
+  auto gib = [](double b) { return fmt::format("{:.1f}", b / 1073741824.0); };
+  std::uint64_t bytes = sizeof(double) * copies;
+  bool overflow = false;
+  for (std::size_t e : shape) {
+    if (e != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / e) overflow = true;
+    if (!overflow) bytes *= e;
+  }
+  if (overflow || (memory > 0 && bytes > memory))
+    throw Error(flag_and_value + " is too large: its " + std::to_string(copies) + " grid(s) of 8-byte values need " +
+                (overflow ? std::string("more than 2^64 bytes") : gib(double(bytes)) + " GiB") + ", this machine has " +
+                gib(double(memory)) + " GiB; use a smaller grid");
+}
+
 inline std::string join_shape(const std::vector<std::size_t>& s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
   return out;
 }
 
-// Runs an app's main body with the exit-status policy: ordo::Error and CLI errors print a
-// message and return 2; other exceptions print and return 1.
+// Runs an app's main body with the exit-status policy: ordo::Error, CLI errors and running out
+// of memory print a message and return 2 (1 means "verification failed"); other exceptions
+// print and return 1.
 inline int guarded_main(const char* app, const std::function<int()>& body) {
   try {
     return body();
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: error: %s\n", app, e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory; use a smaller --size (or fewer ranks per host)\n", app);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: failed: %s\n", app, e.what());

@@ -14,6 +14,8 @@
 
 #include <ordo/ordo.hpp>
 
+#include "cli_number.hpp"
+
 namespace ordo::bench {
 
 // The median of `v`: the middle value, or the mean of the two middle ones; 0 when empty.
@@ -40,11 +42,9 @@ inline std::vector<std::size_t> parse_size_list(const std::string& text, const s
     std::size_t c = text.find(',', pos);
     if (c == std::string::npos) c = text.size();
     const std::string item = text.substr(pos, c - pos);
-    std::uint64_t v = 0;
-    bool ok = !item.empty() && item.size() <= 19;
-    for (char ch : item) ok = ok && ch >= '0' && ch <= '9';
-    if (ok) v = std::stoull(item);
-    if (!ok || v < rule.min || v > rule.max || v % rule.multiple_of != 0)
+    const bool ok = cli::integer_problem(item, rule.min, rule.max).empty();
+    const std::uint64_t v = ok ? std::stoull(item) : 0;
+    if (!ok || v % rule.multiple_of != 0)
       throw Error(flag + ": '" + item + "' is not a size in [" + std::to_string(rule.min) + ", " +
                   std::to_string(rule.max) + "]" +
                   (rule.multiple_of > 1 ? ", a multiple of " + std::to_string(rule.multiple_of)

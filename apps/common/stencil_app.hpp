@@ -27,6 +27,7 @@
 #include "all_gather.hpp"
 #include "app_cli.hpp"
 #include "npy.hpp"
+#include "output_file.hpp"
 #include "stream.hpp"
 
 namespace ordo::app {
@@ -161,13 +162,15 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--blocks", blocks_text,
                  "block grid BxC..; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
-  cli.add_option("--iters", iters, "time steps")->capture_default_str();
-  auto* workers_opt = cli.add_option("--workers", workers,
-                                     "worker threads (default: one per core of this process's "
-                                     "share of the host, docs/scheduler.md)");
+  cli.add_option("--iters", iters, "time steps")->check(ordo::cli::Integer(1, max_iters))->capture_default_str();
+  cli.add_option("--workers", workers,
+                 "worker threads (default: one per core of this process's share of the host, "
+                 "docs/scheduler.md)")
+      ->check(ordo::cli::Integer(1, max_workers));
   cli.add_flag("--verify", verify, "compare bit for bit with a sequential reference");
   cli.add_option("--tb", tb, "temporal blocking depth (halos of depth*h, exchanged every depth "
                              "steps)")
+      ->check(ordo::cli::Integer(1, 1u << 20))
       ->capture_default_str();
   cli.add_option("--input", input,
                  "initial grid (.npy, float64, C order); apps with several time levels also "
@@ -189,21 +192,22 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     cli.add_option("--tile-bytes", tile_bytes,
                    "working set of one cache tile of temporal blocking, or of one slab of an "
                    "in-place sweep (0: automatic)")
+        ->check(ordo::cli::Integer(0, std::uint64_t{1} << 40))
         ->capture_default_str();
   }
   if (app.has_order)
     cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
+        ->check(ordo::cli::Integer(0, 1000))
         ->capture_default_str();
   if (int rc = parse_cli(cli, argc, argv); rc >= 0) return rc;
 
-  if (iters == 0) throw Error("--iters 0: run at least one iteration");
-  if (workers_opt->count() > 0 && workers == 0)
-    throw Error("--workers 0: use at least one worker");
-  if (tb == 0) throw Error("--tb 0: the temporal-blocking depth is at least 1");
   if (tb > 1 && !app.supports_tb)
     throw Error("--tb " + std::to_string(tb) + ": " + app.name + " " + app.no_tb_reason);
   if (app.has_order && (order < 2 || order > 12 || order % 2 != 0))
     throw Error("--order " + std::to_string(order) + " is out of range: give 2, 4, 6, 8, 10 or 12");
+  // "Cannot write here" is found now, not after the run (output_file.hpp).
+  std::optional<OutputFile> output_file;
+  if (!output.empty()) output_file.emplace(output);
 
   AppParams p;
   NpyArray in;
@@ -235,6 +239,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                   "): give at most " + std::to_string(p.size[d]) + " blocks there");
 
   stencil::Spec spec = app.spec(p);
+  // Every time level, the coefficient grids and the result, before any is allocated.
+  check_grid_fits(p.size, spec.time_levels + spec.aux_grids + 1, "--size " + size_text);
   spec.size = p.size;
   spec.blocks = p.blocks;
   spec.tb_depth = tb;
@@ -333,7 +339,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     if (home[b] == rank) mine.push_back(b);
 
   // Each rank checks its own blocks against the whole sequential reference (small grids).
-  int outcome = 0;  // bit 0: this rank's blocks differ from the reference; bit 1: --output failed
+  int outcome = 0;  // 1: this rank's blocks differ from the reference
   if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
     std::vector<double> want =
         app.reference ? app.reference(p, app.input_is_aux ? aux.at(0) : levels[0], iters)
@@ -345,38 +351,27 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
           if (std::memcmp(&want[at], &result[at], len * sizeof(double)) != 0) outcome |= 1;
         });
   }
-  // Each rank writes the rows of its own blocks into the one file, every time level (newest
-  // first, so that --input restarts the run exactly), rank 0 the header (write_npy_part).
-  std::string output_error;
-  if (!output.empty()) {
-    try {
-      std::vector<std::vector<double>> older;  // levels 1.. (kept alive for the writes)
-      for (std::size_t l = 1; l < spec.time_levels; ++l) older.push_back(st->get(l));
-      std::vector<std::size_t> shape = p.size;
-      if (spec.time_levels > 1) shape.insert(shape.begin(), spec.time_levels);
-      std::vector<NpySegment> segments;
-      const std::size_t n = p.points();
-      for (std::size_t l = 0; l < spec.time_levels; ++l) {
-        const std::vector<double>& grid = l == 0 ? result : older[l - 1];
-        for (std::size_t b : mine)
-          for_each_block_row(p, b, [&](std::size_t at, std::size_t len) {
-            segments.push_back({l * n + at, std::span<const double>(&grid[at], len)});
-          });
-      }
-      write_npy_part(output, shape, rank == 0, std::move(segments));
-    } catch (const Error& e) {
-      output_error = e.what();
-      outcome |= 2;
-    }
-  }
-  // One verdict for the job: every rank learns every rank's outcome. It is also the barrier
-  // that makes the file complete on every rank once this returns (all_gather.hpp).
+  // One verdict for the job: every rank learns every rank's outcome (bit 0: this rank's blocks
+  // differ from the reference).
   const std::vector<int> outcomes = all_gather(rt, outcome);
-  if (!output_error.empty()) throw Error(output_error);
-  for (unsigned r = 0; r < ranks; ++r)
-    if (outcomes[r] & 2)
-      throw Error("rank " + std::to_string(r) + " could not write its part of --output '" +
-                  output + "' (its message says why); the file is incomplete");
+  // Each rank writes the rows of its own blocks, every time level (newest first, so that
+  // --input restarts the run exactly); the file appears whole or not at all (output_file.hpp).
+  if (output_file) {
+    std::vector<std::vector<double>> older;  // levels 1.. (kept alive for the writes)
+    for (std::size_t l = 1; l < spec.time_levels; ++l) older.push_back(st->get(l));
+    std::vector<std::size_t> shape = p.size;
+    if (spec.time_levels > 1) shape.insert(shape.begin(), spec.time_levels);
+    std::vector<NpySegment> segments;
+    const std::size_t n = p.points();
+    for (std::size_t l = 0; l < spec.time_levels; ++l) {
+      const std::vector<double>& grid = l == 0 ? result : older[l - 1];
+      for (std::size_t b : mine)
+        for_each_block_row(p, b, [&](std::size_t at, std::size_t len) {
+          segments.push_back({l * n + at, std::span<const double>(&grid[at], len)});
+        });
+    }
+    output_file->write(rt, shape, std::move(segments));
+  }
   std::string verdict = "skipped";
   if (verify) {
     verdict = "ok";

@@ -7,14 +7,24 @@
   app_test.py steady BIN                heat2d converges to the analytic discrete solution
   app_test.py harris BIN ARGS...        ordo-harris's .npy output equals a Python Harris
   app_test.py badnpy BIN TEXT           an input of the wrong rank or truncated exits 2
+  app_test.py refuse BIN TEXT ARGS...   exit 2 with TEXT, within 10 s and 256 MiB (no run, no
+                                        allocation that the bad input decides)
+  app_test.py lyingnpy BIN              .npy headers that claim more than the file holds, or a
+                                        shape past 2^64 elements: refused like `refuse`
+  app_test.py output BIN ARGS...        --output is atomic: a run killed while writing, or one
+                                        that cannot write, leaves the previous file byte for
+                                        byte; a directory that cannot be written is refused
+                                        before the run
 """
 import math
 import os
 import re
+import resource
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 LINE = re.compile(
     r"^app=(\w+) size=(\d+(x\d+)*) blocks=(\d+(x\d+)*) iters=\d+ workers=\d+ seconds=[0-9.]+ "
@@ -203,6 +213,105 @@ def cmd_badnpy(binary, text):
             print(se.strip())
 
 
+
+def refused(argv, text, seconds=10, mib=256):
+    """Runs argv, which must exit 2 saying `text` within `seconds` and `mib` MiB of memory
+    (ru_maxrss of this process's children: run it alone, in a fresh driver)."""
+    start = time.monotonic()
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds * 3)
+    except subprocess.TimeoutExpired:
+        fail("%s: still running after %d s (a refusal must be immediate)" % (" ".join(argv), seconds * 3))
+    elapsed = time.monotonic() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    print("$ %s\n-> exit %d in %.2f s, peak %.0f MiB\n%s" % (" ".join(argv), p.returncode, elapsed, peak,
+                                                           p.stderr.strip()))
+    if p.returncode != 2 or text not in p.stderr:
+        fail("expected exit 2 and %r, got %d\n%s%s" % (text, p.returncode, p.stdout, p.stderr))
+    if elapsed > seconds:
+        fail("took %.1f s to refuse (limit %d s)" % (elapsed, seconds))
+    if peak > mib:
+        fail("used %.0f MiB to refuse (limit %d MiB)" % (peak, mib))
+
+
+def cmd_refuse(binary, text, args):
+    refused([binary] + args, text)
+
+
+def npy_with_header(path, shape_text, data_bytes):
+    """A .npy whose header says `shape_text` (written as is) followed by `data_bytes` bytes."""
+    d = "{'descr': '<f8', 'fortran_order': False, 'shape': %s, }" % shape_text
+    d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode("latin1"))
+        f.write(b"\0" * data_bytes)
+
+
+def cmd_lyingnpy(binary):
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "lie.npy")
+        # 8000 x 8000 doubles (512 MB) claimed by a 192-byte file.
+        npy_with_header(path, "(8000, 8000)", 192 - 128)
+        refused([binary, "--input", path], "the file has 64", mib=128)
+        # 2^32 x 2^32 x 16 elements: the product passes 2^64.
+        npy_with_header(path, "(4294967296, 4294967296, 16)", 64)
+        refused([binary, "--input", path], "larger than any file", mib=128)
+        npy_with_header(path, "(99999999999999999999999,)", 64)
+        refused([binary, "--input", path], "larger than any file", mib=128)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def cmd_output(binary, args):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "u.npy")
+        rc, so, se = run([binary] + args + ["--iters", "3", "--output", out])
+        if rc != 0:
+            fail("exit %d\n%s%s" % (rc, so, se))
+        before = read_bytes(out)
+        if len(before) < 4096:
+            fail("the output must be larger than the 1 KiB file-size limit below")
+        # Killed while writing: a file-size limit of 1 KiB, and SIGXFSZ (whose default ends the
+        # process) the moment the run writes past it.
+        script = 'ulimit -f 1; exec "$0" "$@"'
+        p = subprocess.run(["sh", "-c", script, binary] + args + ["--iters", "5", "--output", out],
+                           capture_output=True, text=True, timeout=240)
+        print("killed while writing: exit %d\n%s" % (p.returncode, p.stderr))
+        if p.returncode == 0:
+            fail("the run wrote past its file-size limit and still exited 0")
+        if read_bytes(out) != before:
+            fail("a run killed while writing changed the previous output file")
+        # What a killed writer leaves: its temporary file beside the output, which nothing reads.
+        for f in os.listdir(d):
+            if f != "u.npy":
+                if not f.startswith("u.npy.tmp-"):
+                    fail("unexpected file %s beside the output" % f)
+                os.unlink(os.path.join(d, f))
+        # The same limit, SIGXFSZ ignored: the write fails (EFBIG, as on a full disk): exit 2.
+        script = 'trap "" XFSZ; ulimit -f 1; exec "$0" "$@"'
+        p = subprocess.run(["sh", "-c", script, binary] + args + ["--iters", "5", "--output", out],
+                           capture_output=True, text=True, timeout=240)
+        print("write fails: exit %d\n%s" % (p.returncode, p.stderr))
+        if p.returncode != 2 or "cannot write" not in p.stderr:
+            fail("a failed write must exit 2 and say so")
+        if read_bytes(out) != before:
+            fail("a run whose write failed changed the previous output file")
+        left = sorted(f for f in os.listdir(d) if f != "u.npy")
+        if left:
+            fail("a failed write left files behind: %s" % left)
+        # An unwritable place is refused before the run: a million steps would take minutes.
+        refused([binary] + args + ["--iters", "1000000", "--output", os.path.join(d, "missing", "u.npy")],
+                "cannot write")
+        # A good run replaces the file.
+        rc, so, se = run([binary] + args + ["--iters", "5", "--output", out])
+        if rc != 0 or read_bytes(out) == before:
+            fail("a good run did not replace the output (exit %d)" % rc)
+    print("output ok: killed and failed writes left the old file intact")
+
+
 def cmd_steady(binary):
     """heat2d on n x m: the fixed point of the Jacobi iteration is the discrete Laplace
     solution with 1 on the row above the grid and 0 elsewhere, known in closed form by
@@ -249,6 +358,12 @@ def main():
         cmd_harris(binary, sys.argv[3:])
     elif mode == "badnpy":
         cmd_badnpy(binary, sys.argv[3])
+    elif mode == "refuse":
+        cmd_refuse(binary, sys.argv[3], sys.argv[4:])
+    elif mode == "lyingnpy":
+        cmd_lyingnpy(binary)
+    elif mode == "output":
+        cmd_output(binary, sys.argv[3:])
     else:
         fail("unknown mode " + mode)
 

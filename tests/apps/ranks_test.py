@@ -15,6 +15,9 @@
       more ranks than blocks: exit 2 and the message from every rank, no hang, no file.
   ranks_test.py ORDORUN output_error BIN RANKS -- ARGS...
       --output into a missing directory: every rank says so, exit 2, no hang.
+  ranks_test.py ORDORUN output_atomic BIN RANKS -- ARGS...
+      rank 1 killed while it writes its slab (SIGXFSZ), or its write failing (EFBIG): the
+      previous output stays byte for byte; then a good run replaces it.
   ranks_test.py ORDORUN cores BIN RANKS -- ARGS...
       RANKS ranks on this host (ORDO_VERBOSE=1), with the default, 1 and 3 workers each: when
       the host has at least RANKS cores, the ranks' shares are disjoint and hold their workers;
@@ -173,6 +176,44 @@ def case_output_error(binary, n, args):
     print("every rank reports the failed write, exit 2")
 
 
+def case_output_atomic(binary, n, args):
+    n = int(n)
+    # TCP and no shared memory: a file-size limit would also stop shared-memory segments.
+    env = mp.ucx_env("tcp,self")
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "u.npy")
+        p, _ = run(ordorun(n, [binary] + args + ["--iters", "3", "--output", out]), env=env, timeout=120)
+        if p.returncode != 0:
+            fail("the first run exited %d" % p.returncode)
+        with open(out, "rb") as f:
+            before = f.read()
+        # Rank 1 alone may write 512 bytes to a file: past that it gets SIGXFSZ (killed while
+        # writing its slab) or, with the signal ignored, EFBIG (as on a full disk).
+        for how, trap in (("killed", ""), ("failing", 'trap "" XFSZ; ')):
+            script = trap + 'if [ "$ORDO_RANK" = 1 ]; then ulimit -f 1; fi; exec "$0" "$@"'
+            p, _ = run(ordorun(n, ["sh", "-c", script, binary] + args + ["--iters", "5", "--output", out]),
+                       env=env, timeout=120)
+            if p.returncode == 0:
+                fail("rank 1 %s while writing, yet the job exited 0" % how)
+            with open(out, "rb") as f:
+                if f.read() != before:
+                    fail("rank 1 %s while writing changed the previous output" % how)
+            if how == "failing":
+                if p.returncode != 2:
+                    fail("a failed write must give exit 2, got %d" % p.returncode)
+                for r in range(n):
+                    if not re.search(r"^\[%d\] .*error: .*(cannot write|rank 1 could not write)" % r, p.stderr, re.M):
+                        fail("rank %d does not report the failed write" % r)
+                left = [f for f in os.listdir(d) if f.startswith("u.npy.tmp-")]
+                if len(left) > 1:  # the killed run's temporary may remain; the failed one's not
+                    fail("the failed write left its temporary file: %s" % left)
+        p, _ = run(ordorun(n, [binary] + args + ["--iters", "5", "--output", out]), env=env, timeout=120)
+        with open(out, "rb") as f:
+            if p.returncode != 0 or f.read() == before:
+                fail("a good run did not replace the output (exit %d)" % p.returncode)
+    print("a killed and a failing rank left the previous output byte for byte")
+
+
 def units(text):
     """The OS indices of "1,4-6"."""
     out = set()
@@ -306,7 +347,7 @@ def main():
     sep = rest.index("--")
     pos, args = rest[:sep], rest[sep + 1:]
     cases = {"det": case_det, "restart": case_restart, "too_few_blocks": case_too_few_blocks,
-             "output_error": case_output_error, "cores": case_cores,
+             "output_error": case_output_error, "output_atomic": case_output_atomic, "cores": case_cores,
              "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
     if case not in cases:
         fail("unknown case %s" % case)

@@ -218,8 +218,11 @@ def case_exit_status():
 
 
 def case_usage():
+    # Numbers are read strictly: no hex, no sign, no nan, nothing absurd.
     for args in ([], ["-n", "0", "true"], ["--hosts", "a:x", "true"], ["--hosts", "a:1,b:1", "-n", "3", "true"],
-                 ["--srun", "--no-srun", "true"]):
+                 ["--srun", "--no-srun", "true"], ["-n", "0x10", "true"], ["-n", "-1", "true"],
+                 ["-n", "99999999999", "true"], ["--timeout", "nan", "true"], ["--grace", "-1", "true"],
+                 ["--timeout-startup", "1e999", "true"], ["--hosts", "a:70000", "true"]):
         p, _ = run([ORDORUN] + args, timeout=30)
         if p.returncode != 2:
             fail("bad usage %s gave exit %d, expected 2" % (args, p.returncode))

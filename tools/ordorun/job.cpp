@@ -142,6 +142,8 @@ void Job::plan_ranks() {
       }
       if (host.empty() || count < 1)
         throw UsageError("--hosts entry '" + item + "' needs a host name and a count >= 1");
+      if (slots.size() + std::size_t(count) > std::size_t(max_ranks))
+        throw UsageError("--hosts asks for more than " + std::to_string(max_ranks) + " ranks");
       for (long i = 0; i < count; ++i) slots.emplace_back(host, true);
     }
     if (opt_.n > 0 && std::size_t(opt_.n) != slots.size())

@@ -37,6 +37,10 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The most ranks a job may have (-n or the sum of --hosts): a process each, two descriptors
+// each in ordorun; far beyond any host list, far below what would exhaust ordorun's memory.
+inline constexpr int max_ranks = 65536;
+
 struct JobOptions {
   int n = 0;
   std::string hosts;

@@ -12,9 +12,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+
 #include <string>
 #include <vector>
 
+#include "cli_number.hpp"
 #include "job.hpp"
 #include "posix.hpp"
 
@@ -55,18 +57,21 @@ int main(int argc, char** argv) {
   ordorun::JobOptions& j = o.job;
   CLI::App app{"ordorun: start the ranks of an ordo job (locally, on other hosts, or through srun)"};
   app.prefix_command();
-  app.add_option("-n,--np", j.n, "number of ranks (default 1, or the sum of --hosts)")->check(CLI::PositiveNumber);
+  using ordo::cli::Integer;
+  using ordo::cli::Real;
+  app.add_option("-n,--np", j.n, "number of ranks (default 1, or the sum of --hosts)")
+      ->check(Integer(1, ordorun::max_ranks));
   app.add_option("--hosts", j.hosts, "ranks per host: h1:n1,h2:n2 (started through --rsh)");
   app.add_option("--rsh", j.rsh,
                  "remote shell command, the host name is appended (default ssh); it must pass "
                  "standard input on (the store's token travels there)");
   app.add_option("--timeout-startup", j.timeout_startup,
                  "seconds every rank has to reach the store once the first one did (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(Real(0.001, 1e7));
   app.add_option("--grace", j.grace, "seconds between SIGTERM and SIGKILL when stopping ranks (default 3)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Real(0, 1e7));
   app.add_option("--timeout", j.timeout, "seconds the whole job may run (default: no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Real(0, 1e7));
   app.add_option("--store-addr", j.store_addr,
                  "IPv4 address of this host, reachable by every rank, that the store listens on "
                  "(default 127.0.0.1, or with --hosts the address each host's traffic leaves from)");
