@@ -222,7 +222,7 @@ def case_usage():
     for args in ([], ["-n", "0", "true"], ["--hosts", "a:x", "true"], ["--hosts", "a:1,b:1", "-n", "3", "true"],
                  ["--srun", "--no-srun", "true"], ["-n", "0x10", "true"], ["-n", "-1", "true"],
                  ["-n", "99999999999", "true"], ["--timeout", "nan", "true"], ["--grace", "-1", "true"],
-                 ["--timeout-startup", "1e999", "true"], ["--hosts", "a:70000", "true"]):
+                 ["--timeout-startup", "1e999", "true"], ["--hosts", "a:999999,b:999999", "true"]):
         p, _ = run([ORDORUN] + args, timeout=30)
         if p.returncode != 2:
             fail("bad usage %s gave exit %d, expected 2" % (args, p.returncode))

@@ -37,9 +37,9 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The most ranks a job may have (-n or the sum of --hosts): a process each, two descriptors
-// each in ordorun; far beyond any host list, far below what would exhaust ordorun's memory.
-inline constexpr int max_ranks = 65536;
+// The most ranks a job may ask for (-n or the sum of --hosts) before the host check
+// (host_limits.hpp) looks at what they need: bounds the plan ordorun builds to tell.
+inline constexpr int max_ranks = 1 << 20;
 
 struct JobOptions {
   int n = 0;
