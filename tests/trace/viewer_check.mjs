@@ -148,20 +148,20 @@ try {
     }
   }
   if (!hovered) fail('hovering the lanes shows nothing');
-  const stepInstances = userTasks.filter((t) => kind(t.name) === 'step').reduce((a, t) => a + t.instances, 0);
-  await p.fill('#search', 'step');
+  const stepInstances = userTasks.filter((t) => kind(t.name) === 'u.compute').reduce((a, t) => a + t.instances, 0);
+  await p.fill('#search', 'u.compute');
   const found = await p.$eval('#search-count', (e) => e.textContent);
-  if (!found.startsWith(stepInstances + ' instances')) fail('search "step": ' + found + ', expected ' + stepInstances);
+  if (!found.startsWith(stepInstances + ' instances')) fail('search "u.compute": ' + found + ', expected ' + stepInstances);
   await p.fill('#search', '');
 
   // A kind's histogram counts its instances.
-  const kindButton = (await p.$('.legend-kind[data-kind="step"]')) ||
-                     (await p.$('.legend-item[data-key="step"]'));
+  const kindButton = (await p.$('.legend-kind[data-kind="u.compute"]')) ||
+                     (await p.$('.legend-item[data-key="u.compute"]'));
   await kindButton.click();
   const histo = await p.$eval('#histogram', (e) => ({ hidden: e.hidden, count: Number(e.dataset.count),
     bars: e.querySelectorAll('rect.bar').length }));
   if (histo.hidden || histo.count !== stepInstances || histo.bars < 1)
-    fail('histogram of step: ' + JSON.stringify(histo) + ', expected ' + stepInstances + ' instances');
+    fail('histogram of u.compute: ' + JSON.stringify(histo) + ', expected ' + stepInstances + ' instances');
 
   // Messages between ranks, on demand.
   await p.check('#show-messages');
