@@ -1,0 +1,356 @@
+// ordo-cg: conjugate gradient on the 2-D Poisson problem (apps/common/cg_kernels.hpp), any
+// size on any block grid, with its two dot products per iteration as deterministic reductions
+// (docs/api.md, "Reductions") and --tol as run_until on a reduced value: the same bits and the
+// same iteration count for any number of workers or ranks, and as the sequential CG.
+//
+// Per block b (rows x cols of the grid, on rank b * ranks / blocks):
+//   p[b]     the search direction with a ring of halo (rows+2 x cols+2)
+//   x[b], r[b], q[b]   the solution, the residual, A p
+//   edge[b]  p's first row, last row, first column, last column (what the neighbours read)
+//   last[b]  the rr the iteration started from (beta's denominator)
+// Tasks of one iteration, in program order:
+//   matvec[b]     halo of p[b] from the neighbours' edges; q = A p; contributes p.q
+//   combine(pq)
+//   update[b]     alpha = rr / pq; x += alpha p; r -= alpha q; contributes r.r
+//   combine(rr)
+//   direction[b]  beta = rr' / rr; p = r + beta p; edge[b] from p
+// update reads rr before its combine (the previous iteration's value; iteration 0 takes b.b,
+// reduced by a small graph before the run), direction after it (this iteration's).
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "app_cli.hpp"
+#include "cg_kernels.hpp"
+#include "output_file.hpp"
+#include "stencil_app.hpp"
+
+namespace {
+
+using ordo::cg::BlockRange;
+
+struct Problem {
+  std::size_t n = 0, m = 0, bi = 0, bj = 0;
+  std::size_t blocks() const { return bi * bj; }
+  BlockRange range(std::size_t b) const { return ordo::cg::block_range(b, n, m, bi, bj); }
+};
+
+// b.b summed per block from the formula (no rank needs another's data), reduced like every dot
+// product: the rr of iteration 0, on every rank.
+double initial_rr(ordo::Runtime& rt, const Problem& pb) {
+  ordo::Graph g;
+  const auto nb = static_cast<std::uint32_t>(pb.blocks());
+  auto rr0 = g.reduction<double>("cg.rr0", nb);
+  g.task_family("cg.rhs_dot", nb, [&](std::uint32_t b, ordo::AccessList& acc) {
+    acc.add(ordo::contribute(rr0, b));
+  }, [rr0, pb](ordo::Context& ctx, std::uint32_t b) {
+    const BlockRange br = pb.range(b);
+    std::vector<double> row(br.cols());
+    double s = 0.0;
+    for (std::size_t i = br.r0; i < br.r1; ++i) {
+      for (std::size_t j = 0; j < br.cols(); ++j) row[j] = ordo::cg::rhs(i, br.c0 + j, pb.m);
+      s += ordo::cg::dot_row(row.data(), row.data(), row.size());
+    }
+    ctx.contribute(rr0, b, s);
+  });
+  g.combine(rr0);
+  rt.run(g, 1);
+  return g.value(rr0);
+}
+
+struct Solver {
+  Problem pb;
+  ordo::Graph g;
+  std::vector<ordo::Location<double>> p, x, r, q, edge, last;
+  ordo::Reduction<double> pq, rr;
+  std::vector<unsigned> home;
+
+  Solver(const Problem& problem, unsigned ranks, double rr0) : pb(problem) {
+    const std::size_t nb = pb.blocks();
+    // Block by block, so that the default NUMA chunks keep a block's locations together.
+    for (std::size_t b = 0; b < nb; ++b) {
+      const BlockRange br = pb.range(b);
+      const std::string i = "[" + std::to_string(b) + "]";
+      p.push_back(g.location<double>("cg.p" + i, (br.rows() + 2) * (br.cols() + 2)));
+      x.push_back(g.location<double>("cg.x" + i, br.rows() * br.cols()));
+      r.push_back(g.location<double>("cg.r" + i, br.rows() * br.cols()));
+      q.push_back(g.location<double>("cg.q" + i, br.rows() * br.cols()));
+      edge.push_back(g.location<double>("cg.edge" + i, 2 * (br.rows() + br.cols())));
+      last.push_back(g.location<double>("cg.last" + i, 1));
+      home.push_back(static_cast<unsigned>(b * ranks / nb));
+      if (ranks > 1)
+        for (auto loc : {p[b], x[b], r[b], q[b], edge[b], last[b]}) g.set_home_rank(loc, home[b]);
+    }
+    const auto count = static_cast<std::uint32_t>(nb);
+    pq = g.reduction<double>("cg.pq", count);
+    rr = g.reduction<double>("cg.rr", count);
+    declare_matvec();
+    g.combine(pq);
+    declare_update(rr0);
+    g.combine(rr);
+    declare_direction();
+  }
+
+  // The neighbours of block b: north, south, west, east (-1 past the grid).
+  std::array<std::int64_t, 4> neighbours(std::size_t b) const {
+    const std::size_t i = b / pb.bj, j = b % pb.bj;
+    const auto at = [&](std::size_t ii, std::size_t jj) { return std::int64_t(ii * pb.bj + jj); };
+    return {i > 0 ? at(i - 1, j) : -1, i + 1 < pb.bi ? at(i + 1, j) : -1,
+            j > 0 ? at(i, j - 1) : -1, j + 1 < pb.bj ? at(i, j + 1) : -1};
+  }
+
+  void declare_matvec() {
+    g.task_family("cg.matvec", static_cast<std::uint32_t>(pb.blocks()),
+                  [&](std::uint32_t b, ordo::AccessList& acc) {
+      acc.add(ordo::write(p[b]));  // first written: the task runs where p[b] lives
+      for (std::int64_t nbr : neighbours(b))
+        if (nbr >= 0) acc.add(ordo::read(edge[static_cast<std::size_t>(nbr)]));
+      acc.add(ordo::write(q[b]));
+      acc.add(ordo::contribute(pq, b));
+    }, [this](ordo::Context& ctx, std::uint32_t b) {
+      const BlockRange br = pb.range(b);
+      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const std::span<double> pp = ctx.write(p[b]);
+      const std::array<std::int64_t, 4> nbr = neighbours(b);
+      // The halo: the north neighbour's last row, the south one's first, the west one's last
+      // column, the east one's first (edge layout: north row, south row, west col, east col).
+      if (nbr[0] >= 0) {
+        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[0])]);
+        std::memcpy(&pp[1], &e[w], w * sizeof(double));
+      }
+      if (nbr[1] >= 0) {
+        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[1])]);
+        std::memcpy(&pp[(h + 1) * s + 1], &e[0], w * sizeof(double));
+      }
+      if (nbr[2] >= 0) {
+        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[2])]);
+        const std::size_t nw = pb.range(static_cast<std::size_t>(nbr[2])).cols();
+        for (std::size_t i = 0; i < h; ++i) pp[(i + 1) * s] = e[2 * nw + h + i];
+      }
+      if (nbr[3] >= 0) {
+        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[3])]);
+        const std::size_t ne = pb.range(static_cast<std::size_t>(nbr[3])).cols();
+        for (std::size_t i = 0; i < h; ++i) pp[(i + 1) * s + w + 1] = e[2 * ne + i];
+      }
+      const std::span<double> qq = ctx.write(q[b]);
+      double sum = 0.0;
+      for (std::size_t i = 0; i < h; ++i)
+        sum += ordo::cg::matvec_row(&pp[(i + 1) * s + 1], static_cast<std::ptrdiff_t>(s),
+                                    &qq[i * w], w);
+      ctx.contribute(pq, b, sum);
+    });
+  }
+
+  void declare_update(double rr0) {
+    g.task_family("cg.update", static_cast<std::uint32_t>(pb.blocks()),
+                  [&](std::uint32_t b, ordo::AccessList& acc) {
+      acc.add(ordo::write(x[b]));
+      acc.add(ordo::write(r[b]));
+      acc.add(ordo::write(last[b]));
+      acc.add(ordo::read(p[b]));
+      acc.add(ordo::read(q[b]));
+      acc.add(ordo::read(pq));
+      acc.add(ordo::read(rr));  // before combine(rr): the previous iteration's
+      acc.add(ordo::contribute(rr, b));
+    }, [this, rr0](ordo::Context& ctx, std::uint32_t b) {
+      const BlockRange br = pb.range(b);
+      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const double rr_now = ctx.iteration() == 0 ? rr0 : ctx.value(rr);
+      ctx.write(last[b])[0] = rr_now;
+      const double alpha = rr_now / ctx.value(pq);
+      const auto xx = ctx.write(x[b]);
+      const auto rr_ = ctx.write(r[b]);
+      const auto pp = ctx.read(p[b]);
+      const auto qq = ctx.read(q[b]);
+      double sum = 0.0;
+      for (std::size_t i = 0; i < h; ++i)
+        sum += ordo::cg::update_row(&xx[i * w], &rr_[i * w], &pp[(i + 1) * s + 1], &qq[i * w],
+                                    alpha, w);
+      ctx.contribute(rr, b, sum);
+    });
+  }
+
+  void declare_direction() {
+    g.task_family("cg.direction", static_cast<std::uint32_t>(pb.blocks()),
+                  [&](std::uint32_t b, ordo::AccessList& acc) {
+      acc.add(ordo::write(p[b]));
+      acc.add(ordo::write(edge[b]));
+      acc.add(ordo::read(r[b]));
+      acc.add(ordo::read(last[b]));
+      acc.add(ordo::read(rr));  // after combine(rr): this iteration's
+    }, [this](ordo::Context& ctx, std::uint32_t b) {
+      const BlockRange br = pb.range(b);
+      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const double beta = ctx.value(rr) / ctx.read(last[b])[0];
+      const auto pp = ctx.write(p[b]);
+      const auto rr_ = ctx.read(r[b]);
+      for (std::size_t i = 0; i < h; ++i)
+        ordo::cg::direction_row(&pp[(i + 1) * s + 1], &rr_[i * w], beta, w);
+      pack_edges(pp, ctx.write(edge[b]), h, w);
+    });
+  }
+
+  static void pack_edges(std::span<const double> pp, std::span<double> e, std::size_t h,
+                         std::size_t w) {
+    const std::size_t s = w + 2;
+    std::memcpy(&e[0], &pp[s + 1], w * sizeof(double));
+    std::memcpy(&e[w], &pp[h * s + 1], w * sizeof(double));
+    for (std::size_t i = 0; i < h; ++i) {
+      e[2 * w + i] = pp[(i + 1) * s + 1];
+      e[2 * w + h + i] = pp[(i + 1) * s + w];
+    }
+  }
+
+  // x = 0, r = p = b on the blocks this rank holds (the others are never touched here).
+  void set_initial(unsigned rank) {
+    for (std::size_t b = 0; b < pb.blocks(); ++b) {
+      if (home[b] != rank) continue;
+      const BlockRange br = pb.range(b);
+      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const auto pp = g.data(p[b]);
+      const auto rr_ = g.data(r[b]);
+      for (std::size_t i = 0; i < h; ++i)
+        for (std::size_t j = 0; j < w; ++j)
+          rr_[i * w + j] = pp[(i + 1) * s + j + 1] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
+      pack_edges(pp, g.data(edge[b]), h, w);
+    }
+  }
+};
+
+int run(int argc, char** argv) {
+  CLI::App cli{"Conjugate gradient on the 2-D Poisson problem (5-point Laplacian, zero "
+               "boundary, pseudo-random right-hand side), two deterministic dot products per "
+               "iteration",
+               "ordo-cg"};
+  std::string size_text = "1024x1024", blocks_text = "4x4", output, trace_path;
+  std::uint64_t iters = 100;
+  double tol = 0;
+  unsigned workers = 0;
+  bool verify = false;
+  cli.add_option("--size", size_text, "grid size NxM (unknowns)")->capture_default_str();
+  cli.add_option("--blocks", blocks_text,
+                 "block grid BxC; at most --size (blocks differ by at most one point)")
+      ->capture_default_str();
+  cli.add_option("--iters", iters, "iterations (with --tol: the most)")
+      ->check(ordo::cli::Integer(1, ordo::app::max_iters))
+      ->capture_default_str();
+  cli.add_option("--tol", tol,
+                 "stop after the first iteration whose residual norm is at most TOL times the "
+                 "initial one (0: run --iters iterations)")
+      ->check(ordo::cli::Real(0, 1))
+      ->capture_default_str();
+  cli.add_option("--workers", workers,
+                 "worker threads (default: one per core of this process's share of the host, "
+                 "docs/scheduler.md)")
+      ->check(ordo::cli::Integer(1, ordo::app::max_workers));
+  cli.add_flag("--verify", verify,
+               "compare x, the iteration count and r.r bit for bit with a sequential CG");
+  cli.add_option("--output", output, "write the solution x (.npy, float64, NxM)");
+  cli.add_option("--trace", trace_path,
+                 "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
+      ->type_name("FILE");
+  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+
+  std::optional<ordo::app::OutputFile> output_file;
+  if (!output.empty()) output_file.emplace(output);
+  ordo::app::AppParams ap;
+  ap.size = ordo::app::parse_shape(size_text, 2, "--size");
+  ap.blocks = ordo::app::parse_shape(blocks_text, 2, "--blocks");
+  for (std::size_t d = 0; d < 2; ++d)
+    if (ap.blocks[d] > ap.size[d])
+      throw ordo::Error("--blocks " + blocks_text + " has more blocks than points in dimension " +
+                        std::to_string(d) + " of --size " + size_text + " (" +
+                        std::to_string(ap.blocks[d]) + " > " + std::to_string(ap.size[d]) +
+                        "): give at most " + std::to_string(ap.size[d]) + " blocks there");
+  // x, r, q and p (with halos) in the graph; --verify's reference holds as many again.
+  ordo::app::check_grid_fits(ap.size, verify ? 8 : 4, "--size " + size_text);
+  const Problem pb{ap.size[0], ap.size[1], ap.blocks[0], ap.blocks[1]};
+  if (pb.blocks() > (std::size_t{1} << 24))
+    throw ordo::Error("--blocks " + blocks_text + " makes " + std::to_string(pb.blocks()) +
+                      " blocks; give at most 2^24 (a block of a few thousand points or more "
+                      "keeps the tasks worth scheduling)");
+
+  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
+  workers = rt.workers();
+  const unsigned rank = rt.rank(), ranks = rt.ranks();
+  if (ranks > pb.blocks())  // the same verdict on every rank, before any rank runs: no hang
+    throw ordo::Error("--blocks " + blocks_text + " gives " + std::to_string(pb.blocks()) +
+                      " block(s) for " + std::to_string(ranks) +
+                      " ranks: every rank needs at least one block; give at least " +
+                      std::to_string(ranks) + " blocks or start fewer ranks");
+
+  const double rr0 = initial_rr(rt, pb);
+  Solver s(pb, ranks, rr0);
+  s.set_initial(rank);
+  ordo::RunStats stats;
+  if (tol > 0) {
+    ordo::Until until;
+    until.done = [&](const ordo::Graph& g) { return ordo::cg::converged(g.value(s.rr), rr0, tol); };
+    until.max_iterations = iters;
+    stats = rt.run_until(s.g, until);
+  } else {
+    stats = rt.run(s.g, iters);
+  }
+  const double rr = s.g.value(s.rr);
+
+  // Each rank checks its own blocks, its iteration count and the reduced r.r.
+  int outcome = 0;
+  if (verify) {
+    const ordo::cg::Result want = ordo::cg::reference(pb.n, pb.m, pb.bi, pb.bj, tol, iters);
+    if (want.iterations != stats.iterations || std::memcmp(&want.rr, &rr, sizeof rr) != 0 ||
+        std::memcmp(&want.rr0, &rr0, sizeof rr0) != 0)
+      outcome = 1;
+    for (std::size_t b = 0; b < pb.blocks() && outcome == 0; ++b) {
+      if (s.home[b] != rank) continue;
+      const BlockRange br = pb.range(b);
+      const auto xb = s.g.data(s.x[b]);
+      for (std::size_t i = 0; i < br.rows(); ++i)
+        if (std::memcmp(&xb[i * br.cols()], &want.x[(br.r0 + i) * pb.m + br.c0],
+                        br.cols() * sizeof(double)) != 0)
+          outcome = 1;
+    }
+  }
+  // One verdict for the job, and every rank's iteration count (which must agree).
+  const std::vector<int> outcomes = ordo::app::all_gather(rt, outcome);
+  const std::vector<std::uint64_t> counts = ordo::app::all_gather(rt, stats.iterations);
+  for (unsigned k = 0; k < ranks; ++k)
+    if (counts[k] != stats.iterations)
+      throw std::runtime_error("rank " + std::to_string(k) + " ran " + std::to_string(counts[k]) +
+                               " iterations, rank " + std::to_string(rank) + " " +
+                               std::to_string(stats.iterations));
+  if (output_file) {
+    std::vector<ordo::app::NpySegment> segments;
+    for (std::size_t b = 0; b < pb.blocks(); ++b) {
+      if (s.home[b] != rank) continue;
+      const BlockRange br = pb.range(b);
+      const auto xb = s.g.data(s.x[b]);
+      for (std::size_t i = 0; i < br.rows(); ++i)
+        segments.push_back({(br.r0 + i) * pb.m + br.c0,
+                            std::span<const double>(&xb[i * br.cols()], br.cols())});
+    }
+    output_file->write(rt, ap.size, std::move(segments));
+  }
+  std::string verdict = "skipped";
+  if (verify) {
+    verdict = "ok";
+    for (int o : outcomes)
+      if (o != 0) verdict = "fail";
+  }
+  const double pts = static_cast<double>(pb.n * pb.m);
+  std::string line = fmt::format(
+      "app=cg size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} "
+      "residual={:.6e} verify={}",
+      ordo::app::join_shape(ap.size), ordo::app::join_shape(ap.blocks), stats.iterations, workers,
+      stats.seconds, pts * static_cast<double>(stats.iterations) / stats.seconds / 1e9,
+      std::sqrt(rr / rr0), verdict);
+  if (ranks > 1) line += fmt::format(" ranks={}", ranks);
+  if (rank == 0) fmt::print("{}\n", line);
+  return verdict == "fail" ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ordo::app::guarded_main("ordo-cg", [&] { return run(argc, argv); });
+}

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""ordo-cg: the conjugate gradient app (stdlib only).
+
+  cg_test.py verify BIN ARGS...
+      exit 0, verify=ok (x, the iteration count and r.r bit for bit against the sequential
+      CG in the binary, on every rank), then the .npy of x against this script's own
+      residual: b - A x computed here from the right-hand side's formula (splitmix64, as
+      apps/common/stencil_app.hpp's hash01) must have the norm the app reports, relative to
+      |b|, and with --tol at most TOL (the app solves the Poisson problem, not only agrees
+      with itself).
+  cg_test.py ranks ORDORUN BIN CONFIGS -- ARGS...
+      CONFIGS: comma-separated RANKSxWORKERS:TLS[:private] (private: ORDO_SHARED_MEMORY=0 on
+      shared memory too). One rank with one worker writes the reference x; each config runs
+      `ordorun -n RANKS BIN ARGS --workers W --verify --output F`: exit 0, one result line
+      (rank 0's) with verify=ok (every rank checked its blocks, its iteration count and r.r),
+      the same iters= and residual= as one rank, and F equal to the reference byte for byte.
+"""
+import math
+import os
+import re
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "comm"))
+import multiprocess as mp  # noqa: E402  (run, fail, ucx_env)
+import app_test  # noqa: E402  (read_npy: an independent .npy reader)
+
+fail, run = mp.fail, mp.run
+LINE = re.compile(
+    r"^(?:\[(\d+)\] )?(app=cg size=(\d+)x(\d+) blocks=\d+x\d+ iters=(\d+) workers=\d+ "
+    r"seconds=[0-9.]+ gstencils=[0-9.]+ residual=(\S+) verify=(ok|fail|skipped)( ranks=\d+)?)$")
+MASK = (1 << 64) - 1
+
+
+def hash01(i):
+    z = (i + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    z ^= z >> 31
+    return (z >> 11) * 2.0 ** -53
+
+
+def result(p, what, ranks=1):
+    if p.returncode != 0:
+        fail("%s: exit %d" % (what, p.returncode))
+    lines = [m for m in (LINE.match(l) for l in p.stdout.splitlines()) if m]
+    if len(lines) != 1:
+        fail("%s: expected one result line, got %r" % (what, p.stdout))
+    m = lines[0]
+    if m.group(1) not in (None, "0"):
+        fail("%s: the result line comes from rank %s" % (what, m.group(1)))
+    if m.group(7) != "ok":
+        fail("%s: %s" % (what, m.group(2)))
+    if ranks > 1 and (" ranks=%d" % ranks) not in m.group(2):
+        fail("%s: no ranks=%d in %s" % (what, ranks, m.group(2)))
+    return m
+
+
+def true_residual(n, m, x):
+    """|b - A x| / |b| with A the 5-point Laplacian and zero values around the grid."""
+    num = den = 0.0
+    for i in range(n):
+        for j in range(m):
+            c = x[i * m + j]
+            ax = 4.0 * c
+            if i > 0:
+                ax -= x[(i - 1) * m + j]
+            if i + 1 < n:
+                ax -= x[(i + 1) * m + j]
+            if j > 0:
+                ax -= x[i * m + j - 1]
+            if j + 1 < m:
+                ax -= x[i * m + j + 1]
+            b = hash01(i * m + j)
+            num += (b - ax) ** 2
+            den += b * b
+    return math.sqrt(num / den)
+
+
+def cmd_verify(binary, args):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "x.npy")
+        p, _ = run([binary] + args + ["--verify", "--output", out])
+        m = result(p, "--verify")
+        n, cols, reported = int(m.group(3)), int(m.group(4)), float(m.group(6))
+        shape, x = app_test.read_npy(out)
+        if shape != (n, cols):
+            fail("x has shape %r, expected %r" % (shape, (n, cols)))
+        actual = true_residual(n, cols, x)
+        # CG's recurred residual drifts from b - A x by rounding only.
+        if abs(actual - reported) > 1e-9 + 1e-6 * reported:
+            fail("|b - Ax|/|b| of the output is %.9e, the app reports %.9e" % (actual, reported))
+        if "--tol" in args:
+            tol = float(args[args.index("--tol") + 1])
+            iters = int(args[args.index("--iters") + 1])
+            if int(m.group(5)) >= iters or reported > tol:
+                fail("--tol %g: stopped after %s iterations at %.3e" % (tol, m.group(5), reported))
+        print("%s\n|b - Ax|/|b| = %.6e" % (m.group(2), actual))
+
+
+def cmd_ranks(ordorun, binary, configs, args):
+    with tempfile.TemporaryDirectory() as d:
+        ref = os.path.join(d, "ref.npy")
+        p, _ = run([binary] + args + ["--workers", "1", "--verify", "--output", ref])
+        one = result(p, "one rank")
+        for c in configs.split(","):
+            k = re.match(r"^(\d+)x(\d+):(shm|tcp)(:private)?$", c)
+            if not k:
+                fail("bad config %r" % c)
+            n, w, tls = int(k.group(1)), k.group(2), k.group(3)
+            env = mp.ucx_env(tls + ",self")
+            if k.group(4):
+                env["ORDO_SHARED_MEMORY"] = "0"
+            out = os.path.join(d, "out_%d.npy" % len(os.listdir(d)))
+            p, _ = run([ordorun, "--timeout", "60", "--timeout-startup", "30", "-n", str(n), binary]
+                       + args + ["--workers", w, "--verify", "--output", out], env=env, timeout=120)
+            m = result(p, c, n)
+            if (m.group(5), m.group(6)) != (one.group(5), one.group(6)):
+                fail("%s: iters=%s residual=%s, one rank iters=%s residual=%s"
+                     % (c, m.group(5), m.group(6), one.group(5), one.group(6)))
+            with open(ref, "rb") as f, open(out, "rb") as g:
+                if f.read() != g.read():
+                    fail("%s: x differs from the one-rank output" % c)
+            print("%s: verify=ok, iters=%s, x identical to one rank" % (c, m.group(5)))
+
+
+def main():
+    if sys.argv[1] == "verify":
+        cmd_verify(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "ranks":
+        sep = sys.argv.index("--")
+        cmd_ranks(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[sep + 1:])
+    else:
+        fail("unknown mode " + sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()
