@@ -1,6 +1,9 @@
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "api/graph_impl.hpp"
+#include "runtime/reduction.hpp"
 
 namespace ordo {
 
@@ -24,6 +27,22 @@ std::string location_name(const rt::Graph& graph, std::uint32_t location) {
               location_name(*inst.graph, location) +
               ", which it did not declare; add ordo::read() or ordo::write() of it to the task's "
               "accesses");
+}
+
+// A body that reaches a location with another element type than the location's: through a
+// Location<T> of another T, or a Reduction<T> made to read another T (a copied handle's bytes).
+[[noreturn]] void wrong_type(const rt::Instance& inst, std::uint32_t location, const char* verb) {
+  const rt::Graph& g = *inst.graph;
+  const std::string task = "task '" + g.task_name(inst.task) + "' ";
+  const rt::LocationDesc& loc = g.locations()[location];
+  if (const std::optional<rt::ReductionPart> part = g.reduction_part(location)) {
+    const rt::Reduction& r = g.reductions()[part->reduction];
+    throw Error(task + verb + " reduction '" + r.name + "' as another type than the " +
+                std::to_string(r.elem_size) + "-byte values it was declared with; use the "
+                "Reduction<T> that Graph::reduction returned (the same T)");
+  }
+  throw Error(task + verb + " location '" + loc.name +
+              "' with another element type than it was declared with");
 }
 
 // Refuses a handle of another graph before its number is looked up here.
@@ -65,9 +84,7 @@ void* FiberContext::acquire_bytes(std::uint64_t graph, std::uint32_t location, M
   if (mode == Mode::write && inst.accesses[access].mode != rt::Mode::write)
     throw Error("task '" + name + "' calls acquire_write on location '" + loc.name +
                 "' but declared it with read(); declare it with write(), or use acquire_read");
-  if (*loc.type != type)
-    throw Error("task '" + name + "' acquires location '" + loc.name +
-                "' with another element type than it was declared with");
+  if (*loc.type != type) wrong_type(inst, location, "acquires");
   // The C++ runtime keeps the exceptions being handled in per-thread state, which a fiber
   // resuming on another thread would corrupt (docs/fibers.md, rule 3).
   if (std::uncaught_exceptions() > 0 || std::current_exception())
@@ -125,9 +142,7 @@ void* Context::bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
   if (mode == Mode::write && a.mode != rt::Mode::write)
     throw Error("task '" + inst.graph->task_name(inst.task) + "' writes location '" + loc.name +
                 "' but declared it with read(); declare it with write()");
-  if (*loc.type != type)
-    throw Error("task '" + inst.graph->task_name(inst.task) + "' accesses location '" + loc.name +
-                "' with another element type than it was declared with");
+  if (*loc.type != type) wrong_type(inst, location, "accesses");
   return inst.graph->data(location);
 }
 

@@ -169,7 +169,9 @@ const void* Graph::reduction_value(std::uint64_t graph, std::uint32_t result,
     throw Error("Graph::value: location #" + std::to_string(result) + " is no reduction");
   const rt::Reduction& r = impl_->graph.reductions()[part->reduction];
   if (*r.type != type)
-    throw Error("Graph::value: reduction '" + r.name + "' holds another type");
+    throw Error("Graph::value: reduction '" + r.name + "' holds " + std::to_string(r.elem_size) +
+                "-byte values of another type than the handle reads; use the Reduction<T> that "
+                "Graph::reduction returned (the same T)");
   if (!impl_->engine)
     throw Error("reduction '" + r.name +
                 "' has no value before the graph's first run; run the graph first");

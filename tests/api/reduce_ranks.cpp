@@ -8,10 +8,13 @@
 // where the run stopped, and the final values (Graph::value, its own copy). It prints one line
 // with the bits, which the driver compares across every configuration and rank.
 // Exit status: 0 all match, 1 a mismatch, 2 an error.
+// With --throwing-operator it runs a reduction whose operator throws in iteration 2 instead:
+// every rank must stop with an error (exit 2), the rank that ran the operator naming it.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -93,17 +96,41 @@ std::string hex(double v) {
   return buf;
 }
 
+// A reduction over blocks homed on every rank whose operator throws on the value block 3
+// contributes in iteration 2 (wherever the combining step runs).
+int run_throwing_operator(ordo::Runtime& rt) {
+  ordo::Graph g;
+  auto fragile = g.reduction<int>("fragile", kBlocks, [](const int& a, const int& b) -> int {
+    if (b == 7) throw std::runtime_error("seven is not allowed");
+    return a + b;
+  });
+  auto x = g.location_family<int>("x", kBlocks, 1);
+  for (std::uint32_t b = 0; b < kBlocks; ++b) g.set_home_rank(x[b], b % rt.ranks());
+  g.task_family("c", kBlocks, [&](std::uint32_t b, ordo::AccessList& acc) {
+    acc.add(ordo::write(x[b]));
+    acc.add(ordo::contribute(fragile, b));
+  }, [=](ordo::Context& ctx, std::uint32_t b) {
+    ctx.contribute(fragile, b, ctx.iteration() == 2 && b == 3 ? 7 : 1);
+  });
+  g.combine(fragile);
+  rt.run(g, 5);
+  std::printf("the run did not stop on the operator's exception\n");
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   unsigned workers = 1;
-  bool scatter = false;
+  bool scatter = false, throwing = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--scatter")) scatter = true;
+    if (!std::strcmp(argv[i], "--throwing-operator")) throwing = true;
     if (!std::strcmp(argv[i], "--workers") && i + 1 < argc) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
   }
   try {
     ordo::Runtime rt({.workers = workers});
+    if (throwing) return run_throwing_operator(rt);
     ordo::Graph g;
     auto energy = g.reduction<double>("energy", kBlocks);
     auto lowest = g.reduction<double>("lowest", kBlocks, ordo::Min{});

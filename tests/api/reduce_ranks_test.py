@@ -8,6 +8,9 @@
       checks itself against the sequential computation (its line says sequential=same, exit 0);
       every rank of every run must print the same line: the same stop iteration of run_until
       and the same bits of every reduced value.
+      Then --throwing-operator on 1, 2 and 3 ranks (shared memory and TCP): a reduction whose
+      operator throws in iteration 2 ends the job with exit 2 and the operator's message, on
+      the rank that ran it and as the cause on the others; no rank hangs.
 """
 import os
 import re
@@ -50,6 +53,19 @@ def main():
                             mp.fail("%s: rank %d printed\n  %s\nwhere the first run printed\n  %s"
                                     % (what, rank, line, want))
     print("every rank of every run: " + want)
+
+    said = "the operator of reduction 'fragile' threw: seven is not allowed"
+    for ranks in (1, 2, 3):
+        for tls in ("shm,self", "tcp,self"):
+            what = "--throwing-operator on %d rank(s) over %s" % (ranks, tls.split(",")[0])
+            p, _ = mp.run([ordorun, "--timeout", "60", "-n", str(ranks), binary, "--workers", "2",
+                           "--throwing-operator"], env=mp.ucx_env(tls))
+            if p.returncode != 2:
+                mp.fail("%s: expected exit 2, got %d" % (what, p.returncode))
+            if not re.search(r"^\[\d+\] reduce_ranks: (rank \d+ failed: )?" + re.escape(said),
+                             p.stderr, re.M):
+                mp.fail("%s: no rank names the operator's exception" % what)
+            print("%s: exit 2, the operator's exception reported" % what)
 
 
 if __name__ == "__main__":

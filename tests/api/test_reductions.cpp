@@ -4,6 +4,7 @@
 // sequential loop does; and every misuse is an Error that names the reduction.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -235,6 +236,61 @@ TEST_CASE("an operator that throws stops the run with an Error naming the reduct
   } catch (const ordo::Error& e) {
     CHECK_THAT(e.what(), Contains("reduction 't' threw something that is not a std::exception"));
   }
+}
+
+namespace {
+
+// Reduction<T> is typed, so only a handle whose bytes were copied into another T's reaches a
+// reduction with the wrong type. `wrong` picks the access that uses such a handle.
+enum class Wrong { none, contribute, value, fiber_value };
+struct TypedGraph {
+  ordo::Graph g;
+  ordo::Reduction<double> dot;
+  explicit TypedGraph(Wrong wrong) {
+    dot = g.reduction<double>("dot", 2);
+    const auto d = dot;
+    const auto as_float = std::bit_cast<ordo::Reduction<float>>(d);
+    const auto as_long = std::bit_cast<ordo::Reduction<std::int64_t>>(d);
+    g.task("c0", {ordo::contribute(d, 0)}, [=](ordo::Context& ctx) {
+      if (wrong == Wrong::contribute) ctx.contribute(as_float, 0, 1.0f);
+      ctx.contribute(d, 0, 1.0);
+    });
+    g.task("c1", {ordo::contribute(d, 1)}, [=](ordo::Context& ctx) { ctx.contribute(d, 1, 2.0); });
+    g.combine(d);
+    g.task("reader", {ordo::read(d)}, [=](ordo::Context& ctx) {
+      if (wrong == Wrong::value) (void)ctx.value(as_long);
+      (void)ctx.value(d);
+    });
+    g.fiber_task("fiber", {ordo::read(d)}, [=](ordo::FiberContext& ctx) {
+      if (wrong == Wrong::fiber_value) (void)ctx.value(as_float);
+      (void)ctx.value(d);
+    });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a reduced value read as another type is refused with an Error naming the reduction") {
+  ordo::Runtime rt({.workers = 2});
+  TypedGraph t(Wrong::none);
+  const auto as_float = std::bit_cast<ordo::Reduction<float>>(t.dot);
+  const auto as_long = std::bit_cast<ordo::Reduction<std::int64_t>>(t.dot);
+  CHECK_THROWS_WITH(t.g.value(as_float), Contains("reduction 'dot' holds 8-byte values of another type"));
+  rt.run(t.g, 2);
+  CHECK(t.g.value(t.dot) == 3.0);
+  CHECK_THROWS_WITH(t.g.value(as_float),
+                    Contains("Graph::value: reduction 'dot' holds 8-byte values of another type") &&
+                        Contains("use the Reduction<T> that Graph::reduction returned"));
+  CHECK_THROWS_WITH(t.g.value(as_long), Contains("reduction 'dot' holds 8-byte values"));
+
+  TypedGraph contribute(Wrong::contribute);
+  CHECK_THROWS_WITH(rt.run(contribute.g, 1),
+                    Contains("task 'c0' accesses reduction 'dot' as another type than the 8-byte "
+                             "values it was declared with; use the Reduction<T>"));
+  TypedGraph value(Wrong::value);
+  CHECK_THROWS_WITH(rt.run(value.g, 1), Contains("task 'reader' accesses reduction 'dot' as another type"));
+  TypedGraph fiber(Wrong::fiber_value);
+  CHECK_THROWS_WITH(rt.run(fiber.g, 1), Contains("task 'fiber' acquires reduction 'dot' as another type"));
 }
 
 TEST_CASE("misused reductions are refused with an Error saying what to do") {
