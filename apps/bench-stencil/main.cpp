@@ -19,6 +19,12 @@
 // measured next to it, and bandwidth_fraction is the median of those per-round ratios (the
 // triad line shows the median triad).
 //
+// --app cg runs ordo-cg (conjugate gradient, two reductions per iteration) against ordo-omp-cg
+// the same way: no ordo-tb or MPI system there (skipped with the reason), and the bound counts
+// the 88 bytes per point an iteration of CG streams (kBytesPerPoint's counting, per sweep: q = A p
+// reads p and writes q, 16; x += alpha p, r -= alpha q reads four and writes two, 48;
+// p = r + beta p reads two and writes one, 24).
+//
 // --ranks compares processes with threads instead (run_ranks): heat2d as 1 rank x 2 workers,
 // 2 ranks x 1 worker under ordorun, and the MPI baseline on 2 ranks; then ordo's halo
 // throughput between two ranks (ordo-bench-halo) against ucx_perftest's tag bandwidth.
@@ -60,6 +66,7 @@ std::vector<std::size_t> halo_sizes(const std::string& text) {
 }
 
 constexpr double kBytesPerPoint = 16;  // one read and one write of a double per grid point
+constexpr double kCgBytesPerPoint = 88;  // per CG iteration (see the top of this file)
 
 struct System {
   std::string name;                // ordo, ordo-tb, openmp, mpi
@@ -361,12 +368,12 @@ int run(int argc, char** argv) {
   cli.add_option("--halo-mib", halo_mib, "--ranks: MiB moved per size and run (default 256; "
                  "--quick: 8)")
       ->check(ordo::cli::Real(0, 1e6));
-  cli.add_option("--app", app, "heat2d or heat3d")->capture_default_str();
+  cli.add_option("--app", app, "heat2d, heat3d or cg")->capture_default_str();
   cli.add_option("--size", size,
-                 "grid size (default heat2d 8192x8192, heat3d 512x512x512; --quick: "
-                 "3072x3072, 192x192x192)");
-  cli.add_option("--iters", iters, "time steps (default 20 for heat2d, 10 for heat3d, rounded "
-                 "up to a multiple of --tb)")
+                 "grid size (default heat2d 8192x8192, heat3d 512x512x512, cg 4096x4096; "
+                 "--quick: 3072x3072, 192x192x192, 1024x1024)");
+  cli.add_option("--iters", iters, "time steps (default 20 for heat2d and cg, 10 for heat3d, "
+                 "rounded up to a multiple of --tb for the heat apps)")
       ->check(ordo::cli::Integer(0, ordo::app::max_iters));
   cli.add_option("--workers", workers, "threads for ordo and OpenMP, ranks for MPI, threads "
                  "for the triad")
@@ -389,12 +396,14 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
 
-  if (app != "heat2d" && app != "heat3d")
-    throw ordo::Error("--app " + app + ": expected heat2d or heat3d");
-  const std::size_t dims = app == "heat2d" ? 2 : 3;
+  if (app != "heat2d" && app != "heat3d" && app != "cg")
+    throw ordo::Error("--app " + app + ": expected heat2d, heat3d or cg");
+  const std::size_t dims = app == "heat3d" ? 3 : 2;
+  const bool cg = app == "cg";
   if (size.empty())
-    size = dims == 2 ? (quick ? "3072x3072" : "8192x8192")
-                     : (quick ? "192x192x192" : "512x512x512");
+    size = cg ? (quick ? "1024x1024" : "4096x4096")
+              : dims == 2 ? (quick ? "3072x3072" : "8192x8192")
+                          : (quick ? "192x192x192" : "512x512x512");
   ordo::app::parse_shape(size, dims, "--size");  // validates; the apps parse it again
   if (tb == 0) throw ordo::Error("--tb 0: the depth is at least 1 (1 = no temporal blocking)");
   // Default steps rounded up to whole temporal-blocking groups: a last group of 2 steps at
@@ -402,7 +411,7 @@ int run(int argc, char** argv) {
   // ordo-tb run for the choice of step count (heat3d x 10 at D=8: 1.8x OpenMP; x 16: 2.5x).
   if (iters == 0) {
     iters = quick ? 10 : (dims == 2 ? 20 : 10);
-    iters = (iters + tb - 1) / tb * tb;
+    if (!cg) iters = (iters + tb - 1) / tb * tb;
   }
   if (reps == 0) reps = quick && !ranks ? 1 : 3;
   if (workers == 0) throw ordo::Error("--workers 0: use at least one worker");
@@ -419,6 +428,7 @@ int run(int argc, char** argv) {
                                   timeout_s, halo_window, halo_mib, quick});
   }
 
+  const double bytes_per_point = cg ? kCgBytesPerPoint : kBytesPerPoint;
   const std::string w = std::to_string(workers);
   const std::vector<std::string> common{"--size", size, "--iters", std::to_string(iters),
                                         "--workers", w};
@@ -489,7 +499,7 @@ int run(int argc, char** argv) {
       if (s.name == "ordo") {
         triad = measure_triad();
         triads.push_back(triad.bytes_per_second);
-        fractions.push_back(res->gstencils / (triad.bytes_per_second / kBytesPerPoint / 1e9));
+        fractions.push_back(res->gstencils / (triad.bytes_per_second / bytes_per_point / 1e9));
       }
     }
   if (triads.empty()) {  // no ordo run to pair with: the triad alone
@@ -497,7 +507,7 @@ int run(int argc, char** argv) {
     triads.push_back(triad.bytes_per_second);
   }
   triad.bytes_per_second = median(triads);
-  const double bound_gst = triad.bytes_per_second / kBytesPerPoint / 1e9;
+  const double bound_gst = triad.bytes_per_second / bytes_per_point / 1e9;
 
   bool failed = false;
   auto gst = [&](const std::string& name) -> double {
@@ -524,7 +534,7 @@ int run(int argc, char** argv) {
   fmt::print("{} system=triad threads={} array_mib={} reps={} gbytes_per_s={:.3f} "
              "bytes_per_point={} bound_gstencils={:.4f}\n",
              head, triad.threads, triad.elements * sizeof(double) >> 20, triads.size(),
-             triad.bytes_per_second / 1e9, kBytesPerPoint, bound_gst);
+             triad.bytes_per_second / 1e9, bytes_per_point, bound_gst);
   const double ordo = gst("ordo"), omp = gst("openmp"), mpi = gst("mpi");
   fmt::print("{} ordo_vs_openmp={}\n", head, fmt_ratio(ordo, omp));
   fmt::print("{} ordo_vs_mpi={}\n", head, fmt_ratio(ordo, mpi));
