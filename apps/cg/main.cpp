@@ -30,6 +30,8 @@ namespace {
 
 using ordo::cg::BlockRange;
 
+constexpr std::size_t kMaxBlocks = std::size_t{1} << 18;
+
 struct Problem {
   std::size_t n = 0, m = 0, bi = 0, bj = 0;
   std::size_t blocks() const { return bi * bj; }
@@ -266,10 +268,12 @@ int run(int argc, char** argv) {
   // x, r, q and p (with halos) in the graph; --verify's reference holds as many again.
   ordo::app::check_grid_fits(ap.size, verify ? 8 : 4, "--size " + size_text);
   const Problem pb{ap.size[0], ap.size[1], ap.blocks[0], ap.blocks[1]};
-  if (pb.blocks() > (std::size_t{1} << 24))
+  // A block costs six locations and three tasks (about 5 KiB of graph): 2^18 of them take a
+  // gigabyte and most of a minute to declare before anything runs.
+  if (pb.blocks() > kMaxBlocks)
     throw ordo::Error("--blocks " + blocks_text + " makes " + std::to_string(pb.blocks()) +
-                      " blocks; give at most 2^24 (a block of a few thousand points or more "
-                      "keeps the tasks worth scheduling)");
+                      " blocks; give at most " + std::to_string(kMaxBlocks) +
+                      " (blocks of a few thousand points or more keep the tasks worth scheduling)");
 
   ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
   workers = rt.workers();
