@@ -10,8 +10,8 @@ packages=(
   # layers: scheduler (fibers, topology), comm (transport), tools (flags, JSON, formatting)
   libboost-context-dev libhwloc-dev hwloc libucx-dev ucx-utils
   libcli11-dev nlohmann-json3-dev libfmt-dev
-  # tests
-  catch2
+  # tests; the fuzz targets (clang's libFuzzer and sanitizers)
+  catch2 clang libclang-rt-14-dev
   # tests/trace: the HTML viewer in headless Chromium (driven by playwright-core from npm)
   chromium
   # baselines and peer runtimes for the benchmarks

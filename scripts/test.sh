@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up on a fresh machine, builds, and runs the whole test suite: every suite in
 # build/ (release), then the runtime, scheduler and api suites again under ThreadSanitizer in
-# build-tsan/.
+# build-tsan/, then the fuzz targets for a fixed budget in build-fuzz/ (clang, libFuzzer,
+# AddressSanitizer and UBSan).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -16,20 +17,24 @@ fi
 ninja -C build-tsan build.ninja >/dev/null
 # Only what the 'tsan' suite runs is built there (its test programs and what they depend on):
 # the apps, benchmarks and tools are covered by the release build above.
-tsan_targets=$(python3 - build-tsan <<'PY'
+# The files a suite's tests need built in a build folder (its test programs and what they
+# depend on).
+suite_targets() {
+  python3 - "$1" "$2" <<'PY'
 import json, os, subprocess, sys
-build = sys.argv[1]
+build, suite = sys.argv[1], sys.argv[2]
 def introspect(what):
     return json.loads(subprocess.check_output(["meson", "introspect", what, build]))
 files = {t["id"]: t["filename"] for t in introspect("--targets")}
 wanted = set()
 for test in introspect("--tests"):
-    if any(s.split(":")[-1] == "tsan" for s in test["suite"]):
+    if any(s.split(":")[-1] == suite for s in test["suite"]):
         for dep in test.get("depends", []):
             wanted.update(os.path.relpath(f, build) for f in files.get(dep, []))
 print(" ".join(sorted(wanted)))
 PY
-)
+}
+tsan_targets=$(suite_targets build-tsan tsan)
 [ -n "$tsan_targets" ] || { echo "test.sh: no tests in the tsan suite" >&2; exit 1; }
 # shellcheck disable=SC2086 # one word per target
 ninja -C build-tsan $tsan_targets
@@ -38,3 +43,17 @@ ninja -C build-tsan $tsan_targets
 UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
   setarch "$(uname -m)" -R meson test -C build-tsan --no-rebuild --print-errorlogs \
   --num-processes 2 --suite tsan
+
+# Fuzzing (docs/fuzzing.md): each target of tests/fuzz for a fixed budget (12 s, two at a time)
+# from its checked-in corpus. Only the fuzz targets and what they need are built there.
+if [ ! -f build-fuzz/build.ninja ]; then
+  CC=clang CXX=clang++ meson setup build-fuzz --buildtype=debugoptimized -Dfuzz=true \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false >/dev/null
+fi
+ninja -C build-fuzz build.ninja >/dev/null
+fuzz_targets=$(suite_targets build-fuzz fuzz)
+[ -n "$fuzz_targets" ] || { echo "test.sh: no tests in the fuzz suite" >&2; exit 1; }
+# shellcheck disable=SC2086 # one word per target
+ninja -C build-fuzz $fuzz_targets
+UCX_MEM_MMAP_HOOK_MODE=none meson test -C build-fuzz --no-rebuild --print-errorlogs \
+  --num-processes 2 --suite fuzz

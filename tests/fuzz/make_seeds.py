@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seeds of the fuzz corpus (tests/fuzz/corpus/<target>/seed-*): well-formed
+inputs the fuzzers mutate from. Inputs the fuzzers found (crash-*, named by their hash) sit
+beside them and are kept. Run from anywhere: python3 tests/fuzz/make_seeds.py.
+The trace seeds are real trace files: make_seeds.py --trace FILE... copies them in."""
+import os
+import struct
+import sys
+
+HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def npy(shape_text, data_bytes, claimed_size=None):
+    d = "{'descr': '<f8', 'fortran_order': False, 'shape': %s, }" % shape_text
+    d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
+    head = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode("latin1")
+    size = len(head) + data_bytes if claimed_size is None else claimed_size
+    # fuzz_npy.cpp: 8 bytes of file size, then the file's beginning.
+    return struct.pack("<Q", size) + head + b"\0" * min(data_bytes, 64)
+
+
+def request(op, key, value=b""):
+    return struct.pack(">BII", op, len(key), len(value)) + key + value
+
+
+def script(*chunks):
+    """fuzz_store.cpp: [client][length][bytes] chunks."""
+    out = b""
+    for client, data in chunks:
+        while data:
+            part, data = data[:255], data[255:]
+            out += bytes([client, len(part)]) + part
+    return out
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--trace":
+        for i, path in enumerate(sys.argv[2:]):
+            with open(path, "rb") as f:
+                put("trace", "run%d" % i, f.read())
+        return
+    put("npy", "2d", npy("(4, 4)", 128))
+    put("npy", "1d", npy("(3,)", 24))
+    put("npy", "5d", npy("(2, 1, 2, 1, 2)", 64))
+    put("npy", "levels", npy("(2, 3, 4)", 192))
+    put("npy", "lying", npy("(8000, 8000)", 64, claimed_size=192))
+    put("npy", "huge", npy("(4294967296, 4294967296, 16)", 64))
+    hello0 = request(1, b"0", b"tok")
+    hello1 = request(1, b"1", b"tok")
+    put("store", "put_get", script((0, hello0 + request(2, b"k", b"value")), (1, hello1 + request(3, b"k"))))
+    put("store", "parked", script((1, hello1 + request(3, b"ag/0/0")), (0, hello0 + request(2, b"ag/0/0", b"x" * 40))))
+    put("store", "stranger", script((2, request(2, b"k", b"v")), (0, hello0), (2, request(1, b"0", b"bad"))))
+    put("store", "big_hello", script((2, struct.pack(">BII", 1, 1, 1 << 20) + b"0" + b"t" * 600)))
+    put("store", "lifeline", script((0, hello0), (1, hello0), (2, hello0)))
+
+
+if __name__ == "__main__":
+    main()
