@@ -312,18 +312,31 @@ TEST_CASE("the summary's figures are those recomputed from the events", "[trace]
     CHECK(s.locations[l].grants == grants[l]);
     CHECK(s.locations[l].wait_ns == loc_wait[l]);
   }
-  // The critical path is a chain: each instance begins after its predecessor ends.
-  REQUIRE_FALSE(s.critical_path.empty());
-  std::int64_t sum = 0;
+  // The critical path, checked against the events: it ends at the instance that ended last,
+  // each instance's last grant was made by the release of the one before it, and its length is
+  // its slices plus the waits between them.
+  REQUIRE(s.critical_path.size() > 1);
+  std::map<std::pair<std::uint32_t, std::uint64_t>, tf::Event> last_grant;
+  for (const tf::Event& e : r.events)
+    if (e.k() == tf::Kind::grant) last_grant[{e.task, e.arg0}] = e;  // time order: the last wins
+  std::int64_t latest = 0;
+  for (const auto& [k, be] : inst) latest = std::max(latest, be.second);
+  CHECK(s.critical_path.back()->end + t.origin == latest);  // one rank: no clock offset
+  std::int64_t slices = 0, waits = 0;
   for (std::size_t i = 0; i < s.critical_path.size(); ++i) {
-    sum += s.critical_path[i]->end - s.critical_path[i]->begin;
-    if (i) CHECK(s.critical_path[i - 1]->end <= s.critical_path[i]->begin);
+    const tf::InstanceRec& in = *s.critical_path[i];
+    CHECK(inst.at({in.task, in.iteration}) == std::make_pair(in.begin + t.origin, in.end + t.origin));
+    slices += in.end - in.begin;
+    if (i == 0) continue;
+    const tf::InstanceRec& before = *s.critical_path[i - 1];
+    waits += in.begin - before.end;
+    const tf::Event& g = last_grant.at({in.task, in.iteration});
+    CHECK(g.peer == before.task);
+    CHECK(before.iteration + ((g.flags & tf::kPrevIteration) ? 1 : 0) == in.iteration);
   }
-  CHECK(sum == s.critical_ns);
-  // A pipeline's chain covers at least one instance of every stage.
-  std::set<std::uint32_t> on_path;
-  for (auto* in : s.critical_path) on_path.insert(in->task);
-  CHECK(on_path.size() == std::size_t(stages));
+  CHECK(s.critical_compute_ns == slices);
+  CHECK(s.critical_ns == slices + waits);
+  CHECK(s.critical_messages == 0);
 }
 
 TEST_CASE("the Perfetto export parses and has the required fields", "[trace]") {
@@ -408,13 +421,25 @@ void write_two_ranks(const std::string& base, std::int64_t skew, int messages,
         e.arg1 = tag;
         rec->append(0, e);
       };
+      // A grant that a message brought (no releaser on this rank) of the halo.
+      auto remote_grant = [&](std::uint64_t common, std::uint32_t task, std::uint64_t it) {
+        rtt::Event e;
+        e.time = rank == 1 ? common - std::uint64_t(skew) : common;
+        e.kind = static_cast<std::uint8_t>(rtt::Kind::grant);
+        e.task = task;
+        e.location = 0;
+        e.arg0 = it;
+        rec->append(0, e);
+      };
       if (rank == 0) {
         ev(rtt::Kind::task_begin, at, 0, rtt::kNone, 0);
         ev(rtt::Kind::task_end, at + 10'000, 0, rtt::kNone, 0);
         ev(rtt::Kind::send, at + 11'000, 0, 1, std::uint64_t(i));          // halo to rank 1
         ev(rtt::Kind::receive, at + 60'000, 0, 1, 1000 + std::uint64_t(i));  // ack from 1
+        remote_grant(at + 60'100, 0, std::uint64_t(i) + 1);
       } else {
         ev(rtt::Kind::receive, at + 13'000, 1, 0, std::uint64_t(i));
+        remote_grant(at + 13'100, 1, std::uint64_t(i));
         ev(rtt::Kind::task_begin, at + 14'000, 1, rtt::kNone, 0);
         ev(rtt::Kind::task_end, at + 40'000, 1, rtt::kNone, 0);
         ev(rtt::Kind::send, at + 41'000, 1, 0, 1000 + std::uint64_t(i));
@@ -478,6 +503,19 @@ TEST_CASE("after clock alignment every send of a multi-rank trace precedes its r
   CHECK(s.unmatched_messages == 0);
   CHECK(s.inverted_messages == 0);
   CHECK(s.locations.at(0).bytes == 2048u * messages);
+
+  // The critical path crosses the ranks through the messages: reader#4 ended last; each
+  // reader's grant came with the writer's halo, each writer's (from #1) with the reader's ack.
+  REQUIRE(s.critical_path.size() == std::size_t(2 * messages));
+  for (std::size_t i = 0; i < s.critical_path.size(); ++i) {
+    INFO("path instance " << i);
+    CHECK(s.critical_path[i]->rank == i % 2);
+    CHECK(s.critical_path[i]->task == i % 2);
+    CHECK(s.critical_path[i]->iteration == i / 2);
+  }
+  CHECK(s.critical_messages == std::uint64_t(2 * messages - 1));
+  CHECK(s.critical_ns == (messages - 1) * 100'000 + 40'000);  // writer#0's begin to reader#4's end
+  CHECK(s.critical_compute_ns == messages * (10'000 + 26'000));
 
   // A missing rank is named.
   CHECK_THROWS_WITH(tf::load({base + ".rank1"}), Catch::Contains("rank 0 of 2 is missing"));
@@ -659,11 +697,10 @@ TEST_CASE("several runs and graphs share one file, which is complete after every
   for (const tf::InstanceRec& in : tf::summarize(t).instances) CHECK(in.begin <= in.end);
 }
 
-TEST_CASE("the critical path follows every holder of the previous phase, not only the last "
-          "releaser",
+TEST_CASE("the critical path goes back from the last instance through each one's last releaser",
           "[trace]") {
-  // Synthetic: heavy and light read x together, then writer writes x; light releases last
-  // but heavy computes longest. heavy#1 -> writer#1 must be on the path.
+  // Synthetic: heavy and light read x together, then writer writes x; light releases last, so
+  // the writer waited for light, not for heavy, although heavy computes longest.
   ordo::rt::Graph g;
   g.add_location("x", sizeof(double), 8, typeid(double));
   g.add_task({"heavy", {{0, ordo::rt::Mode::read, false, 0}}, {}});
@@ -711,12 +748,15 @@ TEST_CASE("the critical path follows every holder of the previous phase, not onl
   tf::Summary s = tf::summarize(t);
   std::vector<std::pair<std::uint32_t, std::uint64_t>> path_got;
   for (auto* in : s.critical_path) path_got.emplace_back(in->task, in->iteration);
-  // Iteration 0's read phase was granted before the run (not recorded): light#0 -> writer#0
-  // is all that is known there. From iteration 1 on, the whole phase counts.
+  // writer#1 ended last; light#1 released x last for it, writer#0 granted light#1, light#0
+  // granted writer#0. light#0's read was granted before the run (not recorded): the path
+  // starts there.
   const std::vector<std::pair<std::uint32_t, std::uint64_t>> want = {
-      {1, 0}, {2, 0}, {0, 1}, {2, 1}};
+      {1, 0}, {2, 0}, {1, 1}, {2, 1}};
   CHECK(path_got == want);
-  CHECK(s.critical_ns == 500 + 500 + 3'000 + 500);
+  CHECK(s.critical_ns == 19'600 - 13'500);  // light#0's begin to writer#1's end
+  CHECK(s.critical_compute_ns == 4 * 500);
+  CHECK(s.critical_messages == 0);
 }
 
 TEST_CASE("grants to a fiber task that is still running carry the next iteration", "[trace]") {

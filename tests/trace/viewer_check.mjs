@@ -68,8 +68,10 @@ try {
   if (requests.length) fail('the page asked the network for ' + requests.join(', '));
 
   // Lanes: one per rank and worker, each at least 20 px tall.
-  const lanes = await p.$$eval('.lane', (els) => els.map((e) => ({
-    rank: e.dataset.rank, worker: e.dataset.worker, h: e.getBoundingClientRect().height })));
+  const lanes = await p.$$eval('.lane', (els) => els.map((e) => {
+    const b = e.getBoundingClientRect();
+    return { rank: e.dataset.rank, worker: e.dataset.worker, h: b.height, top: b.top, bottom: b.bottom };
+  }));
   const want = [];
   for (let r = 0; r < RANKS; ++r) for (let w = 0; w < WORKERS; ++w) want.push(r + '/' + w);
   const got = lanes.map((l) => l.rank + '/' + l.worker);
@@ -110,12 +112,32 @@ try {
   // The critical path: a line through each instance of the summary's path (begin and end).
   const pathInstances = summary.critical_path.instances.length;
   if (pathInstances < 2) fail('the summary\'s critical path has ' + pathInstances + ' instances');
-  const crit = await p.$eval('#critical-path', (e) => ({
-    points: (e.getAttribute('d') || '').split(/[ML]/).filter((s) => s.trim()).length,
-    display: getComputedStyle(e).display, w: e.getBoundingClientRect().width }));
-  if (crit.points !== 2 * pathInstances || crit.display === 'none' || crit.w < 10)
-    fail('critical path drawn with ' + crit.points + ' points (' + crit.display + ', ' + crit.w +
-         ' px), the summary\'s has ' + pathInstances + ' instances');
+  const crit = await p.$eval('#critical-path', (e) => {
+    const b = e.getBoundingClientRect();
+    return { points: (e.getAttribute('d') || '').split(/[ML]/).filter((s) => s.trim()).length,
+             display: getComputedStyle(e).display, top: b.top, bottom: b.bottom };
+  });
+  if (crit.points !== 2 * pathInstances || crit.display === 'none')
+    fail('critical path drawn with ' + crit.points + ' points (' + crit.display + '), the ' +
+         'summary\'s has ' + pathInstances + ' instances');
+  // The summary's path has instances of both ranks: the line reaches both ranks' lanes.
+  const pathRanks = new Set(summary.critical_path.instances.map((i) => i.rank));
+  const laneSpan = (rank) => lanes.filter((l) => Number(l.rank) === rank);
+  if (pathRanks.size === RANKS &&
+      !(crit.top <= Math.max(...laneSpan(0).map((l) => l.bottom)) &&
+        crit.bottom >= Math.min(...laneSpan(RANKS - 1).map((l) => l.top))))
+    fail('the critical path crosses ranks but its line (' + crit.top + '-' + crit.bottom +
+         ' px) does not reach both ranks\' lanes');
+
+  // The location view opens on the location that held up the most lock-wait: the summary's
+  // figure (each instance's lock-wait counted for the location of its last grant).
+  const mostWait = Math.max(...summary.locations.filter((l) => !l.internal && l.grants > 0)
+    .map((l) => l.wait_ns));
+  const opened = await p.$eval('#location-view', (e) => e.dataset.location);
+  const openedRow = summary.locations.find((l) => l.name === opened);
+  if (mostWait > 0 && (!openedRow || openedRow.wait_ns !== mostWait))
+    fail('the location view opens on ' + opened + ' (' + (openedRow && openedRow.wait_ns) +
+         ' ns of lock-wait held up), the summary\'s most is ' + mostWait + ' ns');
 
   // The location view: choose the location with the most grants in the summary.
   const loc = summary.locations.filter((l) => !l.internal).sort((a, b) => b.grants - a.grants)[0];
@@ -148,20 +170,25 @@ try {
     }
   }
   if (!hovered) fail('hovering the lanes shows nothing');
-  const stepInstances = userTasks.filter((t) => kind(t.name) === 'u.compute').reduce((a, t) => a + t.instances, 0);
-  await p.fill('#search', 'u.compute');
+  // The kind with the most instances (heat2d's u.compute) for search and histogram.
+  const perKind = {};
+  for (const t of userTasks) perKind[kind(t.name)] = (perKind[kind(t.name)] || 0) + t.instances;
+  const [mainKind, kindInstances] = Object.entries(perKind).sort((a, b) => b[1] - a[1])[0];
+  await p.fill('#search', mainKind);
   const found = await p.$eval('#search-count', (e) => e.textContent);
-  if (!found.startsWith(stepInstances + ' instances')) fail('search "u.compute": ' + found + ', expected ' + stepInstances);
+  if (!found.startsWith(kindInstances + ' instances'))
+    fail('search "' + mainKind + '": ' + found + ', expected ' + kindInstances);
   await p.fill('#search', '');
 
   // A kind's histogram counts its instances.
-  const kindButton = (await p.$('.legend-kind[data-kind="u.compute"]')) ||
-                     (await p.$('.legend-item[data-key="u.compute"]'));
+  const kindButton = (await p.$('.legend-kind[data-kind="' + mainKind + '"]')) ||
+                     (await p.$('.legend-item[data-key="' + mainKind + '"]'));
+  if (!kindButton) fail('the legend has no button for ' + mainKind);
   await kindButton.click();
   const histo = await p.$eval('#histogram', (e) => ({ hidden: e.hidden, count: Number(e.dataset.count),
     bars: e.querySelectorAll('rect.bar').length }));
-  if (histo.hidden || histo.count !== stepInstances || histo.bars < 1)
-    fail('histogram of u.compute: ' + JSON.stringify(histo) + ', expected ' + stepInstances + ' instances');
+  if (histo.hidden || histo.count !== kindInstances || histo.bars < 1)
+    fail('histogram of ' + mainKind + ': ' + JSON.stringify(histo) + ', expected ' + kindInstances + ' instances');
 
   // Messages between ranks, on demand.
   await p.check('#show-messages');

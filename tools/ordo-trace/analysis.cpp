@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -11,17 +12,8 @@ namespace ordo::tracefile {
 
 namespace {
 
-struct Key {
-  std::uint32_t rank, task;
-  std::uint64_t iteration;
-  bool operator==(const Key&) const = default;
-};
-struct KeyHash {
-  std::size_t operator()(const Key& k) const {
-    return std::hash<std::uint64_t>()(k.iteration * 1000003u ^ (std::uint64_t(k.task) << 20) ^
-                                      k.rank);
-  }
-};
+using Key = InstanceKey;
+using KeyHash = InstanceKeyHash;
 
 // Name-keyed rows in first-seen order.
 template <class Row>
@@ -118,6 +110,7 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
     std::int64_t requested = std::numeric_limits<std::int64_t>::max();
     std::int64_t last = -1, before_last = -1;
     std::uint32_t location = kNone;
+    const Event* event = nullptr;
   };
   for (const RankTrace& r : t.ranks) {
     std::unordered_map<Key, std::size_t, KeyHash> open;
@@ -166,6 +159,7 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
           g.before_last = g.last;
           g.last = at;
           g.location = e.location;
+          g.event = &e;
         } else {
           g.before_last = std::max(g.before_last, at);
         }
@@ -178,6 +172,7 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
       const Grants& g = it->second;
       in.requested = g.requested;
       in.ready = g.last;
+      in.last_grant = g.event;
       in.otherwise = std::max(g.requested, g.before_last);
       if (in.suspended < 0) in.blocker = g.location;
     }
@@ -418,68 +413,11 @@ Summary summarize(const Trace& t) {
   for (const MessagePair& m : match_messages(t, &s.unmatched_messages))
     s.inverted_messages += t.aligned(t.ranks[m.from], *m.send) > t.aligned(t.ranks[m.to], *m.receive);
 
-  // Critical path, over the instance graph: an instance depends on every holder of the phase
-  // before its own at each of its locations. The grants tell the phases: one release grants a
-  // whole phase, so the grants of a location made by one releasing instance are one phase, and
-  // the phase before it is the one that granted the releaser. (Iteration 0's first phases are
-  // granted before the run and not recorded: there the releaser alone is the predecessor.)
-  // Every predecessor ended before the instance began, so begin order is a topological order;
-  // the heaviest chain by compute time is the critical path.
-  constexpr std::size_t kAbsent = SIZE_MAX;
-  auto find = [&](std::uint32_t rank, std::uint32_t task, std::uint64_t it) {
-    auto f = by_key.find({rank, task, it});
-    return f == by_key.end() ? kAbsent : f->second;
-  };
-  // (rank, location, releasing instance) -> the phase it granted: its members' instances.
-  std::map<std::tuple<std::uint32_t, std::uint32_t, std::size_t>, std::vector<std::size_t>> phases;
-  // (rank, location, instance) -> the releasing instance of the phase that granted it.
-  std::map<std::tuple<std::uint32_t, std::uint32_t, std::size_t>, std::size_t> granted_by;
-  for (const RankTrace& r : t.ranks)
-    for (const Event& e : r.events) {
-      if (e.k() != Kind::grant || e.peer == kNone) continue;
-      const std::uint64_t rel_iter = (e.flags & kPrevIteration) ? e.arg0 - 1 : e.arg0;
-      const std::size_t from = find(r.rank, e.peer, rel_iter), to = find(r.rank, e.task, e.arg0);
-      if (from == kAbsent || to == kAbsent || from == to) continue;
-      phases[{r.rank, e.location, from}].push_back(to);
-      granted_by[{r.rank, e.location, to}] = from;
-    }
-  std::vector<std::vector<std::size_t>> preds(s.instances.size());
-  for (const auto& [key, members] : phases) {
-    const auto [rank, location, releaser] = key;
-    std::vector<std::size_t> before{releaser};
-    auto g = granted_by.find({rank, location, releaser});
-    if (g != granted_by.end()) {
-      auto p = phases.find({rank, location, g->second});
-      if (p != phases.end()) before = p->second;  // the releaser's whole phase
-    }
-    for (std::size_t m : members)
-      for (std::size_t b : before)
-        if (b != m) preds[m].push_back(b);
-  }
-  std::vector<std::size_t> order(s.instances.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return s.instances[a].begin < s.instances[b].begin;
-  });
-  std::vector<std::int64_t> dist(s.instances.size(), 0);
-  std::vector<std::size_t> via(s.instances.size(), kAbsent);
-  std::size_t best = kAbsent;
-  for (std::size_t i : order) {
-    if (s.instances[i].internal) continue;  // helper graphs are not on the user's path
-    std::int64_t base = 0;
-    for (std::size_t p : preds[i])
-      if (s.instances[p].begin <= s.instances[i].begin && dist[p] > base) {
-        base = dist[p];
-        via[i] = p;
-      }
-    dist[i] = base + (s.instances[i].end - s.instances[i].begin);
-    if (best == kAbsent || dist[i] > dist[best]) best = i;
-  }
-  if (best != kAbsent) {
-    s.critical_ns = dist[best];
-    for (std::size_t i = best; i != kAbsent; i = via[i]) s.critical_path.push_back(&s.instances[i]);
-    std::reverse(s.critical_path.begin(), s.critical_path.end());
-  }
+  const CriticalPath path = critical_path(t, s.instances);
+  s.critical_ns = path.length_ns;
+  s.critical_compute_ns = path.compute_ns;
+  s.critical_messages = path.messages;
+  for (std::size_t i : path.instances) s.critical_path.push_back(&s.instances[i]);
   return s;
 }
 
@@ -492,26 +430,51 @@ std::string pct(double x) { return fmt::format("{:.1f}%", 100 * x); }
 
 const char* figure_explanations() {
   return R"(Figures (docs/tracing.md):
+  iterations    the most instances of any one user task (the iterations run)
   window        the runs of the user's graphs, summed (union over ranks); the time between
                 runs and the runs of helper graphs (names ordo.*) are left out
   instances     task instances executed (helpers' included)
   busy          time in task bodies, inside the window
   idle          time parked (no work found), inside the window
-  other         window - busy - idle: scheduling, lock bookkeeping, polling, tracing
+  other         window - busy - idle: scheduling, lock bookkeeping, polling, tracing, and
+                the end-of-run quiescence rounds between ranks (not traced)
   util          busy / window of that worker's rank
   steals        tasks this worker took from another's queue
   flushes       trace buffer writes by this worker (tracing's own cost)
   compute       time in the task's bodies (a fiber task's suspensions excluded)
+  mean us       compute / instances of the task
   lock-wait     per instance, from when it could otherwise have run (requested, every other
                 lock granted) to its last grant, counted while a worker of its rank was out
                 of task bodies; a fiber task: its suspensions
   compute%      compute / (compute + lock-wait)
-  held up       instances whose lock-wait this location caused (it was their last grant)
   grants        grants of the location to instances that ran
+  held up       instances whose lock-wait this location caused (it was their last grant)
+  wait ms       that lock-wait, summed over those instances
   bytes         bytes sent about the location; min bytes: what the graph's placement needs
+                (per iteration, one copy to each other rank that accesses it, and back from
+                a remote writer)
+  peers         bytes and messages sent from one rank to another, and that minimum
   unmatched     sends or receives whose other end is not in the trace (recorded by a rank
                 outside its runs, before its recorder was attached or after its last flush)
-  critical path the heaviest chain of instances through the lock order, by compute time)";
+  inverted      messages received before they were sent on the aligned clock: the ranks'
+                clock offsets are wrong (printed only when there are some)
+  critical path from the user's instance that ended last, back through what made each one
+                ready: the releaser of its last grant, on its rank or, through the messages,
+                on another; length = first begin to last end = task bodies + waits between
+  on the path   the path's instances per task (most first)
+)";
+}
+
+// The critical path's one-line account (summary and HTML).
+std::string critical_path_line(const Summary& s) {
+  std::set<std::uint32_t> ranks;
+  for (const InstanceRec* in : s.critical_path) ranks.insert(in->rank);
+  return fmt::format(
+      "critical path {} ms ({} of the window): {} ms in {} task bodies on {} rank(s) + {} ms "
+      "waiting between them, {} messages between ranks",
+      ms(s.critical_ns), pct(s.span_ns ? double(s.critical_ns) / double(s.span_ns) : 0.0),
+      ms(s.critical_compute_ns), s.critical_path.size(), ranks.size(),
+      ms(s.critical_ns - s.critical_compute_ns), s.critical_messages);
 }
 
 std::string render_text(const Summary& s, const Trace& t) {
@@ -574,11 +537,7 @@ std::string render_text(const Summary& s, const Trace& t) {
     out += fmt::format("  warning: {} messages arrive before they were sent on the aligned clock; "
                        "the ranks' clock offsets are wrong\n",
                        s.inverted_messages);
-  out += fmt::format("\ncritical path: {} ms of compute in {} instances ({} of the {} ms window; "
-                     "close to 100% means more workers cannot help)\n",
-                     ms(s.critical_ns), s.critical_path.size(),
-                     pct(s.span_ns ? double(s.critical_ns) / double(s.span_ns) : 0.0),
-                     ms(s.span_ns));
+  out += "\n" + critical_path_line(s) + "\non the path:\n";
   std::map<std::string, std::uint64_t> on_path;
   for (const InstanceRec* in : s.critical_path) ++on_path[t.ranks[in->rank].tasks[in->task].name];
   std::vector<std::pair<std::uint64_t, std::string>> top;
@@ -621,7 +580,10 @@ nlohmann::json render_json(const Summary& s, const Trace& t) {
                           {"messages", p.messages}, {"min_bytes", p.min_bytes}});
   j["unmatched_messages"] = s.unmatched_messages;
   j["inverted_messages"] = s.inverted_messages;
-  j["critical_path"]["compute_ns"] = s.critical_ns;
+  j["critical_path"]["length_ns"] = s.critical_ns;
+  j["critical_path"]["compute_ns"] = s.critical_compute_ns;
+  j["critical_path"]["wait_ns"] = s.critical_ns - s.critical_compute_ns;
+  j["critical_path"]["messages"] = s.critical_messages;
   j["critical_path"]["instances"] = json::array();
   for (const InstanceRec* in : s.critical_path)
     j["critical_path"]["instances"].push_back(

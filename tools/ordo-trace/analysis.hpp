@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,6 +14,19 @@
 
 namespace ordo::tracefile {
 
+// An instance's identity, for maps from instances to what the tools know of them.
+struct InstanceKey {
+  std::uint32_t rank, task;
+  std::uint64_t iteration;
+  bool operator==(const InstanceKey&) const = default;
+};
+struct InstanceKeyHash {
+  std::size_t operator()(const InstanceKey& k) const {
+    return std::hash<std::uint64_t>()(k.iteration * 1000003u ^ (std::uint64_t(k.task) << 20) ^
+                                      k.rank);
+  }
+};
+
 // One executed task instance.
 struct InstanceRec {
   std::uint32_t rank = 0, task = 0, worker = 0;
@@ -20,6 +34,7 @@ struct InstanceRec {
   std::int64_t begin = 0, end = 0;  // aligned ns
   std::int64_t requested = -1;      // request time of its locks, -1: no recorded grant
   std::int64_t ready = -1;          // its last grant
+  const Event* last_grant = nullptr;  // that grant's event (the critical path follows it)
   std::int64_t suspended = -1;      // fiber tasks: time suspended in acquire, -1: never
   // When it could otherwise have run: its request and every lock but the last one granted.
   std::int64_t otherwise = -1;
@@ -98,8 +113,10 @@ struct Summary {
   std::vector<PeerRow> peers;
   std::uint64_t unmatched_messages = 0;  // sends without receive or receives without send
   std::uint64_t inverted_messages = 0;   // received before sent: the clock offsets are off
-  // Critical path: the heaviest chain of instances along release -> grant edges.
-  std::int64_t critical_ns = 0;
+  // Critical path (critical_path()): its length (first begin to last end), the part of it in
+  // task bodies, the messages between ranks on it, and its instances.
+  std::int64_t critical_ns = 0, critical_compute_ns = 0;
+  std::uint64_t critical_messages = 0;
   std::vector<const InstanceRec*> critical_path;  // first to last
   std::vector<InstanceRec> instances;             // every executed instance
 };
@@ -118,10 +135,22 @@ std::vector<MessagePair> match_messages(const Trace& t, std::uint64_t* unmatched
 // The user's runs of one rank (see Summary::runs); a rank with no run: its first to last event.
 Coverage user_runs(const Trace& t, const RankTrace& r, const std::vector<InstanceRec>& instances);
 
+// The critical path through the timeline: from the user's instance that ended last, back
+// through each instance's enabler (the instance whose release granted its last lock, on this
+// rank or, through the messages, on another) until one has none recorded. Its length, from the
+// first instance's begin to the last's end, is its slices plus the waits between them.
+struct CriticalPath {
+  std::vector<std::size_t> instances;  // indices, first to last
+  std::int64_t length_ns = 0, compute_ns = 0;
+  std::uint64_t messages = 0;  // messages between ranks along it
+};
+CriticalPath critical_path(const Trace& t, const std::vector<InstanceRec>& instances);
+
 Summary summarize(const Trace& t);
 std::string render_text(const Summary& s, const Trace& t);
 // One line per figure of the summary: what it counts (summary --help and docs/tracing.md).
 const char* figure_explanations();
+std::string critical_path_line(const Summary& s);
 nlohmann::json render_json(const Summary& s, const Trace& t);
 
 }  // namespace ordo::tracefile

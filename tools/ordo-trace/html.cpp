@@ -1,6 +1,7 @@
 #include <fmt/core.h>
 
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string_view>
 #include <unordered_map>
@@ -60,22 +61,44 @@ std::string tables(const Summary& s, const Trace& t) {
   return h;
 }
 
-// Columnar JSON arrays: a trace may hold hundreds of thousands of instances, and arrays of
-// numbers parse fastest in the browser.
-struct Columns {
-  std::string out;
-  void key(const char* name) { out += fmt::format("\"{}\":", name); }
-  template <class T>
-  void array(const char* name, const std::vector<T>& v, bool last = false) {
-    key(name);
-    out += '[';
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (i) out += ',';
-      out += fmt::format("{}", v[i]);
-    }
-    out += last ? "]" : "],";
+template <class T>
+void append_numbers(std::string& out, const std::vector<T>& v) {
+  out += '[';
+  for (std::size_t i = 0; i < v.size(); ++i)
+    fmt::format_to(std::back_inserter(out), "{}{}", i ? "," : "", v[i]);
+  out += ']';
+}
+
+// A group of equally long numeric columns, written as {"name":[...],...}: a trace may hold
+// hundreds of thousands of instances, and arrays of numbers parse fastest in the browser.
+class Columns {
+ public:
+  Columns(std::initializer_list<const char*> names)
+      : names_(names), values_(names.size()) {}
+  // One value per column, in the order of the names.
+  void add(std::initializer_list<std::int64_t> row) {
+    std::size_t c = 0;
+    for (std::int64_t v : row) values_[c++].push_back(v);
   }
+  std::string json() const {
+    std::string out = "{";
+    for (std::size_t c = 0; c < names_.size(); ++c) {
+      out += fmt::format("{}\"{}\":", c ? "," : "", names_[c]);
+      append_numbers(out, values_[c]);
+    }
+    return out + "}";
+  }
+
+ private:
+  std::vector<const char*> names_;
+  std::vector<std::vector<std::int64_t>> values_;
 };
+
+std::string numbers(const std::vector<int>& v) {
+  std::string out;
+  append_numbers(out, v);
+  return out;
+}
 
 std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
@@ -137,129 +160,58 @@ std::string export_html(const Trace& t, const Summary& s) {
   for (const InstanceRec& in : s.instances) end = std::max(end, in.end);
   end = std::max(end, view_hi);
   if (view_lo > view_hi) view_lo = view_hi = 0;
-  Columns c;
-  c.out += "{";
-  c.out += fmt::format("\"span\":{},\"view\":[{},{}],\"ranks\":{},", end, view_lo, view_hi,
-                       ranks);
-  c.out += "\"names\":" + strings(names) + ",\"kinds\":" + strings(kinds) +
-           ",\"locs\":" + strings(locs) + ",";
-  c.array("kind_of_name", kind_of_name);
-  c.array("internal_name", internal_name);
-  c.array("internal_loc", internal_loc);
+  std::string data = fmt::format("{{\"span\":{},\"view\":[{},{}],\"ranks\":{},", end, view_lo,
+                                 view_hi, ranks);
+  data += "\"names\":" + strings(names) + ",\"kinds\":" + strings(kinds) +
+          ",\"locs\":" + strings(locs) + ",\"kind_of_name\":" + numbers(kind_of_name) +
+          ",\"internal_name\":" + numbers(internal_name) +
+          ",\"internal_loc\":" + numbers(internal_loc);
 
-  struct Key {
-    std::uint32_t rank, task;
-    std::uint64_t it;
-    bool operator==(const Key&) const = default;
-  };
-  struct Hash {
-    std::size_t operator()(const Key& k) const {
-      return std::hash<std::uint64_t>()(k.it * 1000003u ^ (std::uint64_t(k.task) << 20) ^ k.rank);
-    }
-  };
-  std::unordered_map<Key, std::size_t, Hash> index;
-  {
-    std::vector<std::uint32_t> lane, name;
-    std::vector<std::int64_t> begin, dur, wait, otherwise;
-    std::vector<std::uint64_t> iter;
-    std::vector<int> blocker;
-    for (std::size_t i = 0; i < s.instances.size(); ++i) {
-      const InstanceRec& in = s.instances[i];
-      index[{in.rank, in.task, in.iteration}] = i;
-      lane.push_back(lane_of(in.rank, in.worker));
-      name.push_back(name_base[in.rank] + in.task);
-      begin.push_back(in.begin);
-      dur.push_back(in.end - in.begin);
-      iter.push_back(in.iteration);
-      wait.push_back(in.wait_ns);
-      otherwise.push_back(in.wait_ns > 0 && in.suspended < 0 ? in.otherwise : -1);
-      blocker.push_back(in.blocker == kNone ? -1 : loc_of[in.rank][in.blocker]);
-    }
-    c.key("inst");
-    c.out += "{";
-    c.array("lane", lane);
-    c.array("begin", begin);
-    c.array("dur", dur);
-    c.array("name", name);
-    c.array("iter", iter);
-    c.array("wait", wait);
-    c.array("otherwise", otherwise);
-    c.array("blocker", blocker, true);
-    c.out += "},";
+  std::unordered_map<InstanceKey, std::size_t, InstanceKeyHash> index;
+  Columns inst{"lane", "begin", "dur", "name", "iter", "wait", "otherwise", "blocker"};
+  for (std::size_t i = 0; i < s.instances.size(); ++i) {
+    const InstanceRec& in = s.instances[i];
+    index[{in.rank, in.task, in.iteration}] = i;
+    inst.add({lane_of(in.rank, in.worker), in.begin, in.end - in.begin, name_base[in.rank] + in.task,
+              static_cast<std::int64_t>(in.iteration), in.wait_ns,
+              in.wait_ns > 0 && in.suspended < 0 ? in.otherwise : -1,
+              in.blocker == kNone ? -1 : loc_of[in.rank][in.blocker]});
   }
-  {
-    // Idle (parked) periods of the workers; grants to instances that ran, for the location
-    // view (request, grant, and whether the access writes).
-    std::vector<std::uint32_t> idle_lane, g_loc, g_inst;
-    std::vector<std::int64_t> idle_begin, idle_dur, g_req, g_at;
-    std::vector<int> g_write;
-    for (const RankTrace& r : t.ranks) {
-      std::vector<std::int64_t> parked(r.workers + 1, -1);
-      for (const Event& e : r.events) {
-        const std::int64_t at = t.aligned(r, e);
-        if (e.k() == Kind::park) {
-          parked[e.worker] = at;
-        } else if (e.k() == Kind::unpark) {
-          if (parked[e.worker] >= 0 && e.worker < r.workers) {
-            idle_lane.push_back(lane_of(r.rank, e.worker));
-            idle_begin.push_back(parked[e.worker]);
-            idle_dur.push_back(at - parked[e.worker]);
-          }
-          parked[e.worker] = -1;
-        } else if (e.k() == Kind::grant) {
-          auto it = index.find({r.rank, e.task, e.arg0});
-          if (it == index.end()) continue;
-          bool write = false;
-          for (const Access& a : r.tasks[e.task].accesses) write |= a.location == e.location && a.write;
-          g_loc.push_back(static_cast<std::uint32_t>(loc_of[r.rank][e.location]));
-          g_inst.push_back(static_cast<std::uint32_t>(it->second));
-          g_req.push_back(static_cast<std::int64_t>(e.arg1) + r.clock_offset_ns - t.origin);
-          g_at.push_back(at);
-          g_write.push_back(write);
-        }
+  // Idle (parked) periods of the workers; grants to instances that ran, for the location view
+  // (request, grant, and whether the access writes).
+  Columns idle{"lane", "begin", "dur"};
+  Columns grants{"loc", "inst", "requested", "at", "write"};
+  for (const RankTrace& r : t.ranks) {
+    std::vector<std::int64_t> parked(r.workers + 1, -1);
+    for (const Event& e : r.events) {
+      const std::int64_t at = t.aligned(r, e);
+      if (e.k() == Kind::park) {
+        parked[e.worker] = at;
+      } else if (e.k() == Kind::unpark) {
+        if (parked[e.worker] >= 0 && e.worker < r.workers)
+          idle.add({lane_of(r.rank, e.worker), parked[e.worker], at - parked[e.worker]});
+        parked[e.worker] = -1;
+      } else if (e.k() == Kind::grant) {
+        auto it = index.find({r.rank, e.task, e.arg0});
+        if (it == index.end()) continue;
+        bool write = false;
+        for (const Access& a : r.tasks[e.task].accesses) write |= a.location == e.location && a.write;
+        grants.add({loc_of[r.rank][e.location], static_cast<std::int64_t>(it->second),
+                    static_cast<std::int64_t>(e.arg1) + r.clock_offset_ns - t.origin, at, write});
       }
     }
-    c.key("idle");
-    c.out += "{";
-    c.array("lane", idle_lane);
-    c.array("begin", idle_begin);
-    c.array("dur", idle_dur, true);
-    c.out += "},";
-    c.key("grants");
-    c.out += "{";
-    c.array("loc", g_loc);
-    c.array("inst", g_inst);
-    c.array("requested", g_req);
-    c.array("at", g_at);
-    c.array("write", g_write, true);
-    c.out += "},";
   }
-  {
-    std::vector<std::uint32_t> from, to;
-    std::vector<std::int64_t> t0, t1;
-    std::vector<std::uint64_t> bytes;
-    for (const MessagePair& m : match_messages(t)) {
-      from.push_back(lane_of(m.from, m.send->worker));
-      to.push_back(lane_of(m.to, m.receive->worker));
-      t0.push_back(t.aligned(t.ranks[m.from], *m.send));
-      t1.push_back(t.aligned(t.ranks[m.to], *m.receive));
-      bytes.push_back(m.send->arg0);
-    }
-    c.key("msgs");
-    c.out += "{";
-    c.array("from", from);
-    c.array("to", to);
-    c.array("t0", t0);
-    c.array("t1", t1);
-    c.array("bytes", bytes, true);
-    c.out += "},";
-  }
-  std::vector<std::size_t> critical;
+  Columns msgs{"from", "to", "t0", "t1", "bytes"};
+  for (const MessagePair& m : match_messages(t))
+    msgs.add({lane_of(m.from, m.send->worker), lane_of(m.to, m.receive->worker),
+              t.aligned(t.ranks[m.from], *m.send), t.aligned(t.ranks[m.to], *m.receive),
+              static_cast<std::int64_t>(m.send->arg0)});
+  std::vector<int> critical;
   for (const InstanceRec* in : s.critical_path)
-    critical.push_back(static_cast<std::size_t>(in - s.instances.data()));
-  c.array("critical", critical, true);
-  c.out += "}";
-  std::string data = std::move(c.out);
+    critical.push_back(static_cast<int>(in - s.instances.data()));
+  data += ",\"inst\":" + inst.json() + ",\"idle\":" + idle.json() + ",\"grants\":" +
+          grants.json() + ",\"msgs\":" + msgs.json() + ",\"critical\":" + numbers(critical) + "}";
+
   // Inside <script>, "</" would end the element early.
   for (std::size_t p = 0; (p = data.find("</", p)) != std::string::npos; p += 3)
     data.replace(p, 2, "<\\/");
@@ -267,12 +219,10 @@ std::string export_html(const Trace& t, const Summary& s) {
   std::uint64_t helper_instances = 0;
   for (const InstanceRec& in : s.instances) helper_instances += in.internal;
   const std::string summary = fmt::format(
-      "{} rank(s), {} iteration(s), window {} ms (the runs), {} task instances{}; critical "
-      "path {} ms of compute in {} instances ({} of the window).",
+      "{} rank(s), {} iteration(s), window {} ms (the runs), {} task instances{}; {}.",
       s.ranks, s.iterations, ms(s.span_ns), s.instances.size(),
       helper_instances ? fmt::format(" ({} of helper graphs)", helper_instances) : "",
-      ms(s.critical_ns), s.critical_path.size(),
-      pct(s.span_ns ? double(s.critical_ns) / double(s.span_ns) : 0.0));
+      critical_path_line(s));
   std::string page(kViewerPage);
   // The markers' places in the template, filled from the last one back, so that nothing a
   // trace holds (a task named "@DATA@") is taken for a marker.

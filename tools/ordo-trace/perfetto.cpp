@@ -8,17 +8,6 @@ namespace {
 
 double us(std::int64_t ns) { return double(ns) / 1e3; }
 
-struct InstKey {
-  std::uint32_t rank, task;
-  std::uint64_t iteration;
-  bool operator==(const InstKey&) const = default;
-};
-struct InstHash {
-  std::size_t operator()(const InstKey& k) const {
-    return std::hash<std::uint64_t>()(k.iteration * 1000003u ^ (std::uint64_t(k.task) << 20) ^
-                                      k.rank);
-  }
-};
 
 }  // namespace
 
@@ -38,7 +27,7 @@ nlohmann::json export_perfetto(const Trace& t, const Summary& s) {
                         {"tid", w}, {"ts", 0}, {"args", {{"sort_index", w}}}});
     }
   }
-  std::unordered_map<InstKey, const InstanceRec*, InstHash> inst;
+  std::unordered_map<InstanceKey, const InstanceRec*, InstanceKeyHash> inst;
   for (const InstanceRec& in : s.instances) {
     const RankTrace& r = t.ranks[in.rank];
     inst[{in.rank, in.task, in.iteration}] = &in;
