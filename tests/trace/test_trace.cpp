@@ -956,10 +956,13 @@ TEST_CASE("lock-wait counts from when the instance could otherwise have run, nam
 TEST_CASE("the window is the user's runs: gaps between runs and helper graphs' runs are left out",
           "[trace]") {
   using K = rtt::Kind;
-  // Run 1: 1000-3000, "a" busy 1000-3000. A gap. Run 2: 10000-12000, "a" busy 10000-11000.
-  // Run 3 (helper graph only): 20000-21000.
+  // Run 1: 1000-3000, "a" busy 1000-3000; its release grants L to a#1 for the next run. A
+  // gap. Run 2: 10000-12000, "a" busy 10000-11000. Run 3 (helper graph only): 20000-21000.
+  rtt::Event next = iteration(ev(K::grant, 3000, 0, 0), 1);
+  next.peer = 0;  // released by a#0
+  next.flags = rtt::kPrevIteration;
   tf::Trace t = tf::load({write_synthetic(
-      1, {ev(K::run_begin, 1000), ev(K::task_begin, 1000, 0), ev(K::task_end, 3000, 0),
+      1, {ev(K::run_begin, 1000), ev(K::task_begin, 1000, 0), ev(K::task_end, 3000, 0), next,
           ev(K::run_end, 3000), ev(K::run_begin, 10000), iteration(ev(K::task_begin, 10000, 0), 1),
           iteration(ev(K::task_end, 11000, 0), 1), ev(K::run_end, 12000), ev(K::run_begin, 20000),
           ev(K::task_begin, 20000, 2), ev(K::task_end, 21000, 2), ev(K::run_end, 21000)})});
@@ -977,6 +980,10 @@ TEST_CASE("the window is the user's runs: gaps between runs and helper graphs' r
   CHECK(s.tasks[1].internal);
   CHECK(s.iterations == 2);
   for (const tf::InstanceRec* in : s.critical_path) CHECK_FALSE(in->internal);
+  // The critical path stays in the last run: a#0 granted a#1, but in the run before.
+  REQUIRE(s.critical_path.size() == 1);
+  CHECK(s.critical_path[0]->iteration == 1);
+  CHECK(s.critical_ns == 1000);
   const std::string text = tf::render_text(s, t);
   CHECK_THAT(text, Catch::Contains("window 0.004 ms (the runs)"));
   CHECK_THAT(text, Catch::Contains("helper graphs' tasks"));

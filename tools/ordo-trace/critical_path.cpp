@@ -1,6 +1,8 @@
 // The critical path through the timeline (docs/tracing.md, "Critical path"): from the user's
 // instance that ended last, back through what made each instance ready, on any rank.
 #include <algorithm>
+#include <iterator>
+#include <limits>
 #include <unordered_map>
 
 #include "analysis.hpp"
@@ -116,7 +118,20 @@ CriticalPath critical_path(const Trace& t, const std::vector<InstanceRec>& insta
     if (!instances[i].internal && (last == kAbsent || instances[i].end > instances[last].end))
       last = i;
   if (last == kAbsent) return out;
+  // Each rank's run starts: the path stays in the last instance's run. The release that ends
+  // a run grants the next run's first phases; every rank records its run_begin before the
+  // barrier that starts a run, so an enabler that ended before it belongs to an earlier run.
+  std::vector<std::vector<std::int64_t>> run_starts(t.ranks.size());
+  for (const RankTrace& r : t.ranks)
+    for (const Event& e : r.events)
+      if (e.k() == Kind::run_begin) run_starts[r.rank].push_back(t.aligned(r, e));
+  auto run_start = [&](const InstanceRec& in) {
+    const auto& starts = run_starts[in.rank];
+    auto it = std::upper_bound(starts.begin(), starts.end(), in.begin);
+    return it == starts.begin() ? std::numeric_limits<std::int64_t>::min() : *std::prev(it);
+  };
   const Enablers enablers(t, instances);
+  const std::int64_t started = run_start(instances[last]);
   out.instances.push_back(last);
   for (std::size_t i = last;;) {
     const InstanceRec& in = instances[i];
@@ -125,7 +140,9 @@ CriticalPath critical_path(const Trace& t, const std::vector<InstanceRec>& insta
     const std::size_t p = enablers.of(in.rank, *in.last_grant, messages);
     // Each step goes back in time (which also bounds the walk); helper graphs are not the
     // user's path.
-    if (p == kAbsent || instances[p].internal || instances[p].begin >= in.begin) break;
+    if (p == kAbsent || instances[p].internal || instances[p].begin >= in.begin ||
+        instances[p].end < started)
+      break;
     out.messages += messages;
     out.instances.push_back(p);
     i = p;
