@@ -6,6 +6,7 @@
 
 #include "api/graph_impl.hpp"
 #include "runtime/plan.hpp"
+#include "runtime/storage.hpp"
 
 namespace ordo {
 
@@ -88,12 +89,16 @@ std::uint64_t Graph::serial() const { return impl_->serial; }
 namespace {
 
 void check_new_location(const detail::GraphImpl& impl, const std::string& name,
-                        std::size_t count) {
+                        std::size_t elem_size, std::size_t count) {
   if (impl.frozen())
     throw Error("cannot add location '" + name +
                 "' after the graph's first run; declare every location before running");
   if (count == 0)
     throw Error("location '" + name + "' has 0 elements; give it at least one");
+  if (count > std::numeric_limits<std::size_t>::max() / elem_size)
+    throw Error("location '" + name + "' has " + std::to_string(count) + " elements of " +
+                std::to_string(elem_size) + " bytes, more bytes than an address space holds; "
+                "give it fewer elements");
   if (impl.graph.find_location(name) >= 0)
     throw Error("a location called '" + name + "' already exists; location names must be unique");
 }
@@ -113,7 +118,7 @@ void check_location_count(const detail::GraphImpl& impl, const std::string& name
 
 std::uint32_t Graph::add_location(const std::string& name, std::size_t elem_size,
                                   std::size_t count, const std::type_info& type) {
-  check_new_location(*impl_, name, count);
+  check_new_location(*impl_, name, elem_size, count);
   check_location_count(*impl_, name, 1);
   return impl_->graph.add_location(name, elem_size, count, type);
 }
@@ -130,7 +135,7 @@ std::uint32_t Graph::add_location_family(const std::string& name, std::size_t el
     names[i].append(name).append("[").append(std::to_string(i)).append("]");
   }
   // Every member is checked before any is added: a refused family adds nothing.
-  for (std::size_t i = 0; i < n; ++i) check_new_location(*impl_, names[i], sizes[i]);
+  for (std::size_t i = 0; i < n; ++i) check_new_location(*impl_, names[i], elem_size, sizes[i]);
   rt::Graph& graph = impl_->graph;
   graph.reserve_locations(n);
   for (std::size_t i = 0; i < n; ++i)
@@ -301,7 +306,28 @@ void* Graph::data_bytes(std::uint64_t graph, std::uint32_t location,
   const auto& locs = impl_->graph.locations();
   if (*locs[location].type != type)
     throw Error("location '" + locs[location].name + "' holds another element type");
-  return impl_->graph.data(location);
+  rt::Graph& g = impl_->graph;
+  if (!g.has_storage(location)) {
+    const std::string& name = locs[location].name;
+    if (impl_->engine) {
+      // After the first run a rank holds what it uses: this one was left to other ranks.
+      const rt::Engine& e = *impl_->engine;
+      throw Error("Graph::data: location '" + name + "' lives on rank " +
+                  std::to_string(e.home(location)) + " (its home) and no task of rank " +
+                  std::to_string(e.rank()) + " uses it, so rank " + std::to_string(e.rank()) +
+                  " holds no copy of it; read it on rank " + std::to_string(e.home(location)) +
+                  " (Graph::home_rank tells where)");
+    }
+    if (!g.provide_storage(location, true))
+      throw Error("Graph::data: cannot allocate " + rt::format_bytes(g.bytes_of(location)) +
+                  " for location '" + name + "' on this rank: the system has no memory to give; "
+                  "make the location smaller or spread the problem over more ranks");
+  }
+  return g.data(location);
+}
+
+StorageStats Graph::storage_held() const {
+  return {impl_->graph.locations_held(), impl_->graph.bytes_held()};
 }
 
 void Graph::place_location(std::uint64_t graph, std::uint32_t location, unsigned node) {

@@ -163,6 +163,8 @@ rt::Engine& prepare_run(Graph& graph, const std::shared_ptr<rt::CommNet>& net,
     throw Error("this graph ran on another Runtime spread over other ranks; run it on that one");
   }
   rt::Engine& engine = g.prepare();
+  // Bad input, not a failure of the run: the same refusal on every rank, before anything ran.
+  if (!engine.storage_error().empty()) throw Error(engine.storage_error());
   if (engine.broken())
     throw Error("this graph's previous run stopped on an exception thrown by a task body, so its "
                 "locations hold a partial iteration; build the graph anew to run again");

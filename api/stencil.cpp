@@ -302,6 +302,7 @@ std::vector<double> Stencil::get(std::size_t level) const {
   std::vector<double> out(points());
   const Graph& g = *m.graph;
   for (std::size_t b = 0; b < m.grid.count(); ++b) {
+    if (!m.holds(b)) continue;  // another rank's: this rank holds no copy (zeros here)
     std::span<const double> main = g.data(m.locs[b].main);
     const auto rot = static_cast<std::uint64_t>(main[0]);
     m.grid.gather(b, m.buf(b, main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level))), out);

@@ -359,7 +359,7 @@ std::vector<double> Pipeline::get(const std::string& grid) const {
   std::vector<double> out(points());
   const Graph& cg = *m.graph;
   for (std::size_t b = 0; b < m.grid.count(); ++b)
-    m.grid.gather(b, cg.data(g.block[b]).data(), out);
+    if (m.holds(b)) m.grid.gather(b, cg.data(g.block[b]).data(), out);  // else zeros here
   return out;
 }
 

@@ -76,10 +76,13 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
   if (net_) {
     distribute();
     check_same_graph();
+    if (!error_) provide_storage();
     if (!error_) share_memory();
+    if (!error_) release_shared_replicas();
     if (!error_) start_initial_grants();
     return;
   }
+  provide_storage();
   for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
     const LockPlan& lp = plan_.locks[l];
     if (!lp.locked) continue;
@@ -170,7 +173,8 @@ void Engine::place(sched::Pool& pool) {
   task_node_.assign(plan_.tasks, -1);
   const auto& locs = graph_.locations();
   for (std::uint32_t l = 0; l < locs.size(); ++l)
-    pool.bind_memory(graph_.data(l), locs[l].elem_size * locs[l].count, home_[l]);
+    if (graph_.has_storage(l))  // untouched yet: its pages will come from the home node
+      pool.bind_memory(graph_.data(l), graph_.bytes_of(l), home_[l]);
   for (const Family& f : graph_.families()) {
     if (f.offsets == Graph::kNoAccesses) continue;
     for (std::uint32_t i = 0; i < f.count; ++i) {

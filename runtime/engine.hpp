@@ -89,6 +89,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "scheduler/fiber.hpp"
@@ -144,6 +145,11 @@ class Engine final : public sched::Executor {
   // Home node of `location` on the pool of the latest run (0 before any run or when flat).
   unsigned home_node(std::uint32_t location) const { return home_.empty() ? 0 : home_[location]; }
   bool broken() const { return broken_; }
+  // Why this rank's locations could not all get storage at construction (the first run),
+  // naming every rank that lacked memory; empty when they all did. run() then throws it.
+  const std::string& storage_error() const { return storage_error_; }
+  // Whether some task writes `location` (else each rank keeps what the program put there).
+  bool is_written(std::uint32_t location) const { return plan_.locks[location].locked; }
 
   void execute(sched::Item item, unsigned worker) override;
 
@@ -240,6 +246,10 @@ class Engine final : public sched::Executor {
                     std::uint64_t iteration, unsigned worker);
   void record_error(std::exception_ptr error);
   void wait_step_done();
+
+  // --- engine_storage.cpp ---
+  void provide_storage();
+  std::string storage_error_;
 
   // --- distributed.cpp ---
   struct PhaseRanks {
@@ -367,6 +377,9 @@ class Engine final : public sched::Executor {
   // per location homed on such a peer, its buffer as mapped here (null: copied), which run()
   // makes the graph's data() for the run's duration.
   void share_memory();
+  // A replica of a location this rank shares with its home is never used (the home's buffer
+  // is): its storage goes (engine_storage.cpp).
+  void release_shared_replicas();
   bool shared_with(std::uint32_t location, unsigned peer) const;
   std::vector<char> share_peer_;
   std::vector<std::byte*> shared_view_;

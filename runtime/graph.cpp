@@ -1,9 +1,9 @@
 #include "runtime/graph.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include <sys/mman.h>
 
@@ -22,21 +22,47 @@ constexpr std::size_t kPage = 4096;  // the unit of NUMA binding
 constexpr std::size_t kHuge = std::size_t{2} << 20;
 }
 
-Buffer::Buffer(std::size_t bytes) : bytes_(bytes) {
+Buffer Buffer::allocate(std::size_t bytes) {
+  Buffer b;
+  b.bytes_ = bytes;
+  if (bytes < kPage) {
+    // Small: from the heap, several to a page, zeroed here (there is no page of its own to
+    // leave untouched).
+    const std::size_t rounded = std::max(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+    void* p = std::aligned_alloc(kAlign, rounded);
+    if (p == nullptr) return {};
+    std::memset(p, 0, rounded);
+    b.ptr_ = {static_cast<std::byte*>(p), BufferFree{BufferFree::Kind::heap, 0}};
+    return b;
+  }
+  // Fresh anonymous pages: zero, and not touched here (the header). A huge location maps one
+  // huge page more than it needs and trims the ends to align to one.
   const bool huge = bytes >= kHuge;
-  const std::size_t align = huge ? kHuge : bytes >= kPage ? kPage : kAlign;
-  std::size_t rounded = (bytes + align - 1) / align * align;
-  if (rounded == 0) rounded = align;
-  void* p = std::aligned_alloc(align, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  // Advice only: where transparent huge pages are off (or "never"), this changes nothing.
-  if (huge) (void)madvise(p, rounded, MADV_HUGEPAGE);
-  std::memset(p, 0, rounded);
-  ptr_.reset(static_cast<std::byte*>(p));
+  const std::size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+  const std::size_t slack = huge ? kHuge : 0;
+  void* p = ::mmap(nullptr, rounded + slack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (p == MAP_FAILED) return {};
+  auto* base = static_cast<std::byte*>(p);
+  if (huge) {
+    const auto at = reinterpret_cast<std::uintptr_t>(base);
+    const std::size_t lead = (kHuge - at % kHuge) % kHuge;
+    if (lead != 0) ::munmap(base, lead);
+    if (slack - lead != 0) ::munmap(base + lead + rounded, slack - lead);
+    base += lead;
+    // Advice only: where transparent huge pages are off (or "never"), this changes nothing.
+    (void)::madvise(base, rounded, MADV_HUGEPAGE);
+  }
+  b.ptr_ = {base, BufferFree{BufferFree::Kind::mapped, rounded}};
+  return b;
 }
 
-void Buffer::Free::operator()(std::byte* p) const noexcept {
-  if (!shared) std::free(p);
+void BufferFree::operator()(std::byte* p) const noexcept {
+  switch (kind) {
+    case Kind::heap: std::free(p); break;
+    case Kind::mapped: ::munmap(p, mapped); break;
+    case Kind::shared: break;
+  }
 }
 
 Graph::Graph(bool shared_storage) {
@@ -45,26 +71,44 @@ Graph::Graph(bool shared_storage) {
 
 std::uint32_t Graph::add_location(std::string name, std::size_t elem_size, std::size_t count,
                                   const std::type_info& type) {
-  const std::size_t bytes = elem_size * count;
-  std::optional<SharedArena::Slot> slot;
-  // Huge locations stay private: anonymous memory gets huge pages, shared memory does not.
-  // Shared ones keep the private rules below (page alignment from a page up).
-  if (arena_ && bytes < kHuge) {
-    const bool paged = bytes >= kPage;  // then no neighbour on its pages
-    slot = arena_->allocate(paged ? (bytes + kPage - 1) / kPage * kPage : bytes,
-                            paged ? kPage : kAlign);
-  }
-  if (slot) {
-    buffers_.emplace_back(arena_->address(*slot), bytes);
-  } else {
-    buffers_.emplace_back(bytes);
-  }
   locations_.push_back({std::move(name), elem_size, count, &type});
-  slots_.push_back(slot);
-  views_.push_back(buffers_.back().data());
+  buffers_.emplace_back();
+  slots_.emplace_back();
+  views_.push_back(nullptr);
   const auto l = static_cast<std::uint32_t>(locations_.size() - 1);
   names_.insert(locations_[l].name, l);
   return l;
+}
+
+bool Graph::provide_storage(std::uint32_t location, bool shareable) {
+  if (has_storage(location)) return true;
+  const std::size_t bytes = bytes_of(location);
+  // Huge locations stay private: anonymous memory gets huge pages, shared memory does not.
+  // Shared ones keep the private rules (page alignment from a page up).
+  if (shareable && arena_ && bytes < kHuge) {
+    const bool paged = bytes >= kPage;  // then no neighbour on its pages
+    if (auto slot = arena_->allocate(paged ? (bytes + kPage - 1) / kPage * kPage : bytes,
+                                     paged ? kPage : kAlign)) {
+      slots_[location] = slot;
+      buffers_[location] = Buffer(arena_->address(*slot), bytes);
+    }
+  }
+  if (!has_storage(location)) buffers_[location] = Buffer::allocate(bytes);
+  if (!has_storage(location)) return false;
+  views_[location] = buffers_[location].data();
+  ++held_locations_;
+  held_bytes_ += bytes;
+  return true;
+}
+
+void Graph::release_storage(std::uint32_t location) {
+  if (!has_storage(location)) return;
+  if (const auto& slot = slots_[location]) arena_->release(*slot, bytes_of(location));
+  slots_[location].reset();
+  buffers_[location] = Buffer();
+  views_[location] = nullptr;
+  --held_locations_;
+  held_bytes_ -= bytes_of(location);
 }
 
 void Graph::reserve_locations(std::size_t more) {

@@ -83,23 +83,33 @@ struct Family {
   std::uint32_t offsets = 0;
 };
 
-// Zero-initialised storage of one location: 64-byte aligned, page aligned (and padded to whole
+// Storage of one location on this rank: 64-byte aligned, page aligned (and padded to whole
 // pages) from one page up, so that a buffer can be bound to a NUMA node without moving another.
+// Its contents start at zero. From a page up it is fresh anonymous memory that nothing has
+// touched: the kernel gives each page, zeroed, to the first thread that touches it (on that
+// thread's NUMA node, or on the node the engine bound it to), so an untouched location costs
+// address space only and the task that writes it first decides where it lives.
+// How a Buffer gives its memory back (outside Buffer: a nested type with member initialisers
+// is not default-constructible where unique_ptr needs it to be).
+struct BufferFree {
+  enum class Kind : std::uint8_t { heap, mapped, shared } kind = Kind::heap;
+  std::size_t mapped = 0;  // Kind::mapped: the length to unmap
+  void operator()(std::byte* p) const noexcept;
+};
+
 class Buffer {
  public:
-  Buffer() = default;
-  explicit Buffer(std::size_t bytes);
+  Buffer() = default;  // no storage
+  // `bytes` of private memory, or an empty Buffer when the system has none to give.
+  static Buffer allocate(std::size_t bytes);
   // Memory of a SharedArena (zeroed already), not owned.
-  Buffer(std::byte* shared, std::size_t bytes) : ptr_(shared, Free{true}), bytes_(bytes) {}
+  Buffer(std::byte* shared, std::size_t bytes)
+      : ptr_(shared, BufferFree{BufferFree::Kind::shared, 0}), bytes_(bytes) {}
   std::byte* data() const { return ptr_.get(); }
   std::size_t bytes() const { return bytes_; }
 
  private:
-  struct Free {
-    bool shared;  // value-initialised false: heap memory, freed
-    void operator()(std::byte* p) const noexcept;
-  };
-  std::unique_ptr<std::byte, Free> ptr_;
+  std::unique_ptr<std::byte, BufferFree> ptr_;
   std::size_t bytes_ = 0;
 };
 
@@ -170,8 +180,30 @@ class Graph {
 
   const std::vector<LocationDesc>& locations() const { return locations_; }
   // A location's memory as this process's tasks see it: its own buffer, or during a run of a
-  // rank that shares the home's memory, the home's (set_view).
+  // rank that shares the home's memory, the home's (set_view). Null while this rank holds no
+  // storage for it (has_storage).
   std::byte* data(std::uint32_t location) const { return views_[location]; }
+
+  // Storage (docs/distributed.md, "Memory"). Declaring a location allocates nothing: a rank
+  // gives a location storage only when it uses it (the engine's first run: its home locations
+  // and the replicas its tasks access; before that, the program's first Graph::data of it).
+  // Between runs only, on the caller's thread.
+  bool has_storage(std::uint32_t location) const { return buffers_[location].data() != nullptr; }
+  // Gives `location` zeroed storage unless it has some. `shareable`: in the SharedArena when the
+  // graph keeps one and the location is small (so that the ranks of this host can map it; a
+  // home location), else private. Returns false when the system has no memory to give.
+  bool provide_storage(std::uint32_t location, bool shareable);
+  // Frees the location's storage (its contents are lost). A location in the SharedArena gives
+  // its whole pages back to the system; its bytes within a partly used page stay in the chunk.
+  void release_storage(std::uint32_t location);
+  // Locations with storage on this rank and their bytes (elements x element size): what the
+  // program's locations cost this rank.
+  std::size_t locations_held() const { return held_locations_; }
+  std::size_t bytes_held() const { return held_bytes_; }
+  // Bytes of `location` (elements x element size).
+  std::size_t bytes_of(std::uint32_t location) const {
+    return locations_[location].elem_size * locations_[location].count;
+  }
   // Where the location's own buffer lies in the SharedArena, or nullopt when it is private.
   const std::optional<SharedArena::Slot>& shared_slot(std::uint32_t location) const {
     return slots_[location];
@@ -231,6 +263,7 @@ class Graph {
   std::unique_ptr<SharedArena> arena_;  // null: every buffer private
   std::vector<std::optional<SharedArena::Slot>> slots_;
   std::vector<std::byte*> views_;
+  std::size_t held_locations_ = 0, held_bytes_ = 0;
   std::deque<Family> families_;
   std::vector<AccessDesc> accesses_;
   std::vector<std::uint32_t> offsets_;

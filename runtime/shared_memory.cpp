@@ -93,6 +93,15 @@ std::optional<SharedArena::Slot> SharedArena::allocate(std::size_t bytes, std::s
   return Slot{static_cast<std::uint32_t>(chunks_.size() - 1), 0};
 }
 
+void SharedArena::release(const Slot& s, std::size_t bytes) {
+  const std::uint64_t begin = (s.offset + kPage - 1) / kPage * kPage;
+  const std::uint64_t end = (s.offset + bytes) / kPage * kPage;
+  if (end <= begin) return;
+  // Best effort: a kernel that cannot punch holes in memfd memory keeps the pages.
+  (void)::fallocate(chunks_[s.chunk].fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(begin), static_cast<off_t>(end - begin));
+}
+
 PeerMapping::~PeerMapping() {
   if (base_ != nullptr) ::munmap(base_, size_);
 }

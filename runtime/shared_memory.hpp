@@ -46,6 +46,9 @@ class SharedArena {
   // no shared memory can be had (memfd_create or mmap failed): the caller allocates privately.
   std::optional<Slot> allocate(std::size_t bytes, std::size_t align);
   std::byte* address(const Slot& s) const { return chunks_[s.chunk].base + s.offset; }
+  // Gives the whole pages of a slot of `bytes` back to the system (they read as zero again).
+  // The slot is not reused.
+  void release(const Slot& s, std::size_t bytes);
   const std::vector<Chunk>& chunks() const { return chunks_; }
 
  private:

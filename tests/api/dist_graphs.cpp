@@ -97,6 +97,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::uint64_t checked = 0, wrong = 0;
+    // The runs below share location memory between the ranks (one host) unless told not to.
+    const char* share_env = std::getenv("ORDO_SHARED_MEMORY");
+    const bool shared = share_env != nullptr && std::strcmp(share_env, "1") == 0;
     for (std::uint64_t seed = 0; seed < seeds; ++seed) {
       GraphSpec spec = random_spec(seed + 77, 7, 12);
       Graph g;
@@ -105,12 +108,36 @@ int main(int argc, char** argv) {
       if (seed % 2)
         for (std::size_t l = 0; l < locs.size(); ++l)
           g.set_home_rank(locs[l], static_cast<unsigned>((l * 7 + seed) % rt.ranks()));
+      // Seeds 2 and 3 of every 4: every rank sets every location first (SPMD initialisation).
+      const bool initialise = seed % 4 >= 2;
+      if (initialise)
+        for (std::uint32_t l = 0; l < locs.size(); ++l) {
+          auto d = g.data(locs[l]);
+          for (std::size_t i = 0; i < d.size(); ++i) d[i] = initial_value(l, i);
+        }
       const std::uint64_t first = 1 + seed % 3, second = 1 + seed % 2;
       rt.run(g, first);
       rt.run(g, second);
+      // This rank holds storage for its home locations and its tasks' replicas only (not for
+      // a replica it shares with the home), whatever the program set before the first run.
+      std::size_t want_bytes = 0, want_count = 0;
+      const auto held = expected_storage(
+          spec, [&](std::uint32_t l) { return g.home_rank(locs[l]); }, rt.rank(), rt.ranks(),
+          shared);
+      for (std::size_t l = 0; l < locs.size(); ++l)
+        if (held[l]) {
+          want_bytes += spec.sizes[l] * sizeof(std::uint64_t);
+          ++want_count;
+        }
+      if (g.storage_held().bytes != want_bytes || g.storage_held().locations != want_count) {
+        ++wrong;
+        std::fprintf(stderr, "rank %u: seed %llu holds %zu locations of %zu bytes, expected %zu of "
+                     "%zu\n", rt.rank(), static_cast<unsigned long long>(seed),
+                     g.storage_held().locations, g.storage_held().bytes, want_count, want_bytes);
+      }
       std::vector<std::uint32_t> order(spec.tasks.size());
       std::iota(order.begin(), order.end(), 0u);
-      auto want = interpret(spec, order, first + second);
+      auto want = interpret(spec, order, first + second, initialise);
       for (std::size_t l = 0; l < locs.size(); ++l) {
         if (g.home_rank(locs[l]) != rt.rank()) continue;
         ++checked;

@@ -83,12 +83,52 @@ inline GraphSpec random_spec(std::uint64_t seed, std::size_t max_locs, std::size
   return spec;
 }
 
-// Sequential interpreter: `iterations` times, run every task in `order`.
+// The locations rank `rank` of `ranks` should hold storage for after the first run
+// (docs/distributed.md, "Memory"), worked out from the spec and `home(l)` alone: its home
+// locations and those its tasks access (a task runs where the first location it writes lives,
+// else its first access's, else it is spread by index), except, when the ranks share memory,
+// a location some task writes and whose home is another rank (the proxy uses the home's
+// buffer).
+template <class Home>
+std::vector<bool> expected_storage(const GraphSpec& spec, Home&& home, unsigned rank,
+                                   unsigned ranks, bool shared) {
+  const std::size_t nl = spec.sizes.size(), nt = spec.tasks.size();
+  std::vector<bool> held(nl, false), written(nl, false);
+  for (std::uint32_t l = 0; l < nl; ++l) held[l] = home(l) == rank;
+  for (std::uint32_t t = 0; t < nt; ++t) {
+    const auto& acc = spec.tasks[t].accesses;
+    const AccessSpec* first_write = nullptr;
+    for (const AccessSpec& a : acc) {
+      written[a.location] = written[a.location] || a.write;
+      if (a.write && first_write == nullptr) first_write = &a;
+    }
+    const unsigned runs_on = first_write != nullptr ? home(first_write->location)
+                             : !acc.empty()         ? home(acc.front().location)
+                                                    : static_cast<unsigned>(t * ranks / nt);
+    if (runs_on == rank)
+      for (const AccessSpec& a : acc) held[a.location] = true;
+  }
+  if (shared)
+    for (std::uint32_t l = 0; l < nl; ++l)
+      if (written[l] && home(l) != rank) held[l] = false;
+  return held;
+}
+
+// The initial value of element i of location l when a test sets the locations before the
+// first run (not zero, so that a location that missed it shows).
+inline std::uint64_t initial_value(std::uint32_t l, std::size_t i) { return mix(l + 101, i); }
+
+// Sequential interpreter: `iterations` times, run every task in `order`. The locations start
+// at zero, or at initial_value() with `initialised`.
 inline std::vector<std::vector<std::uint64_t>> interpret(const GraphSpec& spec,
                                                          const std::vector<std::uint32_t>& order,
-                                                         std::uint64_t iterations) {
+                                                         std::uint64_t iterations,
+                                                         bool initialised = false) {
   std::vector<std::vector<std::uint64_t>> data;
   for (std::size_t s : spec.sizes) data.emplace_back(s, 0);
+  if (initialised)
+    for (std::uint32_t l = 0; l < data.size(); ++l)
+      for (std::size_t i = 0; i < data[l].size(); ++i) data[l][i] = initial_value(l, i);
   for (std::uint64_t k = 0; k < iterations; ++k)
     for (std::uint32_t t : order)
       run_body(spec, t, k, [&](std::uint32_t l) { return std::span<std::uint64_t>(data[l]); });

@@ -356,6 +356,12 @@ class FiberContext {
   const detail::FiberContextImpl& impl_;
 };
 
+// What a graph's locations cost one rank (Graph::storage_held).
+struct StorageStats {
+  std::size_t locations = 0;  // locations this rank holds storage for
+  std::size_t bytes = 0;      // their bytes: elements x element size
+};
+
 // A task graph: locations, tasks and, once run, the state of every lock. Not thread-safe:
 // declare and run from one thread. Locations and tasks can be added until the first run.
 class Graph {
@@ -513,6 +519,11 @@ class Graph {
   }
 
   // A location's contents between runs: to initialise inputs and read results.
+  // Before the graph's first run any location may be set (or read) on any rank; a location
+  // gets its storage on this rank at the first call (zeros, or what the program writes).
+  // After it, across ranks, a rank holds only its home locations and the replicas its own
+  // tasks use (docs/distributed.md, "Memory"): a location this rank holds no copy of is
+  // refused with an Error.
   template <class T>
   std::span<T> data(Location<T> loc) {
     return {static_cast<T*>(data_bytes(loc.graph_serial(), loc.id(), typeid(T))), loc.size()};
@@ -525,6 +536,12 @@ class Graph {
 
   std::size_t locations() const;
   std::size_t tasks() const;
+  // What this graph's locations cost this rank now. Declaring a location allocates nothing: a
+  // rank gives a location storage at its first Graph::data, or at the graph's first run if it
+  // uses it (its home locations, the replicas its tasks access), and frees at the first run
+  // what it gave a location it does not use. Memory nothing has written is not touched yet,
+  // and the system provides it only when a task (or the program) first writes it.
+  StorageStats storage_held() const;
   // Iterations completed by every run of this graph so far.
   std::uint64_t iterations_done() const;
 

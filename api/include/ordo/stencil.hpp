@@ -271,9 +271,9 @@ class Stencil {
   // Calls visit once per block this rank holds (every block before place()), in block order,
   // with the block's owned points of time level `level`.
   void get_blocks(const BoxVisit& visit, std::size_t level = 0) const;
-  // Gathers time level `level` as a global grid. Across ranks only the blocks whose
-  // home_rank() is this rank hold their final values (the others are stale): use
-  // get_blocks() there.
+  // Gathers time level `level` as a global grid. Across ranks (once placed) only the blocks
+  // whose home_rank() is this rank are filled; the others are zero here, since a rank holds
+  // no copy of blocks it does not use (use get_blocks() there).
   std::vector<double> get(std::size_t level = 0) const;
   // Runs `steps` time steps (temporal blocking groups them by tb_depth); places the blocks on
   // the first run if place() was not called.
@@ -409,7 +409,7 @@ class Pipeline {
   void set(const std::string& grid, const BoxFill& fill);
   // Calls visit with the owned points of every block of `grid` this rank holds, block order.
   void get_blocks(const std::string& grid, const BoxVisit& visit) const;
-  // Gathers a grid (across ranks, current only on this rank's blocks: see Stencil::get).
+  // Gathers a grid (across ranks, only this rank's blocks, the others zero: Stencil::get).
   std::vector<double> get(const std::string& grid) const;
   // Runs `iterations` iterations of the whole pipeline (placing the blocks on the first).
   RunStats run(Runtime& runtime, std::uint64_t iterations);
