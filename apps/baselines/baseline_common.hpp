@@ -21,6 +21,7 @@
 
 #include "app_cli.hpp"
 #include "kernels.hpp"
+#include "peak_rss.hpp"
 
 namespace ordo::baseline {
 
@@ -144,18 +145,19 @@ std::vector<double> interior(const Grid<D>& g, const double* u) {
   return out;
 }
 
-// Prints the result line in ordo's app format with the system appended.
+// Prints the result line in ordo's app format with the system appended, and `peak_rss` (the
+// processes' peak resident bytes, peak_rss.hpp) when given.
 inline void print_result(const char* app, const std::vector<std::size_t>& size,
                          const std::vector<std::size_t>& blocks, std::uint64_t iters,
                          unsigned workers, double seconds, const std::string& verdict,
-                         const char* system) {
+                         const char* system, const std::vector<std::uint64_t>& peak_rss = {}) {
   double points = 1;
   for (std::size_t e : size) points *= static_cast<double>(e);
   const double gst = points * static_cast<double>(iters) / seconds / 1e9;
   fmt::print("app={} size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} "
-             "verify={} system={}\n",
+             "verify={} system={}{}\n",
              app, app::join_shape(size), app::join_shape(blocks), iters, workers, seconds, gst,
-             verdict, system);
+             verdict, system, peak_rss.empty() ? "" : " " + app::peak_rss_field(peak_rss));
   std::fflush(stdout);
 }
 

@@ -96,7 +96,7 @@ int omp_heat_main(int argc, char** argv) {
   std::vector<std::size_t> blocks(D, 1);
   blocks[0] = static_cast<std::size_t>(threads);  // static slabs along dimension 0
   print_result(app_name<D>(), o.size, blocks, iters, static_cast<unsigned>(threads), seconds,
-               verdict, "openmp");
+               verdict, "openmp", {app::peak_rss_bytes()});
   return verdict == "fail" ? 1 : 0;
 }
 

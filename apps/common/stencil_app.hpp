@@ -2,6 +2,7 @@
 // verification against the sequential reference, and the one result line
 //   app=<name> size=<NxM..> blocks=<BxC..> iters=I workers=W seconds=S gstencils=G
 //   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1] [ranks=R when R > 1]
+//   peak_rss=B0,B1,.. (each rank's peak resident bytes, VmHWM, at the end)
 // (bandwidth_fraction only when the grid is larger than the last-level cache).
 // Across ranks every rank runs the app unchanged: each verifies and writes (its slab of the
 // one .npy) only the blocks it holds, the ranks agree on one verdict, and rank 0 alone prints
@@ -28,6 +29,7 @@
 #include "app_cli.hpp"
 #include "npy.hpp"
 #include "output_file.hpp"
+#include "peak_rss.hpp"
 #include "stream.hpp"
 
 namespace ordo::app {
@@ -352,8 +354,18 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
         });
   }
   // One verdict for the job: every rank learns every rank's outcome (bit 0: this rank's blocks
-  // differ from the reference).
-  const std::vector<int> outcomes = all_gather(rt, outcome);
+  // differ from the reference) and its peak resident memory so far (peak_rss.hpp).
+  struct RankEnd {
+    int outcome;
+    std::uint64_t peak_rss;
+  };
+  const std::vector<RankEnd> ends = all_gather(rt, RankEnd{outcome, peak_rss_bytes()});
+  std::vector<int> outcomes;
+  std::vector<std::uint64_t> peaks;
+  for (const RankEnd& e : ends) {
+    outcomes.push_back(e.outcome);
+    peaks.push_back(e.peak_rss);
+  }
   // Each rank writes the rows of its own blocks, every time level (newest first, so that
   // --input restarts the run exactly); the file appears whole or not at all (output_file.hpp).
   if (output_file) {
@@ -403,6 +415,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   }
   if (tb > 1) line += fmt::format(" tb={}", tb);
   if (ranks > 1) line += fmt::format(" ranks={}", ranks);
+  line += " " + peak_rss_field(peaks);
   // Across ranks only rank 0 prints it: the verdict is the job's, the seconds rank 0's run.
   if (rank == 0) fmt::print("{}\n", line);
   return verdict == "fail" ? 1 : 0;

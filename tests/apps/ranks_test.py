@@ -63,6 +63,11 @@ def check_job(p, ranks, what):
         fail("%s: %s" % (what, line))
     if ranks > 1 and (" ranks=%d" % ranks) not in line:
         fail("%s: the result line lacks ranks=%d: %s" % (what, ranks, line))
+    # Every rank's peak resident memory, reported through rank 0's line (ordo-bench-memory).
+    peaks = re.search(r" peak_rss=([0-9,]+)$", line)
+    if " system=" not in line and (
+            not peaks or len([p for p in peaks.group(1).split(",") if int(p) > 0]) != ranks):
+        fail("%s: the result line lacks peak_rss for each of %d rank(s): %s" % (what, ranks, line))
     return line
 
 
