@@ -326,6 +326,17 @@ void* Graph::data_bytes(std::uint64_t graph, std::uint32_t location,
   return g.data(location);
 }
 
+void check_memory_available(std::uint64_t bytes, const std::string& what) {
+  const rt::MemoryAvailable m = rt::memory_available();
+  const bool process_limits = m.process < m.host;
+  const std::uint64_t available = process_limits ? m.process : m.host;
+  if (bytes <= available) return;
+  throw Error(what + " need " + rt::format_bytes(bytes) + ", but this process can get " +
+              rt::format_bytes(available) + " (" +
+              rt::describe(process_limits ? m.process_source : m.host_source) +
+              "); make the problem smaller or spread it over more ranks or hosts");
+}
+
 StorageStats Graph::storage_held() const {
   return {impl_->graph.locations_held(), impl_->graph.bytes_held()};
 }

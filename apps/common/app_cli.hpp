@@ -57,29 +57,23 @@ inline std::vector<std::size_t> parse_shape(const std::string& text, std::size_t
   return out;
 }
 
-// This machine's memory in bytes (0 when it cannot be told).
-inline std::uint64_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : 0;
-}
-
 // Refuses, before anything is allocated, a grid of `shape` of which the app keeps `copies`
-// float64 arrays when they cannot fit in this machine's memory (or their size overflows):
-// an exit-2 message in a millisecond instead of std::bad_alloc after a minute of swapping.
+// float64 arrays when this process cannot get them from the system (or their size overflows):
+// an exit-2 message in a millisecond instead of std::bad_alloc after a minute of swapping. The
+// library's probe (ordo::check_memory_available), which also judges the graph's locations at
+// its first run.
 inline void check_grid_fits(const std::vector<std::size_t>& shape, std::uint64_t copies,
                             const std::string& flag_and_value) {
-  const std::uint64_t memory = physical_memory_bytes();
-  auto gib = [](double b) { return fmt::format("{:.1f}", b / 1073741824.0); };
   std::uint64_t bytes = sizeof(double) * copies;
   bool overflow = false;
   for (std::size_t e : shape) {
     if (e != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / e) overflow = true;
     if (!overflow) bytes *= e;
   }
-  if (overflow || (memory > 0 && bytes > memory))
-    throw Error(flag_and_value + " is too large: its " + std::to_string(copies) + " grid(s) of 8-byte values need " +
-                (overflow ? std::string("more than 2^64 bytes") : gib(double(bytes)) + " GiB") + ", this machine has " +
-                gib(double(memory)) + " GiB; use a smaller grid");
+  const std::string what = flag_and_value + " is too large: its " + std::to_string(copies) +
+                           " grid(s) of 8-byte values";
+  if (overflow) throw Error(what + " need more than 2^64 bytes; use a smaller grid");
+  check_memory_available(bytes, what);
 }
 
 inline std::string join_shape(const std::vector<std::size_t>& s) {

@@ -106,3 +106,18 @@ TEST_CASE("a location that cannot fit is refused with the bytes needed and avail
   CHECK_THROWS_WITH(g.location<double>("x", SIZE_MAX / 4),
                     Contains("more bytes than an address space holds"));
 }
+
+// The apps' check of their own arrays (app_cli.hpp's check_grid_fits) and the first run's
+// check of a rank's locations read the same probe: a pebibyte is refused with both figures.
+TEST_CASE("check_memory_available refuses what the system cannot give, naming the bytes") {
+  constexpr std::uint64_t kPiB = std::uint64_t{1} << 50;
+  CHECK_NOTHROW(ordo::check_memory_available(4096, "a page"));
+  try {
+    ordo::check_memory_available(kPiB, "--size 12345678x12345678 is too large: its 3 grids");
+    FAIL("a pebibyte was allowed");
+  } catch (const ordo::Error& e) {
+    CHECK_THAT(e.what(), Contains("--size 12345678x12345678 is too large: its 3 grids need "
+                                  "1.00 PiB (1125899906842624 bytes), but this process can get "));
+    CHECK_THAT(e.what(), Contains("make the problem smaller"));
+  }
+}

@@ -356,6 +356,14 @@ class FiberContext {
   const detail::FiberContextImpl& impl_;
 };
 
+// Throws Error unless this process can still get `bytes` more bytes from the system: the
+// host's available memory (MemAvailable + SwapFree, or its cgroup's headroom) and its own
+// limits (ulimit -v, -d). The same probe judges a rank's locations at a graph's first run
+// (docs/distributed.md, "Memory"); a program checks its own arrays with it before allocating
+// them. `what` opens the message ("--size 8192x8192 is too large: its 3 grids"), which goes on
+// with the bytes needed and available and what limits them.
+void check_memory_available(std::uint64_t bytes, const std::string& what);
+
 // What a graph's locations cost one rank (Graph::storage_held).
 struct StorageStats {
   std::size_t locations = 0;  // locations this rank holds storage for
