@@ -7,6 +7,7 @@
 #include "api/graph_impl.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/storage.hpp"
+#include "scheduler/pool.hpp"
 
 namespace ordo {
 
@@ -306,18 +307,24 @@ void* Graph::data_bytes(std::uint64_t graph, std::uint32_t location,
   const auto& locs = impl_->graph.locations();
   if (*locs[location].type != type)
     throw Error("location '" + locs[location].name + "' holds another element type");
+  const std::string& name = locs[location].name;
+  // A body reading through the graph would bypass the locks that order its accesses.
+  if (sched::Pool::current_worker() >= 0)
+    throw Error("Graph::data of location '" + name + "' called from a task body; a body reads "
+                "and writes the locations among its accesses through its Context (ctx.read, "
+                "ctx.write), in the order the locks give");
+  // After the first run only the home's copy is the location: a replica here is stale, or
+  // absent (a rank holds only what it uses).
+  if (impl_->engine && impl_->engine->home(location) != impl_->engine->rank()) {
+    const rt::Engine& e = *impl_->engine;
+    const std::string home = std::to_string(e.home(location)), rank = std::to_string(e.rank());
+    throw Error("Graph::data: location '" + name + "' lives on rank " + home +
+                " (its home); rank " + rank + " holds at most a replica of it, current only "
+                "while its own tasks use it. Collect it with Runtime::gather(graph, location, " +
+                rank + "), or onto every rank with ordo::kAllRanks (every rank calls it)");
+  }
   rt::Graph& g = impl_->graph;
   if (!g.has_storage(location)) {
-    const std::string& name = locs[location].name;
-    if (impl_->engine) {
-      // After the first run a rank holds what it uses: this one was left to other ranks.
-      const rt::Engine& e = *impl_->engine;
-      throw Error("Graph::data: location '" + name + "' lives on rank " +
-                  std::to_string(e.home(location)) + " (its home) and no task of rank " +
-                  std::to_string(e.rank()) + " uses it, so rank " + std::to_string(e.rank()) +
-                  " holds no copy of it; read it on rank " + std::to_string(e.home(location)) +
-                  " (Graph::home_rank tells where)");
-    }
     if (!g.provide_storage(location, true))
       throw Error("Graph::data: cannot allocate " + rt::format_bytes(g.bytes_of(location)) +
                   " for location '" + name + "' on this rank: the system has no memory to give; "

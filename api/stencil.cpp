@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "api/grid_gather.hpp"
 #include "api/stencil_impl.hpp"
 
 namespace ordo::stencil {
@@ -299,15 +300,37 @@ std::vector<double> Stencil::get(std::size_t level) const {
   if (level >= m.levels)
     throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
                 " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
+  for (std::size_t b = 0; b < m.grid.count(); ++b)
+    if (!m.holds(b))
+      throw Error("stencil '" + m.spec.name + "': get() across ranks: this rank holds only its "
+                  "own blocks (block " + std::to_string(b) + " lives on rank " +
+                  std::to_string(m.placement.home[b]) + "); collect the grid with "
+                  "gather(runtime, rank) or gather(runtime, ordo::kAllRanks) on every rank, or "
+                  "read this rank's blocks with get_blocks()");
   std::vector<double> out(points());
   const Graph& g = *m.graph;
   for (std::size_t b = 0; b < m.grid.count(); ++b) {
-    if (!m.holds(b)) continue;  // another rank's: this rank holds no copy (zeros here)
     std::span<const double> main = g.data(m.locs[b].main);
     const auto rot = static_cast<std::uint64_t>(main[0]);
     m.grid.gather(b, m.buf(b, main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level))), out);
   }
   return out;
+}
+
+std::vector<double> Stencil::gather(Runtime& runtime, unsigned to, std::size_t level) const {
+  const Impl& m = *impl_;
+  if (level >= m.levels)
+    throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
+                " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
+  const Graph& g = *m.graph;
+  return core::gather_grid(
+      runtime, m.grid, m.placement,
+      [&](std::size_t b) {
+        std::span<const double> main = g.data(m.locs[b].main);
+        const auto rot = static_cast<std::uint64_t>(main[0]);
+        return m.buf(b, main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level)));
+      },
+      to, "stencil '" + m.spec.name + "' level " + std::to_string(level));
 }
 
 std::size_t Stencil::block_count() const { return impl_->grid.count(); }

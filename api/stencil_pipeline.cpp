@@ -46,6 +46,7 @@
 #include <utility>
 
 #include "api/blocked_grid.hpp"
+#include "api/grid_gather.hpp"
 
 namespace ordo::stencil {
 
@@ -356,11 +357,27 @@ void Pipeline::get_blocks(const std::string& grid, const BoxVisit& visit) const 
 std::vector<double> Pipeline::get(const std::string& grid) const {
   const Impl& m = *impl_;
   const auto& g = m.grid_named(grid);
+  for (std::size_t b = 0; b < m.grid.count(); ++b)
+    if (!m.holds(b))
+      throw Error("pipeline '" + m.spec.name + "': get('" + grid + "') across ranks: this rank "
+                  "holds only its own blocks (block " + std::to_string(b) + " lives on rank " +
+                  std::to_string(m.placement.home[b]) + "); collect the grid with "
+                  "gather(runtime, grid, rank) or gather(runtime, grid, ordo::kAllRanks) on "
+                  "every rank, or read this rank's blocks with get_blocks()");
   std::vector<double> out(points());
   const Graph& cg = *m.graph;
-  for (std::size_t b = 0; b < m.grid.count(); ++b)
-    if (m.holds(b)) m.grid.gather(b, cg.data(g.block[b]).data(), out);  // else zeros here
+  for (std::size_t b = 0; b < m.grid.count(); ++b) m.grid.gather(b, cg.data(g.block[b]).data(), out);
   return out;
+}
+
+std::vector<double> Pipeline::gather(Runtime& runtime, const std::string& grid,
+                                     unsigned to) const {
+  const Impl& m = *impl_;
+  const auto& g = m.grid_named(grid);
+  const Graph& cg = *m.graph;
+  return core::gather_grid(
+      runtime, m.grid, m.placement, [&](std::size_t b) { return cg.data(g.block[b]).data(); },
+      to, "pipeline '" + m.spec.name + "' grid '" + grid + "'");
 }
 
 RunStats Pipeline::run(Runtime& runtime, std::uint64_t iterations) {

@@ -316,8 +316,8 @@ int run(int argc, char** argv) {
     }
   }
   // One verdict for the job, and every rank's iteration count (which must agree).
-  const std::vector<int> outcomes = ordo::app::all_gather(rt, outcome);
-  const std::vector<std::uint64_t> counts = ordo::app::all_gather(rt, stats.iterations);
+  const std::vector<int> outcomes = rt.gather_values(outcome);
+  const std::vector<std::uint64_t> counts = rt.gather_values(stats.iterations);
   for (unsigned k = 0; k < ranks; ++k)
     if (counts[k] != stats.iterations)
       throw std::runtime_error("rank " + std::to_string(k) + " ran " + std::to_string(counts[k]) +

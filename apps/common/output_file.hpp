@@ -29,7 +29,6 @@
 #include <fmt/core.h>
 #include <ordo/ordo.hpp>
 
-#include "all_gather.hpp"
 #include "npy.hpp"
 
 namespace ordo::app {
@@ -62,7 +61,7 @@ class OutputFile {
     std::uint64_t nonce = 0;
     if (rank == 0 && ::getrandom(&nonce, sizeof nonce, 0) != ssize_t(sizeof nonce))
       nonce = std::uint64_t(::getpid()) << 32 ^ std::uint64_t(::time(nullptr));
-    nonce = all_gather(rt, nonce)[0];
+    nonce = rt.gather_values(nonce)[0];
     const std::string temp = fmt::format("{}.tmp-{:016x}", path_, nonce);
     std::string error;
     try {
@@ -70,7 +69,7 @@ class OutputFile {
     } catch (const Error& e) {
       error = e.what();
     }
-    const std::vector<int> wrote = all_gather(rt, error.empty() ? 1 : 0);
+    const std::vector<int> wrote = rt.gather_values(error.empty() ? 1 : 0);
     int renamed = 0;  // on rank 0: 1 renamed, 0 a rank could not write, -1 the rename failed
     std::string rename_error;
     if (rank == 0) {
@@ -87,7 +86,7 @@ class OutputFile {
         ::unlink(temp.c_str());
       }
     }
-    renamed = all_gather(rt, renamed)[0];
+    renamed = rt.gather_values(renamed)[0];
     if (!error.empty()) throw Error(error);
     for (unsigned r = 0; r < wrote.size(); ++r)
       if (wrote[r] != 1)

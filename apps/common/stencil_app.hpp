@@ -25,7 +25,6 @@
 
 #include <ordo/stencil.hpp>
 
-#include "all_gather.hpp"
 #include "app_cli.hpp"
 #include "npy.hpp"
 #include "output_file.hpp"
@@ -137,6 +136,23 @@ void for_each_block_row(const AppParams& p, std::size_t b, F&& f) {
       x[k] = 0;
     }
   }
+}
+
+// A global grid (C order over p.size) holding the blocks this rank holds, as visit_held
+// gives them (Stencil::get_blocks, Pipeline::get_blocks), and zeros elsewhere: get() refuses
+// across ranks, and verify and output need only this rank's blocks.
+inline std::vector<double> held_blocks_grid(
+    const AppParams& p, const std::function<void(const stencil::BoxVisit&)>& visit_held) {
+  std::vector<double> grid(p.points());
+  visit_held([&](const stencil::ConstBox& box) {
+    stencil::for_each_box_row(box, [&](const double* row, stencil::Coord c, std::size_t len) {
+      std::size_t at = 0;
+      for (std::size_t k = 0; k < p.size.size(); ++k)
+        at = at * p.size[k] + static_cast<std::size_t>(c[k]);
+      std::copy_n(row, len, &grid[at]);
+    });
+  });
+  return grid;
 }
 
 // A deterministic pseudo-random value in [0, 1) for grid index i (splitmix64).
@@ -332,8 +348,11 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     seconds = run_in_pieces(steps, tb, [&](std::uint64_t n) { return st->run(rt, n).seconds; },
                             show);
   }
+  auto own_blocks = [&](std::size_t level) {
+    return held_blocks_grid(p, [&](const stencil::BoxVisit& v) { st->get_blocks(v, level); });
+  };
   if (!fast) {
-    result = st->get();
+    result = own_blocks(0);
     for (std::size_t b = 0; b < nblocks; ++b) home[b] = st->home_rank(b);
   }
   std::vector<std::size_t> mine;  // the blocks whose results this rank holds
@@ -359,7 +378,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     int outcome;
     std::uint64_t peak_rss;
   };
-  const std::vector<RankEnd> ends = all_gather(rt, RankEnd{outcome, peak_rss_bytes()});
+  const std::vector<RankEnd> ends = rt.gather_values(RankEnd{outcome, peak_rss_bytes()});
   std::vector<int> outcomes;
   std::vector<std::uint64_t> peaks;
   for (const RankEnd& e : ends) {
@@ -370,7 +389,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   // --input restarts the run exactly); the file appears whole or not at all (output_file.hpp).
   if (output_file) {
     std::vector<std::vector<double>> older;  // levels 1.. (kept alive for the writes)
-    for (std::size_t l = 1; l < spec.time_levels; ++l) older.push_back(st->get(l));
+    for (std::size_t l = 1; l < spec.time_levels; ++l) older.push_back(own_blocks(l));
     std::vector<std::size_t> shape = p.size;
     if (spec.time_levels > 1) shape.insert(shape.begin(), spec.time_levels);
     std::vector<NpySegment> segments;
@@ -405,7 +424,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   // holds the grid (another kind of host) measured nothing, and no fraction is printed.
   double triad = beyond_cache ? stream_triad_bytes_per_second(workers) : -1;
   if (ranks > 1) {
-    const std::vector<double> all = all_gather(rt, triad);
+    const std::vector<double> all = rt.gather_values(triad);
     for (unsigned r = 0; r < ranks; ++r)
       triad = r == 0 ? all[0] : (triad < 0 || all[r] < 0 ? -1 : triad + all[r]);
   }

@@ -105,7 +105,8 @@ ordo::app::AppDesc::FastResult run_pipeline(const ordo::app::AppParams& p,
   ordo::app::AppDesc::FastResult out;
   out.seconds = ordo::app::run_in_pieces(
       steps, 1, [&](std::uint64_t n) { return pipe.run(rt, n).seconds; }, progress);
-  out.grid = pipe.get("R");
+  out.grid = ordo::app::held_blocks_grid(
+      p, [&](const st::BoxVisit& visit) { pipe.get_blocks("R", visit); });
   for (std::size_t b = 0; b < pipe.block_count(); ++b) out.block_home.push_back(pipe.home_rank("R", b));
   return out;
 }

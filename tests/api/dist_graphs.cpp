@@ -138,16 +138,50 @@ int main(int argc, char** argv) {
       std::vector<std::uint32_t> order(spec.tasks.size());
       std::iota(order.begin(), order.end(), 0u);
       auto want = interpret(spec, order, first + second, initialise);
+      auto complain = [&](const char* what, std::size_t l) {
+        ++wrong;
+        std::fprintf(stderr, "rank %u: seed %llu location %zu: %s\n", rt.rank(),
+                     static_cast<unsigned long long>(seed), l, what);
+      };
+      // A gather onto one rank (a different one per seed) delivers there only.
+      const unsigned to = static_cast<unsigned>(seed % rt.ranks());
       for (std::size_t l = 0; l < locs.size(); ++l) {
-        if (g.home_rank(locs[l]) != rt.rank()) continue;
+        // Every rank collects every location, bit for bit the sequential run's.
+        const std::vector<std::uint64_t> all = rt.gather(g, locs[l]);
+        if (all != want[l]) complain("gathered onto every rank, differs from the sequential run", l);
+        const std::vector<std::uint64_t> one = rt.gather(g, locs[l], to);
+        if (rt.rank() == to ? one != want[l] : !one.empty())
+          complain("gathered onto one rank, differs (or reached another rank)", l);
+        if (g.home_rank(locs[l]) != rt.rank()) {
+          // Another rank's location: Graph::data refuses it, saying to gather.
+          try {
+            (void)g.data(locs[l]);
+            complain("Graph::data of another rank's location was not refused", l);
+          } catch (const Error& e) {
+            if (!std::strstr(e.what(), "Runtime::gather")) complain(e.what(), l);
+          }
+          continue;
+        }
         ++checked;
         auto got = g.data(locs[l]);
-        if (!std::equal(got.begin(), got.end(), want[l].begin(), want[l].end())) {
-          ++wrong;
-          std::fprintf(stderr, "rank %u: seed %llu location %zu differs from the sequential run\n",
-                       rt.rank(), static_cast<unsigned long long>(seed), l);
-        }
+        if (!std::equal(got.begin(), got.end(), want[l].begin(), want[l].end()))
+          complain("differs from the sequential run", l);
       }
+    }
+    // Every rank's value, in rank order, on every rank; a rank the job does not have is refused
+    // on every rank before anything is sent.
+    std::vector<unsigned> ranks_seen = rt.gather_values(rt.rank());
+    for (unsigned r = 0; r < rt.ranks(); ++r)
+      if (ranks_seen.size() != rt.ranks() || ranks_seen[r] != r) {
+        ++wrong;
+        std::fprintf(stderr, "rank %u: gather_values gave the wrong ranks\n", rt.rank());
+        break;
+      }
+    try {
+      (void)rt.gather_values(1, rt.ranks());
+      ++wrong;
+      std::fprintf(stderr, "rank %u: a gather onto rank %u was not refused\n", rt.rank(), rt.ranks());
+    } catch (const Error&) {
     }
     // Convergence across ranks: stops at the first checked iteration where every rank agrees.
     Graph g;

@@ -1,6 +1,6 @@
 // The pieces the apps use across ranks, in one process: write_npy_part (several writers, each
 // its own segments, over a stale file, in any order) gives the bytes of write_npy of the whole
-// array; for_each_block_row covers every element exactly once; all_gather on one rank; the
+// array; for_each_block_row covers every element exactly once; Runtime::gather_values on one rank; the
 // stencil layer's block_count and home_rank.
 #include <catch2/catch.hpp>
 
@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "all_gather.hpp"
 #include "npy.hpp"
 #include "stencil_app.hpp"
 
@@ -90,9 +89,9 @@ TEST_CASE("write_npy_part: a missing directory or a segment out of range is an E
   std::remove(path.c_str());
 }
 
-TEST_CASE("all_gather on one rank and the layer's block placement") {
+TEST_CASE("gather_values on one rank and the layer's block placement") {
   ordo::Runtime rt({.workers = 1});
-  CHECK(all_gather(rt, 42) == std::vector<int>{42});
+  CHECK(rt.gather_values(42) == std::vector<int>{42});
 
   ordo::stencil::Spec s;
   s.size = {8, 6};

@@ -223,6 +223,7 @@ void check_case(const Case& c, std::mt19937& rng, ordo::Runtime& rt) {
   for (const auto& [name, grid] : want) {
     INFO("grid " << name);
     CHECK(same_bits(p.get(name), grid));
+    CHECK(same_bits(p.gather(rt, name), grid));
   }
 }
 

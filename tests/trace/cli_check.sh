@@ -108,18 +108,18 @@ if [ $# -ge 3 ]; then
     grep -Eq "  $dir_: 0 bytes in [1-9][0-9]* messages, minimum [1-9][0-9]* if copied \(the ranks share" \
       "$dir/shared.txt" || fail "shared run: traffic $dir_ is not messages without bytes: $(grep "  $dir_: " "$dir/shared.txt")"
   done
-  # Every message finds its other end, those of the two all_gather graphs too, which number
-  # their tags alike.
+  # Every message finds its other end, those of the gather graphs too, which number their
+  # tags alike.
   ! grep -q "without their other end" "$dir/ranks.txt" ||
     fail "unmatched messages in the two-rank trace: $(grep "without their other end" "$dir/ranks.txt")"
   ! grep -qi "before it was sent\|arrive.* before" "$dir/ranks.txt" ||
     fail "a receive precedes its send in the two-rank trace"
   # Every grant is traced across ranks too (those a remote release causes included): the same
-  # run on one rank records as many. (Across ranks the app also runs a small all_gather graph
-  # to agree on its verdict, docs/distributed.md; its locations are left out.)
+  # run on one rank records as many. (Across ranks the app also runs small gather graphs
+  # to agree on its verdict, docs/distributed.md; their ordo.* locations are left out.)
   "$heat" --size 64x64 --blocks 2x2 --iters 3 --workers 1 --trace "$dir/one.trace" >/dev/null
   "$tool" summary "$dir/one.trace" >"$dir/one.txt"
-  grants() { awk '/^locations/ { f = 1; next } f && NF == 0 { f = 0 } f && $1 !~ /^ordo[.]all_gather[.]/ && $2 ~ /^[0-9]+$/ { g += $2 } END { print g + 0 }' "$1"; }
+  grants() { awk '/^locations/ { f = 1; next } f && NF == 0 { f = 0 } f && $1 !~ /^ordo[.]/ && $2 ~ /^[0-9]+$/ { g += $2 } END { print g + 0 }' "$1"; }
   [ "$(grants "$dir/ranks.txt")" = "$(grants "$dir/one.txt")" ] && [ "$(grants "$dir/one.txt")" -gt 0 ] ||
     fail "the two-rank trace has $(grants "$dir/ranks.txt") grants, one rank $(grants "$dir/one.txt")"
   "$tool" export --format perfetto -o "$dir/ranks.json" "$dir/ranks.trace"

@@ -218,7 +218,7 @@ void measure_lock_waits(const Trace& t, std::vector<InstanceRec>& instances) {
 
 std::vector<MessagePair> match_messages(const Trace& t, std::uint64_t* unmatched) {
   // A tag is unique among one graph's messages from one rank to another; each graph numbers
-  // its own (two runs of the apps' all_gather reuse tags), so the graph of the message's
+  // its own (two of the apps' gathers reuse tags), so the graph of the message's
   // location is part of the key. Ranks number graphs and locations alike (SPMD).
   using MessageKey = std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::uint64_t>;
   auto graph_of = [](const RankTrace& r, const Event& e) {
@@ -364,7 +364,7 @@ Summary summarize(const Trace& t) {
   // Peers: bytes sent, and the minimum: per iteration, one copy of each location to every
   // other rank that runs a task accessing it (a remote writer also sends it home). Iterations
   // are counted per location (the most instances of a task accessing it): a trace may hold
-  // several graphs run for different numbers of iterations (an app's and its all_gather's).
+  // several graphs run for different numbers of iterations (an app's and its gathers').
   std::vector<std::uint64_t> task_runs(r0.tasks.size(), 0);
   for (const auto& [key, n] : per_task_count)
     if (key.second < task_runs.size()) task_runs[key.second] = std::max(task_runs[key.second], n);

@@ -47,7 +47,7 @@ struct InstanceRec {
 };
 
 // Task and location names beginning "ordo." belong to the runtime's and the apps' own helper
-// graphs (apps/common/all_gather.hpp): the summary lists them apart and leaves their runs out
+// graphs (the public gather, api/gather.cpp): the summary lists them apart and leaves their runs out
 // of the window.
 bool is_internal_name(const std::string& name);
 // A task family's kind: its name without the trailing index ("step[1,2]" -> "step").

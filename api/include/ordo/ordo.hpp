@@ -529,9 +529,10 @@ class Graph {
   // A location's contents between runs: to initialise inputs and read results.
   // Before the graph's first run any location may be set (or read) on any rank; a location
   // gets its storage on this rank at the first call (zeros, or what the program writes).
-  // After it, across ranks, a rank holds only its home locations and the replicas its own
-  // tasks use (docs/distributed.md, "Memory"): a location this rank holds no copy of is
-  // refused with an Error.
+  // After it, only the location's home rank reads or writes it here: another rank holds at
+  // most a replica its own tasks use (docs/distributed.md, "Memory"), so Graph::data refuses
+  // it with an Error saying to collect it with Runtime::gather. Called from a task body it
+  // throws too: a body uses its Context.
   template <class T>
   std::span<T> data(Location<T> loc) {
     return {static_cast<T*>(data_bytes(loc.graph_serial(), loc.id(), typeid(T))), loc.size()};
@@ -597,11 +598,15 @@ struct RunStats {
   double seconds = 0;            // wall time of the run
 };
 
+// Where a gather delivers: onto every rank of the job rather than one (Runtime::gather).
+inline constexpr unsigned kAllRanks = ~0u;
+
 // Stop rule for Runtime::run_until.
 struct Until {
   // Called between iterations, on the caller's thread, while no task runs; reads the graph's
-  // locations with Graph::data and its reduced values with Graph::value (the same bits on
-  // every rank; a location is final only on its home rank). Returning true stops the run there.
+  // reduced values with Graph::value (the same bits on every rank) and, with Graph::data, the
+  // locations whose home is this rank (another rank's is refused). Returning true stops the
+  // run there.
   std::function<bool(const Graph&)> done;
   std::uint64_t check_every = 1;        // iterations between two checks
   std::uint64_t max_iterations = 1000;  // the run stops after this many in any case
@@ -633,7 +638,42 @@ class Runtime {
   // The stop is deterministic: the graph holds exactly the contents after that iteration.
   RunStats run_until(Graph& graph, const Until& until);
 
+  // Collects `loc`'s contents from its home rank onto rank `to`, or onto every rank with
+  // kAllRanks: how a rank reads a location whose home is another rank (Graph::data refuses
+  // it there). Collective: every rank calls it between runs, with the same arguments at the
+  // same point of the program; ranks that gather different things are refused with an Error
+  // on every rank. Returns the contents on the ranks it delivers to, an empty vector on the
+  // others. Throws Error for a rank that does not exist, from a task body, and across ranks
+  // before the graph's first run (homes are decided then). docs/distributed.md, "Gather".
+  template <class T>
+  std::vector<T> gather(const Graph& graph, Location<T> loc, unsigned to = kAllRanks) {
+    std::vector<T> out;
+    gather_location(graph, loc.graph_serial(), loc.id(), typeid(T), to, [&](std::size_t n) {
+      out.resize(n);
+      return static_cast<void*>(out.data());
+    });
+    return out;
+  }
+  // Every rank's `mine`, indexed by rank, onto rank `to` or every rank (kAllRanks); empty on
+  // the others. Collective like gather(); it returns on a rank only once every rank has
+  // called it, so it is a barrier too.
+  template <class T>
+  std::vector<T> gather_values(const T& mine, unsigned to = kAllRanks) {
+    static_assert(std::is_trivially_copyable_v<T>, "gather_values moves values as bytes");
+    std::vector<T> out;
+    gather_value_bytes(&mine, sizeof(T), to, [&](std::size_t n) {
+      out.resize(n);
+      return static_cast<void*>(out.data());
+    });
+    return out;
+  }
+
  private:
+  // `out(n)` sizes the result for n elements and returns where they go (receiving ranks only).
+  using GatherOut = std::function<void*(std::size_t)>;
+  void gather_location(const Graph& graph, std::uint64_t serial, std::uint32_t location,
+                       const std::type_info& type, unsigned to, const GatherOut& out);
+  void gather_value_bytes(const void* mine, std::size_t size, unsigned to, const GatherOut& out);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -271,10 +271,17 @@ class Stencil {
   // Calls visit once per block this rank holds (every block before place()), in block order,
   // with the block's owned points of time level `level`.
   void get_blocks(const BoxVisit& visit, std::size_t level = 0) const;
-  // Gathers time level `level` as a global grid. Across ranks (once placed) only the blocks
-  // whose home_rank() is this rank are filled; the others are zero here, since a rank holds
-  // no copy of blocks it does not use (use get_blocks() there).
+  // Time level `level` as a global grid, from this rank's blocks: every block on one rank (or
+  // before place()). Across ranks, once placed, this rank holds only its blocks, so get()
+  // refuses with an Error: collect the grid with gather(), or read this rank's blocks with
+  // get_blocks().
   std::vector<double> get(std::size_t level = 0) const;
+  // Collects time level `level` as a global grid (C order) onto rank `to`, or onto every
+  // rank with kAllRanks; empty on the others. Collective (Runtime::gather): every rank calls
+  // it with the same arguments, after place() or a run. Throws Error for a rank that does not
+  // exist.
+  std::vector<double> gather(Runtime& runtime, unsigned to = kAllRanks,
+                             std::size_t level = 0) const;
   // Runs `steps` time steps (temporal blocking groups them by tb_depth); places the blocks on
   // the first run if place() was not called.
   RunStats run(Runtime& runtime, std::uint64_t steps);
@@ -409,8 +416,12 @@ class Pipeline {
   void set(const std::string& grid, const BoxFill& fill);
   // Calls visit with the owned points of every block of `grid` this rank holds, block order.
   void get_blocks(const std::string& grid, const BoxVisit& visit) const;
-  // Gathers a grid (across ranks, only this rank's blocks, the others zero: Stencil::get).
+  // A grid as a global array from this rank's blocks; across ranks, once placed, refused
+  // like Stencil::get (use gather or get_blocks).
   std::vector<double> get(const std::string& grid) const;
+  // Collects a grid onto rank `to` or every rank (kAllRanks), as Stencil::gather.
+  std::vector<double> gather(Runtime& runtime, const std::string& grid,
+                             unsigned to = kAllRanks) const;
   // Runs `iterations` iterations of the whole pipeline (placing the blocks on the first).
   RunStats run(Runtime& runtime, std::uint64_t iterations);
   std::size_t points() const;
