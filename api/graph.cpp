@@ -42,7 +42,8 @@ void GraphImpl::check_handle(std::uint64_t handle_graph, std::uint32_t location,
   if (!why.empty()) throw Error(std::string(what) + ": " + why);
 }
 
-rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t channel) {
+rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t channel,
+                               bool share_memory) {
   if (engine) return *engine;
   const unsigned ranks = with ? with->size() : 1;
   for (const rt::LocationDesc& l : graph.locations())
@@ -67,7 +68,8 @@ rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t chan
     if (!compiled.error.empty()) throw Error(compiled.error);
   }
   net = std::move(with);
-  engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan), net.get(), channel);
+  engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan), net.get(), channel,
+                                        share_memory);
   return *engine;
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "api/settings.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/graph.hpp"
 #include <ordo/ordo.hpp>
@@ -13,7 +14,7 @@ namespace ordo::detail {
 
 class GraphImpl {
  public:
-  rt::Graph graph;
+  rt::Graph graph{shared_storage_default()};
   // The transport of a distributed run, shared with the Runtime: declared before the engine so
   // that it outlives it (the engine detaches its channel when destroyed), even when the graph
   // outlives the Runtime.
@@ -36,8 +37,10 @@ class GraphImpl {
 
   bool frozen() const { return engine != nullptr; }
   // Compiles the lock plans and builds the engine on first use. Throws Error.
-  // `net`: the Runtime's transport when it is one rank of several, with the graph's channel.
-  rt::Engine& prepare(std::shared_ptr<rt::Net> net = nullptr, std::uint32_t channel = 0);
+  // `net`: the Runtime's transport when it is one rank of several, with the graph's channel;
+  // `share_memory`: whether this rank shares location memory with the ranks of its host.
+  rt::Engine& prepare(std::shared_ptr<rt::Net> net = nullptr, std::uint32_t channel = 0,
+                      bool share_memory = false);
   // Compiles without keeping the result. Throws Error.
   void check() const;
   // Throws Error unless `location` is a location of this graph named by one of its handles

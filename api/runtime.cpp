@@ -1,11 +1,11 @@
 #include <chrono>
-#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
+#include "api/graph_impl.hpp"
+#include "api/settings.hpp"
 #include "runtime/comm_net.hpp"
 #include "scheduler/fiber.hpp"
-#include "api/graph_impl.hpp"
 #include "scheduler/pool.hpp"
 #include "runtime/trace.hpp"
 
@@ -23,75 +23,58 @@ std::unique_ptr<sched::StackPool> make_stacks(std::size_t size) {
   }
 }
 
-// Events per trace buffer: ORDO_TRACE_BUFFER (tests use small values to force flushes).
-std::size_t trace_buffer_events() {
-  const char* text = std::getenv("ORDO_TRACE_BUFFER");
-  if (!text || !*text) return rt::trace::RecorderConfig{}.buffer_events;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(text, &end, 10);
-  if (*end != '\0' || n < 2 || n > (1ull << 26))
-    throw Error(std::string("ORDO_TRACE_BUFFER='") + text +
-                "' is not a number of events in [2, 67108864]; unset it for the default");
-  return static_cast<std::size_t>(n);
-}
-
-// The transport when this process is one rank of several (ordorun, mpirun, srun), else null.
-std::shared_ptr<rt::CommNet> connect_ranks() {
-  // Every rank reads the same environment, so every rank stops here alike (no rank waits).
-  if (auto error = rt::shared_memory_env_error()) throw Error(*error);
+// The bootstrap the launcher's variables name (single process: rank 0 of 1).
+std::unique_ptr<comm::Bootstrap> bootstrap(const detail::Settings& s) {
   try {
-    auto bootstrap = comm::Bootstrap::from_environment();
-    if (bootstrap->size() <= 1) return nullptr;
-    return std::make_shared<rt::CommNet>(std::move(bootstrap));
+    return comm::Bootstrap::create(s.launch, s.startup_timeout);
   } catch (const comm::CommError& e) {
     throw Error(std::string("cannot connect to the other ranks: ") + e.what() +
                 ". Start every rank the same way (ordorun -n N prog, mpirun, srun --mpi=pmix)");
   }
 }
 
-}  // namespace
-
-// This process's share of the host's cores, from the launcher: ordorun (ORDO_LOCAL_RANK,
-// ORDO_LOCAL_SIZE) or Open MPI (OMPI_COMM_WORLD_LOCAL_RANK, _LOCAL_SIZE). Without it every rank
-// of a one-host job would bind its workers to the same first cores.
-sched::PoolConfig pool_config(unsigned workers) {
-  sched::PoolConfig c{workers};
-  auto number = [](const char* name) -> long {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return -1;
-    char* end = nullptr;
-    long x = std::strtol(v, &end, 10);
-    return *end == '\0' && x >= 0 ? x : -1;
-  };
-  for (auto [rank, size] : {std::pair{"ORDO_LOCAL_RANK", "ORDO_LOCAL_SIZE"},
-                            std::pair{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}}) {
-    const long r = number(rank), n = number(size);
-    if (r >= 0 && n > r) {
-      c.share_index = static_cast<unsigned>(r);
-      c.share_count = static_cast<unsigned>(n);
-      break;
-    }
+// The transport when this process is one rank of several (ordorun, mpirun, srun), else null.
+std::shared_ptr<rt::CommNet> connect_ranks(std::unique_ptr<comm::Bootstrap> boot,
+                                           const detail::Settings& s) {
+  if (boot->size() <= 1) return nullptr;
+  try {
+    return std::make_shared<rt::CommNet>(std::move(boot), s.transport);
+  } catch (const comm::CommError& e) {
+    throw Error(std::string("cannot connect to the other ranks: ") + e.what() +
+                ". Start every rank the same way (ordorun -n N prog, mpirun, srun --mpi=pmix)");
   }
+}
+
+// The workers' config: the settings', with this process's share of the host's cores from the
+// bootstrap (without it every rank of a one-host job would bind its workers to the same first
+// cores).
+sched::PoolConfig workers_config(const detail::Settings& s, const comm::Bootstrap& boot) {
+  sched::PoolConfig c = s.pool;
+  c.share_index = static_cast<unsigned>(boot.local_rank());
+  c.share_count = static_cast<unsigned>(boot.local_size());
   return c;
 }
 
+}  // namespace
+
 struct Runtime::Impl {
-  explicit Impl(const RuntimeOptions& o)
-      : net(connect_ranks()),
-        stacks(make_stacks(o.fiber_stack_size)),
-        pool(pool_config(o.workers)) {
+  explicit Impl(const RuntimeOptions& o) : Impl(detail::resolve(o)) {}
+  explicit Impl(const detail::Settings& s) : Impl(s, bootstrap(s)) {}
+  Impl(const detail::Settings& s, std::unique_ptr<comm::Bootstrap> boot)
+      : settings(s),
+        stacks(make_stacks(s.fiber_stack_size)),
+        pool_config(workers_config(s, *boot)),
+        net(connect_ranks(std::move(boot), s)),
+        pool(pool_config) {
     // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
     if (net) pool.set_poller(net.get());
-    std::string path = o.trace_path;
-    if (path.empty())
-      if (const char* env = std::getenv("ORDO_TRACE")) path = env;
-    if (path.empty()) return;
+    if (s.trace_path.empty()) return;
     rt::trace::RecorderConfig config;
     config.rank = net ? net->rank() : 0;
     config.ranks = net ? net->size() : 1;
-    config.path = rt::trace::Recorder::rank_path(path, config.rank, config.ranks);
+    config.path = rt::trace::Recorder::rank_path(s.trace_path, config.rank, config.ranks);
     config.workers = pool.size();
-    config.buffer_events = trace_buffer_events();
+    config.buffer_events = s.trace_buffer_events;
     config.run_id = net ? net->job_id() : 0;
     std::string error;
     recorder = rt::trace::Recorder::open(config, error);
@@ -140,11 +123,13 @@ struct Runtime::Impl {
     return done;
   }
 
+  detail::Settings settings;
   // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
   // unparks recorded when the pool stops) still find them.
+  std::unique_ptr<sched::StackPool> stacks;
+  sched::PoolConfig pool_config;
   std::shared_ptr<rt::CommNet> net;  // null in a single-process job
   std::uint32_t next_channel = 0;    // graphs get channels in SPMD order (first runs)
-  std::unique_ptr<sched::StackPool> stacks;
   std::unique_ptr<rt::trace::Recorder> recorder;
   sched::Pool pool;
 };
@@ -152,13 +137,13 @@ struct Runtime::Impl {
 namespace {
 
 rt::Engine& prepare_run(Graph& graph, const std::shared_ptr<rt::CommNet>& net,
-                        std::uint32_t& next_channel) {
+                        std::uint32_t& next_channel, bool share_memory) {
   if (sched::Pool::current_worker() >= 0)
     throw Error("Runtime::run called from inside a task body; a body cannot run a graph (it "
                 "would wait for workers that include itself). Run graphs from outside any task");
   detail::GraphImpl& g = graph.impl();
   if (!g.engine && net) {
-    g.prepare(net, next_channel++);
+    g.prepare(net, next_channel++, share_memory);
   } else if (g.engine && g.net != std::static_pointer_cast<rt::Net>(net)) {
     throw Error("this graph ran on another Runtime spread over other ranks; run it on that one");
   }
@@ -192,7 +177,7 @@ unsigned Runtime::ranks() const { return impl_->net ? impl_->net->size() : 1; }
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)
     throw Error("zero iterations requested; ask Runtime::run for at least one iteration");
-  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel);
+  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   stats.iterations = impl_->traced(graph, engine, iterations,
@@ -207,7 +192,7 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
     throw Error("Until::max_iterations is 0; allow at least one iteration");
   if (until.check_every == 0)
     throw Error("Until::check_every is 0; check at least every iteration (1)");
-  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel);
+  rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   stats.iterations = impl_->traced(graph, engine, until.max_iterations, [&] {

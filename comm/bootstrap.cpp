@@ -24,6 +24,8 @@ class SingleBootstrap final : public Bootstrap {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
   const char* kind() const override { return "single"; }
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
     return {Blob(mine.begin(), mine.end())};
@@ -41,11 +43,16 @@ int remaining_ms(Clock::time_point deadline) {
 class StoreBootstrap final : public Bootstrap {
  public:
   StoreBootstrap(int rank, int size, const std::string& host_port, std::chrono::milliseconds timeout,
-                 const std::string& token)
-      : rank_(rank), size_(size), timeout_(timeout), where_(host_port) {
+                 const std::string& token, int local_rank, int local_size)
+      : rank_(rank), size_(size), local_rank_(local_rank), local_size_(local_size),
+        timeout_(timeout), where_(host_port) {
     if (rank < 0 || size < 1 || rank >= size)
       throw CommError("comm: rank " + std::to_string(rank) + " of " + std::to_string(size) +
                       " is not a valid rank; check ORDO_RANK and ORDO_SIZE");
+    if (local_rank < 0 || local_size < 1 || local_rank >= local_size || local_size > size)
+      throw CommError("comm: local rank " + std::to_string(local_rank) + " of " +
+                      std::to_string(local_size) + " is not a valid rank of this host in a job of " +
+                      std::to_string(size) + "; check ORDO_LOCAL_RANK and ORDO_LOCAL_SIZE");
     fd_ = connect_with_retry();
     const auto secret = std::as_bytes(std::span(token.data(), token.size()));
     request(fd_, store::Op::hello, std::to_string(rank_), secret, "saying hello");
@@ -64,6 +71,8 @@ class StoreBootstrap final : public Bootstrap {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
   const char* kind() const override { return "store"; }
 
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
@@ -214,7 +223,7 @@ class StoreBootstrap final : public Bootstrap {
                     "store at " + where_ + " while " + doing + " (did ordorun stop the job?)");
   }
 
-  int rank_, size_;
+  int rank_, size_, local_rank_, local_size_;
   std::chrono::milliseconds timeout_;
   std::string where_;
   int fd_ = -1;
@@ -235,37 +244,52 @@ int env_int(const char* name, const char* value) {
 
 }  // namespace
 
-std::chrono::milliseconds bootstrap_timeout_from_env() {
-  if (const char* t = std::getenv("ORDO_TIMEOUT"); t != nullptr && *t != '\0') {
-    char* end = nullptr;
-    const double s = std::strtod(t, &end);
-    if (end == t || *end != '\0' || !(s > 0))
-      throw CommError(std::string("comm: ORDO_TIMEOUT='") + t + "' is not a positive number of seconds");
-    return std::chrono::milliseconds(static_cast<long long>(s * 1000));
+Launch Launch::from(const Lookup& lookup) {
+  Launch l;
+  const char* store_addr = lookup("ORDO_STORE");
+  if (store_addr != nullptr && *store_addr != '\0') {
+    const char* rank = lookup("ORDO_RANK");
+    const char* size = lookup("ORDO_SIZE");
+    if (rank == nullptr || size == nullptr)
+      throw CommError("comm: ORDO_STORE is set but ORDO_RANK or ORDO_SIZE is not; start the "
+                      "program with ordorun");
+    l.kind = Kind::store;
+    l.store = store_addr;
+    l.rank = env_int("ORDO_RANK", rank);
+    l.size = env_int("ORDO_SIZE", size);
+    // A launcher that does not say how many ranks share the host: each rank alone on it.
+    const char* local_rank = lookup("ORDO_LOCAL_RANK");
+    const char* local_size = lookup("ORDO_LOCAL_SIZE");
+    if (local_rank != nullptr && local_size != nullptr) {
+      l.local_rank = env_int("ORDO_LOCAL_RANK", local_rank);
+      l.local_size = env_int("ORDO_LOCAL_SIZE", local_size);
+    }
+    if (const char* token = lookup("ORDO_STORE_TOKEN")) l.token = token;
+    return l;
   }
-  return std::chrono::seconds(30);
+  if (lookup("PMIX_RANK") != nullptr && lookup("PMIX_NAMESPACE") != nullptr) l.kind = Kind::pmix;
+  return l;
 }
 
 std::unique_ptr<Bootstrap> Bootstrap::single() { return std::make_unique<SingleBootstrap>(); }
 
 std::unique_ptr<Bootstrap> Bootstrap::store(int rank, int size, const std::string& host_port,
-                                            std::chrono::milliseconds timeout, const std::string& token) {
-  return std::make_unique<StoreBootstrap>(rank, size, host_port, timeout, token);
+                                            std::chrono::milliseconds timeout, const std::string& token,
+                                            int local_rank, int local_size) {
+  return std::make_unique<StoreBootstrap>(rank, size, host_port, timeout, token, local_rank,
+                                          local_size);
 }
 
-std::unique_ptr<Bootstrap> Bootstrap::from_environment() {
-  const char* store_addr = std::getenv("ORDO_STORE");
-  if (store_addr != nullptr && *store_addr != '\0') {
-    const char* rank = std::getenv("ORDO_RANK");
-    const char* size = std::getenv("ORDO_SIZE");
-    if (rank == nullptr || size == nullptr)
-      throw CommError("comm: ORDO_STORE is set but ORDO_RANK or ORDO_SIZE is not; start the "
-                      "program with ordorun");
-    const char* token = std::getenv("ORDO_STORE_TOKEN");
-    return store(env_int("ORDO_RANK", rank), env_int("ORDO_SIZE", size), store_addr,
-                 bootstrap_timeout_from_env(), token != nullptr ? token : "");
+std::unique_ptr<Bootstrap> Bootstrap::create(const Launch& launch, std::chrono::milliseconds timeout) {
+  switch (launch.kind) {
+    case Launch::Kind::store:
+      return store(launch.rank, launch.size, launch.store, timeout, launch.token,
+                   launch.local_rank, launch.local_size);
+    case Launch::Kind::pmix:
+      return pmix(timeout);
+    case Launch::Kind::single:
+      break;
   }
-  if (std::getenv("PMIX_RANK") != nullptr && std::getenv("PMIX_NAMESPACE") != nullptr) return pmix();
   return single();
 }
 

@@ -1,12 +1,17 @@
 // Bootstrap: who am I, how many are we, and a way to exchange small blobs before the transport
 // exists (the transport uses it to swap UCX worker addresses).
 //
-// Three implementations, chosen by Bootstrap::from_environment():
+// Three implementations, chosen by Bootstrap::create() from the Launch (what the launcher
+// said, below):
 //   - store   ORDO_RANK, ORDO_SIZE, ORDO_STORE=host:port and ORDO_STORE_TOKEN set by ordorun:
 //             a TCP client of the rendezvous store that ordorun serves (store_protocol.hpp).
 //   - PMIx    PMIX_RANK and PMIX_NAMESPACE set by Open MPI's mpirun or Slurm's srun --mpi=pmix.
 //   - single  neither: rank 0 of 1, every collective is local.
 // ordorun's variables win over PMIx's, so `mpirun ordorun ...` nests predictably.
+//
+// The bootstrap is the one owner of "who am I": rank, size, local rank and local size (the
+// ranks of this host) come from it and from nowhere else. comm never reads the environment
+// itself: Launch::from() is handed a lookup (libordo's api/settings.cpp, or a test program's).
 //
 // Threading: a Bootstrap is used by one thread at a time (collectives are blocking calls that
 // every rank must make in the same order). It has no UCX or PMIx types: callers above comm/
@@ -15,6 +20,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -33,12 +40,41 @@ class CommError : public std::runtime_error {
 
 using Blob = std::vector<std::byte>;
 
+// How this process was started, as the launcher's variables tell (see the top of this file).
+struct Launch {
+  enum class Kind : std::uint8_t { single, store, pmix };
+  Kind kind = Kind::single;
+  // Store only (PMIx tells them once connected): this rank, the job's ranks, this rank's index
+  // among the ranks of its host (ORDO_LOCAL_RANK) and their number (ORDO_LOCAL_SIZE).
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  std::string store;  // host:port of ordorun's store
+  std::string token;  // the job's secret, presented to the store
+
+  // Whether this process is one rank of several: a store launch of more than one rank, or any
+  // PMIx launch (whose size is known only once connected). Decided before connecting, for
+  // what must be settled first (where a graph keeps its locations).
+  bool is_one_of_several() const {
+    return kind == Kind::pmix || (kind == Kind::store && size > 1);
+  }
+
+  // The value of an environment variable, or nullptr when it is unset.
+  using Lookup = std::function<const char*(const char* name)>;
+  // Reads the launcher's variables through `lookup`. Throws CommError when they are present
+  // but unusable (ORDO_STORE without ORDO_RANK, a rank that is not a number).
+  static Launch from(const Lookup& lookup);
+};
+
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // This rank's index among the ranks of the job that run on its host, and their number
+  // (ordorun: from the launcher; PMIx: PMIX_LOCAL_RANK and PMIX_LOCAL_SIZE; single: 0 of 1).
+  // Ranks of one host split its cores by them (docs/scheduler.md).
+  virtual int local_rank() const = 0;
+  virtual int local_size() const = 0;
   // "store", "pmix" or "single": for messages and tests.
   virtual const char* kind() const = 0;
 
@@ -53,21 +89,22 @@ class Bootstrap {
   // bootstrap also keeps a lifeline to ordorun: if ordorun goes away the process exits.
   virtual void barrier() = 0;
 
-  // Picks the implementation from the environment (see the top of this file). Throws CommError
-  // when the variables are present but unusable (bad ORDO_STORE, store unreachable, PMIx
-  // initialisation failed).
-  static std::unique_ptr<Bootstrap> from_environment();
+  // The implementation `launch` names (see the top of this file); `timeout` bounds start-up
+  // (RuntimeOptions: ORDO_TIMEOUT). Throws CommError when it cannot connect (store
+  // unreachable, PMIx initialisation failed).
+  static std::unique_ptr<Bootstrap> create(const Launch& launch, std::chrono::milliseconds timeout);
 
   // The pieces, for tests and for callers that know what they want.
   static std::unique_ptr<Bootstrap> single();
   static std::unique_ptr<Bootstrap> store(int rank, int size, const std::string& host_port,
                                           std::chrono::milliseconds timeout,
-                                          const std::string& token = "");
-  static std::unique_ptr<Bootstrap> pmix();  // throws CommError when built without PMIx
+                                          const std::string& token = "", int local_rank = 0,
+                                          int local_size = 1);
+  // Throws CommError when built without PMIx.
+  static std::unique_ptr<Bootstrap> pmix(std::chrono::milliseconds timeout);
 };
 
-// The timeout used by from_environment(): ORDO_TIMEOUT (seconds, set by ordorun from
-// --timeout-startup), 30 s when unset.
-std::chrono::milliseconds bootstrap_timeout_from_env();
+// The start-up bound when nothing sets one.
+inline constexpr std::chrono::seconds kDefaultStartupTimeout{30};
 
 }  // namespace ordo::comm

@@ -3,7 +3,7 @@
 
 namespace ordo::comm {
 
-std::unique_ptr<Bootstrap> Bootstrap::pmix() {
+std::unique_ptr<Bootstrap> Bootstrap::pmix(std::chrono::milliseconds) {
   throw CommError("comm: this job was started by a PMIx launcher, but ordo was built without "
                   "PMIx; install libpmix-dev and rebuild, or start it with ordorun");
 }

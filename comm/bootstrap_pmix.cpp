@@ -29,11 +29,27 @@ class PmixBootstrap final : public Bootstrap {
     }
     size_ = int(v->data.uint32);
     PMIX_VALUE_RELEASE(v);
+    // The ranks of this host: PMIx's own answer (mpirun and srun give it). A server that does
+    // not leaves each rank alone on its host, as a launcher that does not say would.
+    if (PMIx_Get(&me_, PMIX_LOCAL_RANK, nullptr, 0, &v) == PMIX_SUCCESS) {
+      if (v->type == PMIX_UINT16) local_rank_ = int(v->data.uint16);
+      PMIX_VALUE_RELEASE(v);
+    }
+    if (PMIx_Get(&wild, PMIX_LOCAL_SIZE, nullptr, 0, &v) == PMIX_SUCCESS) {
+      if (v->type == PMIX_UINT32) local_size_ = int(v->data.uint32);
+      PMIX_VALUE_RELEASE(v);
+    }
+    if (local_rank_ < 0 || local_size_ < 1 || local_rank_ >= local_size_) {
+      local_rank_ = 0;
+      local_size_ = 1;
+    }
   }
   ~PmixBootstrap() override { PMIx_Finalize(nullptr, 0); }
 
   int rank() const override { return int(me_.rank); }
   int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
   const char* kind() const override { return "pmix"; }
 
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
@@ -92,14 +108,15 @@ class PmixBootstrap final : public Bootstrap {
 
   pmix_proc_t me_{};
   int size_ = 1;
+  int local_rank_ = 0, local_size_ = 1;
   std::chrono::milliseconds timeout_;
   std::uint64_t round_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Bootstrap> Bootstrap::pmix() {
-  return std::make_unique<PmixBootstrap>(bootstrap_timeout_from_env());
+std::unique_ptr<Bootstrap> Bootstrap::pmix(std::chrono::milliseconds timeout) {
+  return std::make_unique<PmixBootstrap>(timeout);
 }
 
 }  // namespace ordo::comm

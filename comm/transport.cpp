@@ -6,8 +6,8 @@
 //   wire header = tag:u16  reserved:u16  source rank:u32      (host byte order: UCX does not
 //                                                            cross endianness either)
 // and the UCX data is the payload. UCX picks eager or rendezvous per message, with ordo's
-// threshold (kDefaultRndvThreshold) unless UCX_RNDV_THRESH is set (forced to rendezvous from
-// options.rndv_threshold on); rendezvous sends read the payload straight from
+// threshold (kDefaultRndvThreshold) unless the user's UCX_RNDV_THRESH is kept
+// (options.keep_ucx_rndv_threshold; forced to rendezvous from options.rndv_threshold on); rendezvous sends read the payload straight from
 // the caller's buffer (zero copy) and the receiver pulls it into the buffer its handler gives
 // to Incoming::receive_into (ucp_am_recv_data_nbx). One AM id and our own dispatch by tag mean
 // a rank is ready for every tag as soon as its worker exists: the address exchange in
@@ -278,20 +278,8 @@ struct Transport::Impl {
 
   Impl(Bootstrap& b, TransportOptions o) : boot(b), options(o), spin(spin_of(o)) {}
 
-  // options.spin, or ORDO_PROGRESS_SPIN_US where the options leave it negative.
   static std::chrono::microseconds spin_of(const TransportOptions& o) {
-    if (o.spin.count() >= 0) return o.spin;
-    if (const char* e = std::getenv("ORDO_PROGRESS_SPIN_US")) {
-      char* end = nullptr;
-      const long v = std::strtol(e, &end, 10);
-      if (end == e || *end != 0 || v < 0 || v > 1000000)
-        // Not a CommError: nothing about connecting to peers, so no hint about launchers.
-        throw std::invalid_argument(std::string("ORDO_PROGRESS_SPIN_US='") + e +
-                                    "' is not a number of microseconds in [0, 1000000]; unset "
-                                    "it for the default (100)");
-      return std::chrono::microseconds(v);
-    }
-    return kDefaultProgressSpin;
+    return o.spin.count() >= 0 ? o.spin : kDefaultProgressSpin;
   }
   ~Impl() {
     for (SendOp* op : free_sends) delete op;
@@ -475,9 +463,18 @@ Transport::Transport(Bootstrap& bootstrap, TransportOptions options)
   if (options.rndv_threshold > 0) {
     const std::string v = std::to_string(options.rndv_threshold);
     ucp_config_modify(config, "RNDV_THRESH", v.c_str());
-  } else if (std::getenv("UCX_RNDV_THRESH") == nullptr) {
+  } else if (!options.keep_ucx_rndv_threshold) {
     const std::string v = std::to_string(kDefaultRndvThreshold);
     ucp_config_modify(config, "RNDV_THRESH", v.c_str());
+  }
+  if (!options.net_devices.empty()) {
+    if (ucs_status_t ms = ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str());
+        ms != UCS_OK) {
+      ucp_config_release(config);
+      throw CommError("comm: '" + options.net_devices + "' is not a list of network devices UCX "
+                      "accepts (" + ucs_status_string(ms) + "); give device names as "
+                      "UCX_NET_DEVICES takes them, e.g. \"lo\" or \"eth0,mlx5_0:1\"");
+    }
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;

@@ -6,7 +6,7 @@
 // and shutdown order, and docs/comm.md for the design.
 //
 // Example (every rank sends "hi" to rank 0):
-//   auto boot = ordo::comm::Bootstrap::from_environment();
+//   auto boot = ordo::comm::Bootstrap::create(launch, std::chrono::seconds(30));
 //   ordo::comm::Transport t(*boot);
 //   t.on_message(1, [&](ordo::comm::Incoming& m) { /* m.peer(), m.header() */ });
 //   t.connect();
@@ -94,8 +94,10 @@ inline constexpr std::chrono::microseconds kDefaultProgressSpin{100};
 
 struct TransportOptions {
   // Payloads of at least this many bytes always use rendezvous (tests lower it to exercise
-  // both paths). 0: UCX_RNDV_THRESH where the environment sets it, else kDefaultRndvThreshold.
+  // both paths). 0: kDefaultRndvThreshold, unless keep_ucx_rndv_threshold.
   std::size_t rndv_threshold = 0;
+  // With rndv_threshold 0: leave UCX's own threshold (UCX_RNDV_THRESH, which the user set) alone.
+  bool keep_ucx_rndv_threshold = false;
   // Detect failed peers. A peer in this process's host, PID and network namespaces (same
   // kernel boot id) is watched through a pidfd: its death is seen at once, and its endpoint
   // needs no UCX peer failure handling, so UCX may use shared memory to it (UCX 1.13's shared
@@ -107,9 +109,13 @@ struct TransportOptions {
   // pidfd. UCX then avoids transports without it: with the default UCX_TLS, ranks on one host
   // talk TCP instead of shared memory (the behaviour before pidfds; kept for comparison).
   bool ucx_detection_for_local_peers = false;
-  // Polling after the last event before sleeping (wait_for_event). Negative: the environment's
-  // ORDO_PROGRESS_SPIN_US, else kDefaultProgressSpin; 0: sleep at once.
+  // Polling after the last event before sleeping (wait_for_event). Negative:
+  // kDefaultProgressSpin; 0: sleep at once.
   std::chrono::microseconds spin{-1};
+  // The network devices UCX may use (its NET_DEVICES setting: "lo", "eth0,mlx5_0:1", "all").
+  // Empty: UCX's own choice (UCX_NET_DEVICES, else every device). Each device a rank uses is
+  // one it listens on (docs/comm.md, "What a rank exposes").
+  std::string net_devices{};
   // Bound on close()'s wait for outstanding sends.
   std::chrono::milliseconds close_timeout{10000};
 };
@@ -162,8 +168,7 @@ class Transport {
   // while the caller sleeps: the fd is then readable for events already handled, harmlessly.
   bool prepare_sleep();
   bool after_sleep();
-  // The busy phase wait_for_event() polls for before it sleeps (TransportOptions::spin, or
-  // ORDO_PROGRESS_SPIN_US).
+  // The busy phase wait_for_event() polls for before it sleeps (TransportOptions::spin).
   std::chrono::microseconds busy_phase() const;
   // Wakes a wait_for_event() in progress (or the next one). May be called from any thread.
   void wake();

@@ -18,8 +18,9 @@ std::int64_t steady_ns() {
 }
 }  // namespace
 
-CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap) : bootstrap_(std::move(bootstrap)) {
-  transport_ = std::make_unique<comm::Transport>(*bootstrap_);
+CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOptions options)
+    : bootstrap_(std::move(bootstrap)) {
+  transport_ = std::make_unique<comm::Transport>(*bootstrap_, std::move(options));
   transport_->on_message(kTag, [this](comm::Incoming& m) { on_incoming(m); });
   // Clock pings: rank 0 answers with its steady clock; the others take the answer.
   transport_->on_message(kClockTag, [this](comm::Incoming& m) {

@@ -49,7 +49,7 @@ namespace ordo::rt {
 class CommNet final : public Net, public sched::Poller {
  public:
   // Connects every rank (collective). Throws comm::CommError when that fails.
-  explicit CommNet(std::unique_ptr<comm::Bootstrap> bootstrap);
+  explicit CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOptions options = {});
   ~CommNet() override;
 
   unsigned rank() const override { return static_cast<unsigned>(transport_->rank()); }

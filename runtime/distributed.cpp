@@ -109,10 +109,11 @@ struct PeerMemory {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> slots;  // (chunk + 1, offset)
 };
 
-std::vector<std::byte> describe_memory(const Graph& graph) {
+// `share` false: described as without an arena, so that no peer shares with this rank.
+std::vector<std::byte> describe_memory(const Graph& graph, bool share) {
   std::vector<std::byte> out;
   put_u64(out, static_cast<std::uint64_t>(::getpid()));
-  const SharedArena* arena = graph.arena();
+  const SharedArena* arena = share ? graph.arena() : nullptr;
   put_u64(out, arena ? arena->chunks().size() + 1 : 0);
   if (!arena) return out;
   for (const SharedArena::Chunk& c : arena->chunks()) {
@@ -344,7 +345,7 @@ void Engine::share_memory() {
   const auto& locs = graph_.locations();
   share_peer_.assign(nranks_, 0);
   shared_view_.assign(locs.size(), nullptr);
-  auto theirs = exchange(describe_memory(graph_));
+  auto theirs = exchange(describe_memory(graph_, share_memory_));
   if (failed_) return;
 
   // Per peer of this host, when both keep locations in shared memory: its chunks mapped here.
@@ -352,7 +353,7 @@ void Engine::share_memory() {
   std::vector<std::vector<std::byte*>> bases(nranks_);
   std::vector<std::byte> mapped(nranks_, std::byte{0});
   for (unsigned h = 0; h < nranks_; ++h) {
-    if (h == rank_ || !graph_.arena() || !net_->same_host(h)) continue;
+    if (h == rank_ || !share_memory_ || !graph_.arena() || !net_->same_host(h)) continue;
     auto m = parse_memory(theirs[h], locs);
     if (!m) {
       protocol_error("rank " + std::to_string(h) + " described its shared memory in " +

@@ -5,14 +5,15 @@
 
 namespace ordo::rt {
 
-Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel)
+Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool share)
     : graph_(graph),
       plan_(std::move(plan)),
       locks_(new LockState[plan_.locks.size()]),
       // Default-initialised (TaskState is trivial): see TaskState.
       tasks_(new TaskState[plan_.tasks]),
       net_(net),
-      channel_(channel) {
+      channel_(channel),
+      share_memory_(share) {
   local_tasks_ = plan_.tasks;
   const auto& families = graph_.families();
   for (const Family& f : families)

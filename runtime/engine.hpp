@@ -119,7 +119,10 @@ class Engine final : public sched::Executor {
   // `net` (optional, outlives the engine) spreads the graph over ranks on `channel`, which
   // every rank must give the same graph; nullptr: one process. A graph that the ranks did not
   // all build alike is reported by the first run (the engine is then broken()).
-  Engine(Graph& graph, Plan plan, Net* net = nullptr, std::uint32_t channel = 0);
+  // `share`: share the memory of locations with the ranks of this host that share
+  // theirs (when the graph keeps them in a SharedArena); false: copy them.
+  Engine(Graph& graph, Plan plan, Net* net = nullptr, std::uint32_t channel = 0,
+         bool share = true);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -381,6 +384,7 @@ class Engine final : public sched::Executor {
   // is): its storage goes (engine_storage.cpp).
   void release_shared_replicas();
   bool shared_with(std::uint32_t location, unsigned peer) const;
+  bool share_memory_ = true;
   std::vector<char> share_peer_;
   std::vector<std::byte*> shared_view_;
   std::vector<PeerMapping> mappings_;

@@ -116,8 +116,8 @@ class Buffer {
 class Graph {
  public:
   // `shared_storage`: keep locations below 2 MiB in a SharedArena, which ranks on this host
-  // can map (shared_memory.hpp); the default follows the environment.
-  explicit Graph(bool shared_storage = shared_storage_default());
+  // can map (shared_memory.hpp). The api decides it (RuntimeOptions::shared_memory's default).
+  explicit Graph(bool shared_storage = false);
 
   // Returns the new location's index. `name` must be unique (checked by the caller with
   // find_location).

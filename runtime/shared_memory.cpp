@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <utility>
 
 #include <fcntl.h>
@@ -21,41 +19,7 @@ namespace {
 constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
 constexpr std::size_t kPage = 4096;
 
-enum class Setting { unset, on, off, invalid };
-
-Setting env_setting() {
-  const char* v = std::getenv("ORDO_SHARED_MEMORY");
-  if (v == nullptr || *v == '\0') return Setting::unset;
-  const std::string_view s(v);
-  if (s == "1" || s == "on") return Setting::on;
-  if (s == "0" || s == "off") return Setting::off;
-  return Setting::invalid;
-}
-
 }  // namespace
-
-bool shared_storage_default() {
-  static const bool on = [] {
-    switch (env_setting()) {
-      case Setting::on: return true;
-      case Setting::off:
-      case Setting::invalid: return false;  // the Runtime reports an invalid value
-      case Setting::unset: break;
-    }
-    if (const char* size = std::getenv("ORDO_SIZE"); size != nullptr && std::atoi(size) > 1)
-      return true;
-    return std::getenv("PMIX_RANK") != nullptr;
-  }();
-  return on;
-}
-
-std::optional<std::string> shared_memory_env_error() {
-  if (env_setting() != Setting::invalid) return std::nullopt;
-  return std::string("ORDO_SHARED_MEMORY='") + std::getenv("ORDO_SHARED_MEMORY") +
-         "' is not understood: give 1 (or on) to share the locations of ranks on one host, 0 "
-         "(or off) to copy them, or leave it unset (shared when the process is one rank of "
-         "several)";
-}
 
 SharedArena::~SharedArena() {
   for (Chunk& c : chunks_) {

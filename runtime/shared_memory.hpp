@@ -16,13 +16,6 @@
 
 namespace ordo::rt {
 
-// Whether graphs built in this process keep their small locations in shared memory: the
-// environment's ORDO_SHARED_MEMORY ("1"/"on" or "0"/"off"), else on when the process is one rank
-// of several (ORDO_SIZE > 1, as ordorun sets it, or PMIX_RANK, as mpirun and srun do). Read once.
-bool shared_storage_default();
-// The error for an ORDO_SHARED_MEMORY that is neither, or nullopt (the Runtime reports it).
-std::optional<std::string> shared_memory_env_error();
-
 class SharedArena {
  public:
   struct Chunk {

@@ -193,7 +193,7 @@ struct AltStack {
 // ---- StackPool --------------------------------------------------------------------------------
 
 StackPool::StackPool(std::size_t stack_size) {
-  if (stack_size == 0) stack_size = default_stack_size();
+  if (stack_size == 0) stack_size = kDefaultStackSize;
   if (stack_size < kMinStackSize || stack_size > kMaxStackSize)
     throw std::invalid_argument("fiber stack size " + std::to_string(stack_size) +
                                 " bytes is out of range; give between " +
@@ -247,17 +247,6 @@ std::size_t StackPool::parse_size(const std::string& text) {
   if (suffix == "M" || suffix == "m" || suffix == "MiB") return value << 20;
   if (suffix == "G" || suffix == "g" || suffix == "GiB") return value << 30;
   return 0;
-}
-
-std::size_t StackPool::default_stack_size() {
-  const char* env = std::getenv("ORDO_FIBER_STACK");
-  if (env == nullptr || *env == '\0') return kDefaultStackSize;
-  std::size_t size = parse_size(env);
-  if (size == 0)
-    throw std::invalid_argument(std::string("ORDO_FIBER_STACK='") + env +
-                                "' is not a size; give bytes or a number with K, M or G "
-                                "(for example ORDO_FIBER_STACK=512K)");
-  return size;
 }
 
 std::byte* StackPool::take() {

@@ -43,7 +43,7 @@ class StackPool {
   static constexpr std::size_t kMaxStackSize = std::size_t{1} << 30;
 
   // `stack_size`: usable bytes per stack, rounded up to whole pages; 0 means
-  // default_stack_size(). Throws std::invalid_argument outside [kMinStackSize, kMaxStackSize].
+  // kDefaultStackSize. Throws std::invalid_argument outside [kMinStackSize, kMaxStackSize].
   explicit StackPool(std::size_t stack_size = 0);
   // Every stack must be back (no fiber of this pool active).
   ~StackPool();
@@ -58,9 +58,6 @@ class StackPool {
   // diagnostics).
   std::size_t resident_bytes() const;
 
-  // ORDO_FIBER_STACK from the environment (bytes, or with a K/M/G suffix), else
-  // kDefaultStackSize. Throws std::invalid_argument, saying what is wrong, on a bad value.
-  static std::size_t default_stack_size();
   // Parses a size such as "262144", "256K", "1M". Returns 0 on a malformed text.
   static std::size_t parse_size(const std::string& text);
 

@@ -82,45 +82,6 @@ inline void cpu_relax() {
 #endif
 }
 
-bool env_verbose() {
-  const char* v = std::getenv("ORDO_VERBOSE");
-  return v != nullptr && *v != '\0' && std::string(v) != "0";
-}
-
-// ORDO_PUS: OS indices of processing units, as "0,2,4-7"; empty when unset.
-std::vector<unsigned> env_pus() {
-  const char* v = std::getenv("ORDO_PUS");
-  std::vector<unsigned> out;
-  if (v == nullptr || *v == '\0') return out;
-  const std::string s(v);
-  auto bad = [&] {
-    return std::invalid_argument("ORDO_PUS='" + s +
-                                 "' is not a list of processing units; write OS indices and "
-                                 "ranges separated by commas, e.g. ORDO_PUS=0,2,4-7");
-  };
-  std::size_t i = 0;
-  auto number = [&] {
-    if (i >= s.size() || s[i] < '0' || s[i] > '9') throw bad();
-    unsigned long x = 0;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
-      x = x * 10 + static_cast<unsigned long>(s[i++] - '0');
-      if (x > 1u << 20) throw bad();
-    }
-    return static_cast<unsigned>(x);
-  };
-  for (;;) {
-    unsigned a = number(), b = a;
-    if (i < s.size() && s[i] == '-') {
-      ++i;
-      b = number();
-      if (b < a) throw bad();
-    }
-    for (unsigned x = a; x <= b; ++x) out.push_back(x);
-    if (i == s.size()) return out;
-    if (s[i++] != ',') throw bad();
-  }
-}
-
 }  // namespace
 
 Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology)) {
@@ -138,8 +99,7 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
   // Which processing unit each worker gets (indices into pus), and how it is bound.
   std::vector<std::size_t> map;
   bool oversubscribed = false;  // more workers than units: bind nothing, or the share only
-  std::vector<unsigned> picked = config.pus;
-  if (picked.empty()) picked = env_pus();
+  const std::vector<unsigned>& picked = config.pus;
   if (!picked.empty()) {
     std::vector<std::size_t> units;
     for (unsigned os : picked) {
@@ -269,7 +229,7 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
     }
   }
 
-  if (config.verbose || env_verbose()) std::fprintf(stderr, "%s", describe().c_str());
+  if (config.verbose) std::fprintf(stderr, "%s", describe().c_str());
 
   for (auto& w : workers_) {
     Worker* wp = w.get();

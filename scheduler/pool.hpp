@@ -83,9 +83,8 @@ struct PoolConfig {
   // Number of workers; 0: one per core. Spread over the cores (docs/scheduler.md).
   unsigned workers = 0;
   // OS indices of the processing units for the workers: worker i runs on pus[i % size]; with
-  // workers == 0, one worker per listed unit. Empty: ORDO_PUS from the environment (same
-  // syntax as taskset: "0,2,4-7"), else the spread over the cores. An index the topology lacks
-  // is refused (std::invalid_argument).
+  // workers == 0, one worker per listed unit. Empty: the spread over the cores. An index the
+  // topology lacks is refused (std::invalid_argument). parse_unit_list() reads taskset's syntax.
   std::vector<unsigned> pus{};
   // Where the machine description comes from: empty for this machine, "synthetic:<hwloc
   // synthetic description>" or "xml:<lstopo XML file>" (tests; nothing is bound then).
@@ -94,13 +93,12 @@ struct PoolConfig {
   // rank `share_index` of `share_count`): whole NUMA nodes when the processes divide them,
   // otherwise a contiguous run of cores (core_share.hpp), so that the ranks on one host use
   // disjoint cores. With more processes than cores no share is disjoint: the workers spread
-  // over all cores and are not bound. Ignored when units are picked (pus / ORDO_PUS).
+  // over all cores and are not bound. Ignored when units are picked (pus).
   unsigned share_index = 0;
   unsigned share_count = 1;
   bool bind = true;        // bind each worker to its processing unit (only on this system)
   bool steal_far = true;   // thieves may take work queued on other NUMA nodes
-  bool verbose = false;    // print the mode and the worker map on stderr at start-up;
-                           // ORDO_VERBOSE=1 in the environment does the same
+  bool verbose = false;    // print the mode and the worker map on stderr at start-up
   std::size_t deque_capacity = 256;  // initial capacity of each worker's deque (it grows)
 };
 

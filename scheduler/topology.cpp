@@ -12,6 +12,35 @@
 
 namespace ordo::sched {
 
+std::vector<unsigned> parse_unit_list(const std::string& s) {
+  std::vector<unsigned> out;
+  auto bad = [&] {
+    return std::invalid_argument("'" + s + "' is not a list of processing units; write OS "
+                                 "indices and ranges separated by commas, e.g. 0,2,4-7");
+  };
+  std::size_t i = 0;
+  auto number = [&] {
+    if (i >= s.size() || s[i] < '0' || s[i] > '9') throw bad();
+    unsigned long x = 0;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+      x = x * 10 + static_cast<unsigned long>(s[i++] - '0');
+      if (x > 1u << 20) throw bad();
+    }
+    return static_cast<unsigned>(x);
+  };
+  for (;;) {
+    unsigned a = number(), b = a;
+    if (i < s.size() && s[i] == '-') {
+      ++i;
+      b = number();
+      if (b < a) throw bad();
+    }
+    for (unsigned x = a; x <= b; ++x) out.push_back(x);
+    if (i == s.size()) return out;
+    if (s[i++] != ',') throw bad();
+  }
+}
+
 #ifdef ORDO_HAVE_HWLOC
 
 struct Topology::Hw {

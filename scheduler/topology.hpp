@@ -15,6 +15,10 @@
 
 namespace ordo::sched {
 
+// Parses a list of processing units' OS indices in taskset's syntax ("0,2,4-7"). Throws
+// std::invalid_argument saying what is wrong (the caller names where the text came from).
+std::vector<unsigned> parse_unit_list(const std::string& text);
+
 struct ProcessingUnit {
   unsigned os_index = 0;  // the number the OS uses (taskset, /proc/cpuinfo)
   unsigned core = 0;      // logical index of its core

@@ -87,7 +87,13 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(long(late_seconds * 1000)));
 
   try {
-    auto boot = Bootstrap::from_environment();
+    // This test program reads the launcher's variables itself (libordo's api/settings.cpp
+    // does it for a Runtime).
+    std::chrono::milliseconds timeout = kDefaultStartupTimeout;
+    if (const char* t = std::getenv("ORDO_TIMEOUT"))  // ordorun's --timeout-startup
+      timeout = std::chrono::milliseconds(static_cast<long long>(std::atof(t) * 1000));
+    auto boot = Bootstrap::create(Launch::from([](const char* name) { return std::getenv(name); }),
+                                  timeout);
     const int me = boot->rank(), n = boot->size();
     if (!expect_bootstrap.empty() && expect_bootstrap != boot->kind()) {
       std::fprintf(stderr, "rank %d: bootstrap is %s, expected %s\n", me, boot->kind(), expect_bootstrap.c_str());

@@ -172,6 +172,8 @@ class ForgedPeer final : public Bootstrap {
   explicit ForgedPeer(Blob peer_blob) : peer_(std::move(peer_blob)) {}
   int rank() const override { return 0; }
   int size() const override { return 2; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
   const char* kind() const override { return "forged"; }
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
     return {Blob(mine.begin(), mine.end()), peer_};

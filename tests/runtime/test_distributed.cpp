@@ -214,21 +214,24 @@ TEST_CASE("a graph mixing shared and copied locations gives the sequential resul
   CHECK(copied > 0);
 }
 
-// Sharing needs both ends: a rank whose graph keeps its locations private (ORDO_SHARED_MEMORY=0
-// there) makes its peers copy to and from it, whatever they keep.
-TEST_CASE("ranks share only with peers whose locations are in shared memory too",
-          "[distributed]") {
-  std::uint64_t copied = 0;  // payload bytes to and from rank 2, all seeds
-  for (std::uint64_t seed = 0; seed < 10; ++seed) {
-    GraphSpec spec = random_spec(seed + 9700, 6, 10);
+// Three ranks of one host where rank 2 does not share: its graph keeps its locations private
+// (`private_storage`: ORDO_SHARED_MEMORY=0 there), or it is told not to share although they
+// are shareable (the engine's `share`: RuntimeOptions::shared_memory = false). Ranks 0 and 1
+// share with each other; rank 2 copies to and from both, and every result is the sequential
+// one. Returns the payload bytes to and from rank 2 over `seeds` graphs.
+std::uint64_t run_with_one_rank_copying(std::uint64_t base, std::uint64_t seeds,
+                                        bool private_storage) {
+  std::uint64_t copied = 0;
+  for (std::uint64_t seed = 0; seed < seeds; ++seed) {
+    GraphSpec spec = random_spec(seed + base, 6, 10);
     std::vector<std::uint32_t> order(spec.tasks.size());
     std::iota(order.begin(), order.end(), 0u);
     auto want = interpret(spec, order, 5);
     const unsigned ranks = 3;
     LoopbackHub hub(ranks, false, true);
     std::vector<Rank> rs(ranks);
-    // Ranks 0 and 1 keep shared storage, rank 2 private.
-    for (unsigned r = 0; r < 2; ++r) rs[r].graph = rt::Graph(true);
+    for (unsigned r = 0; r < ranks; ++r)
+      if (r != 2 || !private_storage) rs[r].graph = rt::Graph(true);
     std::vector<std::future<std::uint64_t>> f;
     for (unsigned r = 0; r < ranks; ++r)
       f.push_back(std::async(std::launch::async, [&, r] {  // no Catch2 outside main
@@ -236,7 +239,8 @@ TEST_CASE("ranks share only with peers whose locations are in shared memory too"
         auto c = rt::compile(rs[r].graph);
         if (!c.error.empty()) throw std::runtime_error(c.error);
         rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{1});
-        rs[r].engine = std::make_unique<rt::Engine>(rs[r].graph, std::move(c.plan), &hub.net(r), 7);
+        rs[r].engine = std::make_unique<rt::Engine>(rs[r].graph, std::move(c.plan), &hub.net(r), 7,
+                                                    /*share=*/private_storage || r != 2);
         return rs[r].engine->run(*rs[r].pool, 5, {}, 0);
       }));
     INFO("seed " << seed);
@@ -249,7 +253,20 @@ TEST_CASE("ranks share only with peers whose locations are in shared memory too"
     CHECK(hub.bytes(1, 0) == 0);
     copied += hub.bytes(0, 2) + hub.bytes(2, 0) + hub.bytes(1, 2) + hub.bytes(2, 1);
   }
-  CHECK(copied > 0);
+  return copied;
+}
+
+// Sharing needs both ends: a rank whose graph keeps its locations private (ORDO_SHARED_MEMORY=0
+// there) makes its peers copy to and from it, whatever they keep.
+TEST_CASE("ranks share only with peers whose locations are in shared memory too",
+          "[distributed]") {
+  CHECK(run_with_one_rank_copying(9700, 10, true) > 0);
+}
+
+// RuntimeOptions::shared_memory = false on one rank: it copies, though its locations are
+// shareable.
+TEST_CASE("a rank told not to share copies, though its locations are shareable", "[distributed]") {
+  CHECK(run_with_one_rank_copying(9800, 6, false) > 0);
 }
 
 // What share_memory() reports when a peer's chunk cannot be mapped (its rank then copies).

@@ -367,19 +367,22 @@ TEST_CASE("this machine: flat when one node, memory binds where asked", "[placem
   std::free(p);
 }
 
-TEST_CASE("ORDO_PUS picks the processing units, in order, taskset syntax", "[placement]") {
+TEST_CASE("picked processing units are used in order; taskset syntax parses", "[placement]") {
   REQUIRE_HWLOC();
   PoolConfig cfg;
   cfg.topology = kFourNodes;
-  ::setenv("ORDO_PUS", "9,0-2", 1);
+  cfg.pus = parse_unit_list("9,0-2");
   Pool listed(cfg);
   CHECK(pus_of(listed) == std::vector<unsigned>{9, 0, 1, 2});
   cfg.workers = 6;  // more workers than listed units: cycle, and bind nothing
   Pool cycled(cfg);
   CHECK(pus_of(cycled) == std::vector<unsigned>{9, 0, 1, 2, 9, 0});
-  ::setenv("ORDO_PUS", "3-1", 1);
-  CHECK_THROWS_WITH(Pool(cfg), Catch::Contains("ORDO_PUS"));
-  ::setenv("ORDO_PUS", "0,,1", 1);
+  CHECK(parse_unit_list("7") == std::vector<unsigned>{7});
+  CHECK(parse_unit_list("1-3,5") == std::vector<unsigned>{1, 2, 3, 5});
+  CHECK_THROWS_WITH(parse_unit_list("3-1"), Catch::Contains("is not a list of processing units"));
+  CHECK_THROWS_AS(parse_unit_list("0,,1"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_unit_list(""), std::invalid_argument);
+  CHECK_THROWS_AS(parse_unit_list("1-"), std::invalid_argument);
+  cfg.pus = {99};  // not in the topology
   CHECK_THROWS_AS(Pool(cfg), std::invalid_argument);
-  ::unsetenv("ORDO_PUS");
 }

@@ -28,11 +28,13 @@
 // Runtime::run.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -581,16 +583,55 @@ class Graph {
   std::unique_ptr<detail::GraphImpl> impl_;
 };
 
+// Settings of a Runtime's connection to the other ranks (used only when the process is one
+// rank of several). A field left at its default takes the value of the environment variable
+// named beside it, else the built-in default (docs/configuration.md).
+struct TransportOptions {
+  // How long a rank keeps polling the network after the last message before its threads sleep;
+  // 0: sleep at once. Negative: ORDO_PROGRESS_SPIN_US (microseconds), else 100 us.
+  std::chrono::microseconds progress_spin{-1};
+  // Bound on start-up: reaching the launcher and the first exchange with every rank. 0:
+  // ORDO_TIMEOUT (seconds; ordorun sets it from --timeout-startup), else 30 s.
+  std::chrono::milliseconds startup_timeout{0};
+  // The network devices UCX may use, as UCX_NET_DEVICES takes them ("lo", "eth0",
+  // "mlx5_0:1", comma-separated): a rank listens on every device it may use, so this is how
+  // to keep it off a network (docs/comm.md, "What a rank exposes"). Empty: ORDO_NET_DEVICES,
+  // else UCX's own choice (UCX_NET_DEVICES, else every device).
+  std::string net_devices{};
+};
+
+// Settings of a Runtime. A field left at its default takes the value of the environment
+// variable named beside it, read when the Runtime is built, else the built-in default
+// (docs/configuration.md lists them all).
+//   ordo::Runtime rt({.workers = 4, .trace_path = "run.trace"});
 struct RuntimeOptions {
-  unsigned workers = 0;  // 0: one per core (ORDO_PUS picks the processing units)
-  // Usable stack bytes of each fiber (fiber tasks), rounded up to pages; 0: the environment
-  // variable ORDO_FIBER_STACK (bytes, or with K/M/G), else 256 KiB. A fiber that overflows it
-  // ends the process with a report naming the task.
+  // Worker threads; 0: one per core (of this process's share of the host when several ranks
+  // run on it).
+  unsigned workers = 0;
+  // OS indices of the processing units the workers run on: worker i on units[i % n] (with
+  // workers 0, one worker per unit). Empty: ORDO_PUS (taskset syntax, "0,2,4-7"), else spread
+  // over the cores.
+  std::vector<unsigned> processing_units{};
+  // Print the scheduler's mode and worker map on stderr when the Runtime starts. Unset:
+  // ORDO_VERBOSE (set and not 0: yes), else no.
+  std::optional<bool> verbose{};
+  // Usable stack bytes of each fiber (fiber tasks), rounded up to pages; 0: ORDO_FIBER_STACK
+  // (bytes, or with K/M/G), else 256 KiB. A fiber that overflows it ends the process with a
+  // report naming the task.
   std::size_t fiber_stack_size = 0;
-  // Trace file (docs/tracing.md). Empty: the environment variable ORDO_TRACE, if set; both
-  // empty: tracing off, at no cost. The file is complete after every run; read it with the
-  // ordo-trace tool.
+  // Trace file (docs/tracing.md). Empty: ORDO_TRACE, if set; both empty: tracing off, at no
+  // cost. The file is complete after every run; read it with the ordo-trace tool.
   std::string trace_path{};  // "{}": callers may leave it out of designated initializers
+  // Events each worker's trace buffer holds before it is written out; 0: ORDO_TRACE_BUFFER,
+  // else 65536.
+  std::size_t trace_buffer_events = 0;
+  // Ranks of one host share the memory of their small locations instead of copying them
+  // (docs/distributed.md). Unset: ORDO_SHARED_MEMORY (1 or on, 0 or off), else yes when the
+  // process is one rank of several. (A graph is declared before any Runtime exists, so it keeps
+  // its locations in shareable memory where the environment's default says: false here turns
+  // sharing off, true cannot turn it on.)
+  std::optional<bool> shared_memory{};
+  TransportOptions transport{};
 };
 
 struct RunStats {
@@ -622,7 +663,7 @@ class Runtime {
 
   unsigned workers() const;
   // NUMA nodes the workers span; 1 when the scheduler runs flat (one node, or no hwloc).
-  // ORDO_VERBOSE=1 in the environment prints the scheduler's mode and worker map at start-up.
+  // RuntimeOptions::verbose prints the scheduler's mode and worker map at start-up.
   unsigned numa_nodes() const;
   // This process's rank and the number of ranks of the job: 0 and 1 unless the program was
   // started by ordorun -n N, mpirun or srun (the Runtime connects to the other ranks when it is

@@ -1,0 +1,187 @@
+// The one file of the library that reads the environment (settings.hpp says why and how to add
+// a setting; docs/configuration.md lists them for users).
+#include "api/settings.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "runtime/trace.hpp"
+#include "scheduler/fiber.hpp"
+#include "scheduler/topology.hpp"
+
+namespace ordo::detail {
+
+namespace {
+
+// The variable's value, or nullptr when it is unset or empty (an empty variable means "not
+// set" for every setting: `ORDO_TRACE= prog` turns tracing off).
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// "NAME='value'" for messages.
+std::string quoted(const char* name, const char* value) {
+  return std::string(name) + "='" + value + "'";
+}
+
+// A non-negative decimal number without sign or suffix, at most `max`; nullopt otherwise.
+std::optional<unsigned long long> number(const char* text, unsigned long long max) {
+  if (*text < '0' || *text > '9') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v > max) return std::nullopt;
+  return v;
+}
+
+enum class Switch { unset, on, off, invalid };
+
+Switch shared_memory_env() {
+  const char* v = env("ORDO_SHARED_MEMORY");
+  if (v == nullptr) return Switch::unset;
+  const std::string_view s(v);
+  if (s == "1" || s == "on") return Switch::on;
+  if (s == "0" || s == "off") return Switch::off;
+  return Switch::invalid;
+}
+
+comm::Launch launch_from_environment() {
+  try {
+    return comm::Launch::from([](const char* name) { return std::getenv(name); });
+  } catch (const comm::CommError& e) {
+    throw Error(std::string("cannot tell how this process was started: ") + e.what());
+  }
+}
+
+constexpr std::size_t kMaxTraceBuffer = std::size_t{1} << 26;
+
+}  // namespace
+
+Settings resolve(const RuntimeOptions& o) {
+  Settings s;
+  s.launch = launch_from_environment();
+
+  s.pool.workers = o.workers;
+  s.pool.pus = o.processing_units;
+  if (s.pool.pus.empty())
+    if (const char* v = env("ORDO_PUS")) {
+      try {
+        s.pool.pus = sched::parse_unit_list(v);
+      } catch (const std::invalid_argument&) {
+        throw Error(quoted("ORDO_PUS", v) +
+                    " is not a list of processing units; write OS indices and ranges separated "
+                    "by commas, e.g. ORDO_PUS=0,2,4-7");
+      }
+    }
+  if (o.verbose) {
+    s.pool.verbose = *o.verbose;
+  } else if (const char* v = env("ORDO_VERBOSE")) {
+    s.pool.verbose = std::string_view(v) != "0";
+  }
+
+  s.fiber_stack_size = o.fiber_stack_size;
+  if (s.fiber_stack_size == 0) {
+    if (const char* v = env("ORDO_FIBER_STACK")) {
+      s.fiber_stack_size = sched::StackPool::parse_size(v);
+      if (s.fiber_stack_size == 0)
+        throw Error(quoted("ORDO_FIBER_STACK", v) +
+                    " is not a size; give bytes or a number with K, M or G (for example "
+                    "ORDO_FIBER_STACK=512K)");
+    } else {
+      s.fiber_stack_size = sched::StackPool::kDefaultStackSize;
+    }
+  }
+
+  s.trace_path = o.trace_path;
+  if (s.trace_path.empty())
+    if (const char* v = env("ORDO_TRACE")) s.trace_path = v;
+  s.trace_buffer_events = o.trace_buffer_events;
+  if (s.trace_buffer_events == 0) {
+    s.trace_buffer_events = rt::trace::RecorderConfig{}.buffer_events;
+    if (const char* v = env("ORDO_TRACE_BUFFER")) {
+      const auto n = number(v, kMaxTraceBuffer);
+      if (!n || *n < 2)
+        throw Error(quoted("ORDO_TRACE_BUFFER", v) +
+                    " is not a number of events in [2, 67108864]; unset it for the default");
+      s.trace_buffer_events = static_cast<std::size_t>(*n);
+    }
+  } else if (s.trace_buffer_events < 2 || s.trace_buffer_events > kMaxTraceBuffer) {
+    throw Error("RuntimeOptions::trace_buffer_events = " + std::to_string(s.trace_buffer_events) +
+                " is not a number of events in [2, 67108864]; give one, or 0 for the default");
+  }
+
+  if (o.shared_memory) {
+    s.shared_memory = *o.shared_memory;
+  } else {
+    switch (shared_memory_env()) {
+      case Switch::on: s.shared_memory = true; break;
+      case Switch::off: s.shared_memory = false; break;
+      case Switch::unset: s.shared_memory = s.launch.is_one_of_several(); break;
+      case Switch::invalid:
+        throw Error(quoted("ORDO_SHARED_MEMORY", env("ORDO_SHARED_MEMORY")) +
+                    " is not understood: give 1 (or on) to share the locations of ranks on one "
+                    "host, 0 (or off) to copy them, or leave it unset (shared when the process "
+                    "is one rank of several)");
+    }
+  }
+
+  const TransportOptions& t = o.transport;
+  s.transport.spin = t.progress_spin;
+  if (s.transport.spin.count() < 0) {
+    s.transport.spin = comm::kDefaultProgressSpin;
+    if (const char* v = env("ORDO_PROGRESS_SPIN_US")) {
+      const auto us = number(v, 1000000);
+      if (!us)
+        throw Error(quoted("ORDO_PROGRESS_SPIN_US", v) +
+                    " is not a number of microseconds in [0, 1000000]; unset it for the "
+                    "default (100)");
+      s.transport.spin = std::chrono::microseconds(*us);
+    }
+  }
+  s.startup_timeout = t.startup_timeout;
+  if (s.startup_timeout.count() < 0)
+    throw Error("TransportOptions::startup_timeout is negative; give a positive duration, or 0 "
+                "for the default");
+  if (s.startup_timeout.count() == 0) {
+    s.startup_timeout = comm::kDefaultStartupTimeout;
+    if (const char* v = env("ORDO_TIMEOUT")) {
+      char* end = nullptr;
+      const double seconds = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(seconds > 0) || seconds > 1e6)
+        throw Error(quoted("ORDO_TIMEOUT", v) +
+                    " is not a positive number of seconds (ordorun sets it from "
+                    "--timeout-startup); unset it for the default (30)");
+      s.startup_timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+    }
+  }
+  s.transport.net_devices = t.net_devices;
+  if (s.transport.net_devices.empty())
+    if (const char* v = env("ORDO_NET_DEVICES")) s.transport.net_devices = v;
+  // The user's own UCX_RNDV_THRESH is UCX's to apply; ordo's default threshold yields to it.
+  s.transport.keep_ucx_rndv_threshold = env("UCX_RNDV_THRESH") != nullptr;
+  return s;
+}
+
+bool shared_storage_default() {
+  static const bool on = [] {
+    switch (shared_memory_env()) {
+      case Switch::on: return true;
+      case Switch::off:
+      case Switch::invalid: return false;  // the Runtime reports an invalid value
+      case Switch::unset: break;
+    }
+    try {
+      return launch_from_environment().is_one_of_several();
+    } catch (const Error&) {
+      return false;  // the Runtime reports it
+    }
+  }();
+  return on;
+}
+
+}  // namespace ordo::detail
