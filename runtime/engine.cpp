@@ -1,9 +1,19 @@
 #include "runtime/engine.hpp"
 
 #include <algorithm>
-#include <cassert>
+#include <optional>
+#include <stdexcept>
+
+#include "runtime/assert.hpp"
+#include "runtime/wire.hpp"
 
 namespace ordo::rt {
+
+Engine::Distributed::Distributed(Engine& engine, Net& net, std::uint32_t channel)
+    : dist(Distribution::compute(engine.graph_, engine.plan_, net.rank(), net.size())),
+      control(net, channel, dist.rank, dist.ranks),
+      shared(engine.graph_, dist),
+      remote(engine, engine.graph_, engine.plan_, dist, net, channel, control, shared) {}
 
 Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool share)
     : graph_(graph),
@@ -12,13 +22,11 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
       // Default-initialised (TaskState is trivial): see TaskState.
       tasks_(new TaskState[plan_.tasks]),
       net_(net),
-      channel_(channel),
-      share_memory_(share) {
+      channel_(channel) {
   local_tasks_ = plan_.tasks;
   const auto& families = graph_.families();
   for (const Family& f : families)
-    if (f.fiber) has_fibers_ = true;
-  if (has_fibers_) fibers_.resize(plan_.tasks);
+    if (f.fiber && !fibers_) fibers_ = std::make_unique<FiberDriver>(*this, graph_, plan_);
   if (!net_) {
     // Grant the initial phase of every lock (below, once the tasks are set up). limit_ is 0,
     // so every instance that becomes ready is held until the first run raises the limit.
@@ -42,8 +50,7 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
     }
     for (std::uint32_t i = 0; i < fam.count; ++i) {
       const std::uint32_t t = fam.first + i;
-      const auto locks = plan_.task_locks_of(t);
-      const auto n = static_cast<std::uint32_t>(locks.size());
+      const auto n = static_cast<std::uint32_t>(plan_.task_locks_of(t).size());
       if (!net_ && !fam.fiber && n == 0) {
         add_free(t, t + 1);
         continue;
@@ -53,34 +60,16 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
       ts.requests = n;
       ts.iteration = 0;
       ts.family = &fam;
-      if (fam.fiber) {
-        auto ft = std::make_unique<FiberTask>();
-        ft->engine = this;
-        ft->grants.reset(new std::atomic<std::uint64_t>[n]);
-        for (std::uint32_t h = 0; h < n; ++h) ft->grants[h].store(0, std::memory_order_relaxed);
-        // sorted by location (plan.cpp builds it so): fiber_grant binary-searches it
-        assert(std::is_sorted(locks.begin(), locks.end()));
-        const auto accesses = graph_.member_accesses(fam, i);
-        for (const AccessDesc& a : accesses) {
-          auto it = std::lower_bound(locks.begin(), locks.end(), a.location);
-          ft->handle_of.push_back(it != locks.end() && *it == a.location
-                                      ? static_cast<std::int32_t>(it - locks.begin())
-                                      : -1);
-        }
-        ft->holds.assign(accesses.size(), Hold::requested);
-        fibers_[t] = std::move(ft);
-      }
-      // Fiber tasks start without waiting for grants (header).
+      if (fam.fiber) fibers_->add(t, fam, i);
+      // Fiber tasks start without waiting for grants (fiber_driver.hpp).
       if (!net_ && (n == 0 || fam.fiber)) ready(t);
     }
   }
   if (net_) {
-    distribute();
-    check_same_graph();
-    if (!error_) provide_storage();
-    if (!error_) share_memory();
-    if (!error_) release_shared_replicas();
-    if (!error_) start_initial_grants();
+    dist_ = std::make_unique<Distributed>(*this, *net_, channel_);
+    local_tasks_ = dist_->dist.local_tasks;
+    dist_->remote.attach();
+    start_distributed(share);
     return;
   }
   provide_storage();
@@ -92,18 +81,60 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
   }
 }
 
+void Engine::start_distributed(bool share) {
+  Distributed& d = *dist_;
+  auto failed = [this] {
+    std::lock_guard lock(error_mu_);
+    return error_ != nullptr;
+  };
+  if (auto difference = graph_difference(d.control, graph_)) note_error(*difference);
+  if (failed()) return;
+  provide_storage();
+  if (failed()) return;
+  if (auto error = d.shared.setup(d.control, *net_, plan_, share)) protocol_error(*error);
+  if (failed()) return;
+  release_shared_replicas();
+  for (std::uint32_t t = 0; t < plan_.tasks; ++t)
+    if (d.dist.task_rank[t] == d.dist.rank &&
+        (tasks_[t].requests == 0 || (fibers_ && fibers_->drives(t))))
+      ready(t);
+  // Only home locations: a proxy's state is set by the GRANT it receives (possibly already).
+  for (std::uint32_t l = 0; l < plan_.locks.size(); ++l) {
+    const LockPlan& lp = plan_.locks[l];
+    if (!lp.locked || !d.dist.is_home(l)) continue;
+    const PhaseRanks& pr = d.dist.initial[l];
+    locks_[l].phase = lp.initial_phase;
+    locks_[l].remaining.store(static_cast<std::uint32_t>(pr.local.size() + pr.remote.size()),
+                              std::memory_order_relaxed);
+    for (std::uint32_t r : pr.remote) d.remote.send_initial_grant(l, lp.initial_phase, r);
+    for (std::uint32_t t : pr.local) grant(t, l);
+  }
+}
+
 Engine::~Engine() {
+  // No callback of the channel runs after this (the parts it uses go with the engine).
   if (net_) net_->detach(channel_);
 }
 
+void Engine::set_trace(trace::Recorder* recorder) {
+  if (!dist_) {
+    trace_ = recorder;
+    return;
+  }
+  auto paused = dist_->remote.pause();
+  trace_ = recorder;
+}
+
 void Engine::grant(std::uint32_t task, std::uint32_t location) {
-  if (has_fibers_ && fibers_[task]) {
-    fiber_grant(task, location);
+  if (fibers_ && fibers_->drives(task)) {
+    fibers_->grant(task, location);
     return;
   }
   // acq_rel: pairs with the other grants of this instance, so that whoever fires it sees the
   // phase updates made by every granting thread.
-  if (missing(tasks_[task]).fetch_sub(1, std::memory_order_acq_rel) == 1) ready(task);
+  const std::uint32_t missed = missing(tasks_[task]).fetch_sub(1, std::memory_order_acq_rel);
+  ORDO_ASSERT(missed != 0);  // more grants than the instance has requests
+  if (missed == 1) ready(task);
 }
 
 namespace {
@@ -125,7 +156,7 @@ void Engine::ready(std::uint32_t task) {
   missing(ts).store(ts.requests, std::memory_order_relaxed);
   // acquire: pairs with the release store in raise_limit.
   if (ts.iteration < limit_.load(std::memory_order_acquire)) {
-    if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
+    if (dist_) inflight_.fetch_add(1, std::memory_order_relaxed);
     const int node = node_of(task);
     if (tl_engine == this && tl_next < 0 &&
         (node < 0 || !pool_->numa_mode() || static_cast<unsigned>(node) == pool_->node_of(tl_worker))) {
@@ -137,7 +168,7 @@ void Engine::ready(std::uint32_t task) {
   }
   std::lock_guard lock(hold_mu_);
   if (ts.iteration < limit_.load(std::memory_order_relaxed)) {
-    if (net_) inflight_.fetch_add(1, std::memory_order_relaxed);
+    if (dist_) inflight_.fetch_add(1, std::memory_order_relaxed);
     pool_->push(task, node_of(task));
   } else {
     held_.push_back(task);
@@ -152,6 +183,7 @@ void Engine::raise_limit(std::uint64_t limit) {
     free_to_ = limit;
     for (const auto& [begin, end] : free_runs_) pool_->push(range_item(begin, end));
   }
+  ORDO_ASSERT(limit >= limit_.load(std::memory_order_relaxed));  // the gate only rises
   std::vector<std::uint32_t> go;
   {
     std::lock_guard lock(hold_mu_);
@@ -161,7 +193,7 @@ void Engine::raise_limit(std::uint64_t limit) {
     go.assign(keep, held_.end());
     held_.erase(keep, held_.end());
   }
-  if (net_) inflight_.fetch_add(static_cast<std::int64_t>(go.size()), std::memory_order_relaxed);
+  if (dist_) inflight_.fetch_add(static_cast<std::int64_t>(go.size()), std::memory_order_relaxed);
   for (std::uint32_t t : go) pool_->push(t, node_of(t));
 }
 
@@ -189,18 +221,25 @@ void Engine::place(sched::Pool& pool) {
 
 void Engine::release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
                      unsigned worker) {
-  if (net_ && dist_.home[location] != rank_) {
-    proxy_release(location);
+  if (dist_ && !dist_->dist.is_home(location)) {
+    dist_->remote.proxy_release(location);
     return;
   }
   LockState& ls = locks_[location];
   // acq_rel: the last holder must see every other holder's work before it advances.
-  if (ls.remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const std::uint32_t holders = ls.remaining.fetch_sub(1, std::memory_order_acq_rel);
+  ORDO_ASSERT(holders != 0);  // a release without a hold
+  if (holders != 1) return;
   const LockPlan& lp = plan_.locks[location];
   std::uint32_t next = ls.phase + 1;
   if (next == lp.phases.size()) next = 0;
   ls.phase = next;
   grant_phase(location, next, releaser, iteration, worker);
+}
+
+unsigned Engine::trace_buffer() const {
+  const int w = sched::Pool::current_worker();
+  return w >= 0 ? static_cast<unsigned>(w) : trace_->control();
 }
 
 void Engine::grant_traced(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
@@ -221,8 +260,9 @@ void Engine::grant_traced(std::uint32_t member, std::uint32_t location, std::uin
 
 void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
                          std::uint64_t iteration, unsigned worker) {
-  if (net_) {
-    enter_phase(location, phase, releaser, iteration, worker);
+  if (dist_) {
+    dist_->remote.enter_phase(location, phase, locks_[location].remaining, releaser, iteration,
+                              worker);
     return;
   }
   LockState& ls = locks_[location];
@@ -251,8 +291,8 @@ void Engine::execute_one(sched::Item item, unsigned worker) {
     return;
   }
   const auto task = static_cast<std::uint32_t>(item);
-  if (has_fibers_ && fibers_[task]) {
-    run_fiber(task, (item & kResume) != 0, worker);
+  if (fibers_ && fibers_->drives(task)) {
+    fibers_->run(task, (item & kResume) != 0, worker);
     return;
   }
   TaskState& ts = tasks_[task];
@@ -309,14 +349,29 @@ void Engine::run_range(std::uint32_t begin, std::uint32_t end, unsigned worker) 
   instance_done(std::uint64_t{end - begin} * (to - from));
 }
 
+void Engine::fiber_done(std::uint32_t task, std::uint64_t iteration) {
+  tasks_[task].iteration = iteration + 1;
+  ready(task);
+  instance_done();
+}
+
+std::uint64_t Engine::granted_iteration(std::uint32_t task, std::uint32_t location) const {
+  // A dataflow task's next instance is ts.iteration: it cannot be granted before its current
+  // instance has released, after moving the iteration on (header). A fiber task's driver counts
+  // its grants per handle.
+  if (fibers_ && fibers_->drives(task)) return fibers_->granted_iteration(task, location);
+  return tasks_[task].iteration;
+}
+
 void Engine::instance_done(std::uint64_t count) {
-  if (net_) {
+  if (dist_) {
     // Distributed: the caller may also wait for inflight_ to drain (peer failure), so both
     // counts change under done_mu_, and nothing touches the engine after the unlock.
     std::lock_guard lock(done_mu_);
     // acq_rel: the final increment makes every body's writes visible to the caller.
-    const bool last = completed_.fetch_add(count, std::memory_order_acq_rel) + count ==
-                      target_.load(std::memory_order_relaxed);
+    const std::uint64_t now = completed_.fetch_add(count, std::memory_order_acq_rel) + count;
+    ORDO_ASSERT(now <= target_.load(std::memory_order_relaxed));  // no instance beyond the gate
+    const bool last = now == target_.load(std::memory_order_relaxed);
     const bool drained = inflight_.fetch_sub(1, std::memory_order_relaxed) == 1;
     if (last) done_ = true;
     if (last || (drained && failed_)) done_cv_.notify_all();
@@ -343,7 +398,7 @@ void Engine::record_error(std::exception_ptr error) {
     }
   }
   aborted_.store(true, std::memory_order_relaxed);
-  if (first && net_) {
+  if (first && dist_) {
     std::string what = "unknown exception";
     try {
       std::rethrow_exception(error);
@@ -351,8 +406,52 @@ void Engine::record_error(std::exception_ptr error) {
       what = e.what();
     } catch (...) {
     }
-    abort_everywhere("rank " + std::to_string(rank_) + " failed: " + what);
+    abort_everywhere("rank " + std::to_string(rank()) + " failed: " + what);
   }
+}
+
+void Engine::note_error(const std::string& what) {
+  {
+    std::lock_guard lock(error_mu_);
+    if (!error_) error_ = std::make_exception_ptr(std::runtime_error(what));
+  }
+  aborted_.store(true, std::memory_order_relaxed);
+}
+
+// A peer failed: nothing more will come from it, so no step can end. failed_ is set before the
+// control plane stops, so that a run whose collective returns because of it sees failed_.
+void Engine::on_failure(const std::string& what) {
+  note_error(what);
+  {
+    std::lock_guard lock(done_mu_);
+    failed_.store(true, std::memory_order_relaxed);
+    done_cv_.notify_all();
+  }
+  if (dist_) dist_->control.stop();
+}
+
+// A message the protocol never sends: this rank stops, and so do the others (a fatal ABORT,
+// taken as this rank's failure), rather than wait for a rank that no longer answers.
+void Engine::protocol_error(const std::string& what) {
+  const std::string text = "rank " + std::to_string(rank()) + " stopped: " + what;
+  on_failure(text);
+  abort_everywhere(text, true);
+}
+
+void Engine::on_abort(const std::string& what, bool fatal) {
+  if (fatal)
+    on_failure(what);
+  else
+    note_error(what);
+}
+
+void Engine::abort_everywhere(const std::string& what, bool fatal) {
+  std::vector<std::byte> msg;
+  const wire::Header h{wire::Kind::abort, 0, fatal ? wire::kFatal : std::uint16_t{0}, 0, 0};
+  wire::append(msg, &h, sizeof h);
+  wire::append(msg, what.data(), what.size());
+  for (unsigned r = 0; r < ranks(); ++r)
+    if (r != rank()) net_->send(r, channel_, msg, {}, {});
 }
 
 void Engine::wait_step_done() {
@@ -374,24 +473,14 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
   pool_ = &pool;
   place(pool);
   // Locations shared with their home on this host: this run's tasks use the home's buffer.
-  // Only those views change: the transport's thread may meanwhile copy a GRANT's bytes into
-  // another location's replica (reading data()), never into a shared one (no bytes).
-  struct Views {
-    Graph& graph;
-    const std::vector<std::byte*>& shared;
-    void set(bool on) {
-      for (std::uint32_t l = 0; l < shared.size(); ++l)
-        if (shared[l] != nullptr) on ? graph.set_view(l, shared[l]) : graph.reset_view(l);
-    }
-    ~Views() { set(false); }
-  } views{graph_, shared_view_};
-  views.set(true);
-  if (has_fibers_) {
+  std::optional<SharedPeers::RunViews> views;
+  if (dist_) views.emplace(graph_, dist_->shared);
+  if (fibers_) {
     if (stacks == nullptr) {
       if (!own_stacks_) own_stacks_ = std::make_unique<sched::StackPool>();
       stacks = own_stacks_.get();
     }
-    stacks_ = stacks;  // no fiber is active between runs, so each run may bring its own
+    fibers_->set_stacks(stacks);  // no fiber is active between runs: each run may bring its own
   }
   pool.attach(*this);
   while (done_iterations_ < end) {
@@ -403,31 +492,24 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     }
     raise_limit(stop);
     wait_step_done();
-    if (net_) {
+    if (dist_) {
       if (failed_) break;  // a peer is gone: nothing more will arrive
-      quiesce();
-      if (failed_) break;
+      if (!dist_->control.quiesce(dist_->remote.traffic()) || failed_) break;
     }
     done_iterations_ = stop;
     if (aborted_.load(std::memory_order_relaxed)) break;
     if (until) {
       bool stop_here = until(done_iterations_);
-      if (net_) stop_here = vote(stop_here);
+      if (dist_) stop_here = dist_->control.all(stop_here).value_or(true);  // stopped: stop
       if (stop_here) break;
     }
   }
   if (failed_) {
     // The live peers may still send (an early grant's deferred GRANT answers a RELEASE, with
-    // no quiescence to wait for): from here on their messages are dropped, so none makes an
-    // instance ready on the pool this run is about to leave. on_message holds trace_mu_ while
-    // it handles one, so none is half-way through either.
-    {
-      std::lock_guard lock(trace_mu_);
-      stopped_ = true;
-    }
-    // Nor does an early GRANT's `sent` act any more (the live peers' may still come).
-    sent_open_.store(false);
-    while (sent_running_.load() != 0) std::this_thread::yield();
+    // no quiescence to wait for): from here on their messages are dropped, and early GRANTs'
+    // `sent` no longer act, so none makes an instance ready on the pool this run is about to
+    // leave; none is half-way through either when stop() returns.
+    dist_->remote.stop();
     // Peer failure: instances still queued drain quickly (bodies are skipped once aborted).
     std::unique_lock lock(done_mu_);
     done_cv_.wait(lock, [this] { return inflight_.load(std::memory_order_relaxed) == 0; });
@@ -443,135 +525,3 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
 
 }  // namespace ordo::rt
 
-// ---- fiber tasks (protocol in engine.hpp) ----------------------------------------------------
-
-namespace ordo::rt {
-
-void Engine::run_fiber(std::uint32_t task, bool resume, unsigned worker) {
-  TaskState& ts = tasks_[task];
-  FiberTask& ft = *fibers_[task];
-  if (!resume) {
-    const Family& f = *ts.family;
-    const std::uint32_t index = task - f.first;
-    ft.instance = Instance{&graph_, task, ts.iteration, worker, this, index,
-                           graph_.member_accesses(f, index)};
-    std::fill(ft.holds.begin(), ft.holds.end(), Hold::requested);
-    if (trace_) [[unlikely]] trace_->task_begin(worker, task, ts.iteration);
-    ft.fiber.start(*stacks_, &Engine::fiber_main, &ft, f.name.c_str());
-  }
-  for (;;) {
-    ft.instance.worker = worker;
-    if (ft.fiber.resume()) break;
-    if (park(ft)) return;  // the grant will push the resume item
-  }
-  // The body has returned and every handle is released (fiber_main).
-  if (trace_) [[unlikely]] trace_->task_end(worker, task, ft.instance.iteration);
-  ts.iteration = ft.instance.iteration + 1;
-  ready(task);
-  instance_done();
-}
-
-bool Engine::park(FiberTask& ft) {
-  std::atomic<std::uint64_t>& g = ft.grants[ft.waiting];
-  const std::uint64_t k = ft.instance.iteration;
-  // acquire: pairs with the fetch_add in fiber_grant (the granter's view of the data).
-  std::uint64_t w = g.load(std::memory_order_acquire);
-  for (;;) {
-    if ((w >> 1) > k) return false;  // granted since the fiber looked: resume it here
-    // acq_rel: pairs with the fetch_add in fiber_grant, which then sees the parked bit.
-    if (g.compare_exchange_weak(w, w | 1, std::memory_order_acq_rel, std::memory_order_acquire))
-      return true;
-  }
-}
-
-std::uint64_t Engine::granted_iteration(std::uint32_t task, std::uint32_t location) const {
-  const TaskState& ts = tasks_[task];
-  // A dataflow task's next instance is ts.iteration: it cannot be granted before its current
-  // instance has released, after moving the iteration on (header). A fiber task can be granted
-  // while its instance still runs (it released early) and moves its iteration on only when
-  // the body ends, so count this handle's grants instead: the grant for iteration k is the
-  // k+1-th. Relaxed: only this thread grants the handle now (the lock's phase is ours).
-  const FiberTask* ft = fiber_of(task);
-  if (!ft) return ts.iteration;
-  const auto locks = plan_.task_locks_of(task);
-  const auto h = static_cast<std::size_t>(
-      std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
-  return ft->grants[h].load(std::memory_order_relaxed) >> 1;
-}
-
-void Engine::fiber_grant(std::uint32_t task, std::uint32_t location) {
-  FiberTask& ft = *fibers_[task];
-  const auto locks = plan_.task_locks_of(task);
-  const auto h = static_cast<std::size_t>(
-      std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
-  // acq_rel: pairs with the CAS in park() and the acquire loads in park() and wait_grant(), so
-  // the fiber sees what the previous holders wrote.
-  const std::uint64_t old = ft.grants[h].fetch_add(2, std::memory_order_acq_rel);
-  if ((old & 1) == 0) return;
-  // The fiber is parked on this handle and only this grant resumes it; no other grant can
-  // reach this handle before the fiber runs again. Relaxed: the push below publishes it.
-  ft.grants[h].fetch_and(~std::uint64_t{1}, std::memory_order_relaxed);
-  pool_->push(task | kResume);
-}
-
-void Engine::wait_grant(FiberTask& ft, std::uint32_t access) {
-  const std::int32_t h = ft.handle_of[access];
-  if (h < 0) return;  // a read-only location has no lock
-  // acquire: pairs with the fetch_add in fiber_grant.
-  if ((ft.grants[h].load(std::memory_order_acquire) >> 1) > ft.instance.iteration) return;
-  ft.waiting = static_cast<std::uint32_t>(h);
-  const std::uint32_t location = plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)];
-  if (trace_) [[unlikely]]
-    trace_->fiber_suspend(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
-  sched::Fiber::suspend();  // park() or fiber_grant() resumes us once the grant is in
-  if (trace_) [[unlikely]]  // possibly on another worker: run_fiber updated instance.worker
-    trace_->fiber_resume(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
-}
-
-void Engine::fiber_main(void* arg) noexcept {
-  FiberTask& ft = *static_cast<FiberTask*>(arg);
-  Engine& e = *ft.engine;
-  if (!e.aborted_.load(std::memory_order_relaxed)) {
-    try {
-      e.tasks_[ft.instance.task].family->body(ft.instance);
-    } catch (...) {
-      e.record_error(std::current_exception());
-    }
-  }
-  // Handles the body left requested or held: acquire (a release needs the grant), release.
-  for (std::uint32_t a = 0; a < ft.holds.size(); ++a) {
-    if (ft.holds[a] == Hold::released) continue;
-    if (ft.holds[a] == Hold::requested) e.wait_grant(ft, a);
-    ft.holds[a] = Hold::released;
-    const std::int32_t h = ft.handle_of[a];
-    if (h >= 0)
-      e.release(e.plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
-                ft.instance.task, ft.instance.iteration, ft.instance.worker);
-  }
-}
-
-Engine::Hold Engine::hold(const Instance& inst, std::uint32_t access) const {
-  return fibers_[inst.task]->holds[access];
-}
-
-bool Engine::on_own_fiber(const Instance& inst) const {
-  const FiberTask* ft = fiber_of(inst.task);
-  return ft != nullptr && sched::Fiber::current() == &ft->fiber;
-}
-
-void Engine::fiber_acquire(const Instance& inst, std::uint32_t access) {
-  FiberTask& ft = *fibers_[inst.task];
-  wait_grant(ft, access);
-  ft.holds[access] = Hold::held;
-}
-
-void Engine::fiber_release(const Instance& inst, std::uint32_t access) {
-  FiberTask& ft = *fibers_[inst.task];
-  ft.holds[access] = Hold::released;
-  const std::int32_t h = ft.handle_of[access];
-  if (h >= 0)
-    release(plan_.task_locks_of(inst.task)[static_cast<std::size_t>(h)], inst.task, inst.iteration,
-            ft.instance.worker);
-}
-
-}  // namespace ordo::rt

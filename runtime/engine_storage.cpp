@@ -16,14 +16,16 @@ namespace ordo::rt {
 // verdict is about what the run will touch.
 void Engine::provide_storage() {
   const std::size_t nl = graph_.locations().size();
-  std::vector<char> used(nl, net_ ? 0 : 1);
-  if (net_) {
+  const Distribution* d = dist_ ? &dist_->dist : nullptr;
+  const unsigned rank = d ? d->rank : 0, ranks = d ? d->ranks : 1;
+  std::vector<char> used(nl, d ? 0 : 1);
+  if (d) {
     for (std::size_t l = 0; l < nl; ++l)
-      if (dist_.home[l] == rank_) used[l] = 1;
+      if (d->home[l] == rank) used[l] = 1;
     for (const Family& f : graph_.families()) {
       if (f.offsets == Graph::kNoAccesses) continue;
       for (std::uint32_t i = 0; i < f.count; ++i)
-        if (dist_.task_rank[f.first + i] == rank_)
+        if (d->task_rank[f.first + i] == rank)
           for (const AccessDesc& a : graph_.member_accesses(f, i)) used[a.location] = 1;
     }
   }
@@ -38,15 +40,15 @@ void Engine::provide_storage() {
   }
   mine.available = memory_available();
   mine.host_more = mine.more;
-  if (net_) {
+  if (d) {
     std::vector<std::byte> need(sizeof mine.more);
     std::memcpy(need.data(), &mine.more, sizeof mine.more);
-    const auto theirs = exchange(need);
-    if (failed_) return;
-    for (unsigned p = 0; p < nranks_; ++p) {
+    const auto theirs = dist_->control.exchange(need);
+    if (!theirs) return;  // stopped: a peer failed
+    for (unsigned p = 0; p < ranks; ++p) {
       std::uint64_t more = 0;
-      if (p == rank_ || !net_->same_host(p) || theirs[p].size() != sizeof more) continue;
-      std::memcpy(&more, theirs[p].data(), sizeof more);
+      if (p == rank || !net_->same_host(p) || (*theirs)[p].size() != sizeof more) continue;
+      std::memcpy(&more, (*theirs)[p].data(), sizeof more);
       mine.host_more += more;
     }
   }
@@ -54,24 +56,25 @@ void Engine::provide_storage() {
     // Home locations go where the ranks of this host can map them (the SharedArena, when the
     // graph keeps one); replicas stay private.
     for (std::uint32_t l = 0; l < nl && !mine.allocation_failed; ++l)
-      if (used[l] && !graph_.provide_storage(l, !net_ || dist_.home[l] == rank_))
+      if (used[l] && !graph_.provide_storage(l, !d || d->home[l] == rank))
         mine.allocation_failed = true;
   }
-  std::vector<StorageVerdict> all(nranks_);
-  all[rank_] = mine;
-  if (net_) {
+  std::vector<StorageVerdict> all(ranks);
+  all[rank] = mine;
+  if (d) {
     std::vector<std::byte> verdict(sizeof mine);
     std::memcpy(verdict.data(), &mine, sizeof mine);
-    const auto theirs = exchange(verdict);
-    if (failed_) return;
-    for (unsigned p = 0; p < nranks_; ++p) {
-      if (p == rank_) continue;
-      if (theirs[p].size() != sizeof(StorageVerdict)) {
+    const auto theirs = dist_->control.exchange(verdict);
+    if (!theirs) return;
+    for (unsigned p = 0; p < ranks; ++p) {
+      if (p == rank) continue;
+      if ((*theirs)[p].size() != sizeof(StorageVerdict)) {
         protocol_error("rank " + std::to_string(p) + " sent a storage verdict of " +
-                       std::to_string(theirs[p].size()) + " bytes: the ranks' ordo versions differ");
+                       std::to_string((*theirs)[p].size()) +
+                       " bytes: the ranks' ordo versions differ");
         return;
       }
-      std::memcpy(&all[p], theirs[p].data(), sizeof(StorageVerdict));
+      std::memcpy(&all[p], (*theirs)[p].data(), sizeof(StorageVerdict));
     }
   }
   storage_error_ = storage_refusal(all);
@@ -81,8 +84,9 @@ void Engine::provide_storage() {
 }
 
 void Engine::release_shared_replicas() {
-  for (std::uint32_t l = 0; l < shared_view_.size(); ++l)
-    if (shared_view_[l] != nullptr) graph_.release_storage(l);
+  const Distributed& d = *dist_;
+  for (std::uint32_t l = 0; l < graph_.locations().size(); ++l)
+    if (!d.dist.is_home(l) && d.shared.shared_with(l, d.dist.home[l])) graph_.release_storage(l);
 }
 
 }  // namespace ordo::rt

@@ -1,0 +1,172 @@
+// The fiber driver (protocol in fiber_driver.hpp).
+#include "runtime/fiber_driver.hpp"
+
+#include <algorithm>
+
+#include "runtime/assert.hpp"
+#include "runtime/engine.hpp"
+
+namespace ordo::rt {
+
+struct FiberDriver::Task {
+  FiberDriver* driver = nullptr;
+  const Family* family = nullptr;
+  Instance instance{};          // the running instance; worker updated at each resume
+  sched::Fiber fiber;
+  std::uint32_t waiting = 0;    // handle the fiber suspended on (read by its worker)
+  std::unique_ptr<std::atomic<std::uint64_t>[]> grants;  // per handle: count << 1 | parked
+  std::vector<std::int32_t> handle_of;  // per access: handle index, -1 when not locked
+  std::vector<Hold> holds;              // per access, of the running instance
+};
+
+FiberDriver::FiberDriver(Engine& engine, const Graph& graph, const Plan& plan)
+    : engine_(engine), graph_(graph), plan_(plan), tasks_(plan.tasks) {}
+
+FiberDriver::~FiberDriver() = default;
+
+void FiberDriver::add(std::uint32_t task, const Family& family, std::uint32_t index) {
+  const auto locks = plan_.task_locks_of(task);
+  const auto n = static_cast<std::uint32_t>(locks.size());
+  auto ft = std::make_unique<Task>();
+  ft->driver = this;
+  ft->family = &family;
+  ft->grants.reset(new std::atomic<std::uint64_t>[n]);
+  for (std::uint32_t h = 0; h < n; ++h) ft->grants[h].store(0, std::memory_order_relaxed);
+  // Sorted by location (plan.cpp builds it so): grant() binary-searches it.
+  ORDO_ASSERT(std::is_sorted(locks.begin(), locks.end()));
+  const auto accesses = graph_.member_accesses(family, index);
+  for (const AccessDesc& a : accesses) {
+    auto it = std::lower_bound(locks.begin(), locks.end(), a.location);
+    ft->handle_of.push_back(it != locks.end() && *it == a.location
+                                ? static_cast<std::int32_t>(it - locks.begin())
+                                : -1);
+  }
+  ft->holds.assign(accesses.size(), Hold::requested);
+  tasks_[task] = std::move(ft);
+}
+
+void FiberDriver::run(std::uint32_t task, bool resume, unsigned worker) {
+  Task& ft = *tasks_[task];
+  if (!resume) {
+    const Family& f = *ft.family;
+    const std::uint32_t index = task - f.first;
+    ft.instance = Instance{&graph_, task, engine_.tasks_[task].iteration, worker, &engine_,
+                           index, graph_.member_accesses(f, index)};
+    std::fill(ft.holds.begin(), ft.holds.end(), Hold::requested);
+    if (engine_.trace_) [[unlikely]] engine_.trace_->task_begin(worker, task, ft.instance.iteration);
+    ft.fiber.start(*stacks_, &FiberDriver::fiber_main, &ft, f.name.c_str());
+  }
+  for (;;) {
+    ft.instance.worker = worker;
+    if (ft.fiber.resume()) break;
+    if (park(ft)) return;  // the grant will push the resume item
+  }
+  // The body has returned and every handle is released (fiber_main).
+  if (engine_.trace_) [[unlikely]] engine_.trace_->task_end(worker, task, ft.instance.iteration);
+  engine_.fiber_done(task, ft.instance.iteration);
+}
+
+bool FiberDriver::park(Task& ft) {
+  std::atomic<std::uint64_t>& g = ft.grants[ft.waiting];
+  const std::uint64_t k = ft.instance.iteration;
+  // acquire: pairs with the fetch_add in grant() (the granter's view of the data).
+  std::uint64_t w = g.load(std::memory_order_acquire);
+  for (;;) {
+    if ((w >> 1) > k) return false;  // granted since the fiber looked: resume it here
+    // acq_rel: pairs with the fetch_add in grant(), which then sees the parked bit.
+    if (g.compare_exchange_weak(w, w | 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      return true;
+  }
+}
+
+std::uint64_t FiberDriver::granted_iteration(std::uint32_t task, std::uint32_t location) const {
+  // A fiber task can be granted while its instance still runs (it released early) and moves
+  // its iteration on only when the body ends, so count this handle's grants: the grant for
+  // iteration k is the k+1-th. Relaxed: only this thread grants the handle now (the lock's
+  // phase is ours).
+  const auto locks = plan_.task_locks_of(task);
+  const auto h = static_cast<std::size_t>(
+      std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
+  return tasks_[task]->grants[h].load(std::memory_order_relaxed) >> 1;
+}
+
+void FiberDriver::grant(std::uint32_t task, std::uint32_t location) {
+  Task& ft = *tasks_[task];
+  const auto locks = plan_.task_locks_of(task);
+  const auto h = static_cast<std::size_t>(
+      std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
+  ORDO_ASSERT(h < locks.size() && locks[h] == location);
+  // acq_rel: pairs with the CAS in park() and the acquire loads in park() and wait_grant(), so
+  // the fiber sees what the previous holders wrote.
+  const std::uint64_t old = ft.grants[h].fetch_add(2, std::memory_order_acq_rel);
+  if ((old & 1) == 0) return;
+  // The fiber is parked on this handle and only this grant resumes it; no other grant can
+  // reach this handle before the fiber runs again. Relaxed: the push below publishes it.
+  ft.grants[h].fetch_and(~std::uint64_t{1}, std::memory_order_relaxed);
+  engine_.pool_->push(task | Engine::kResume);
+}
+
+void FiberDriver::wait_grant(Task& ft, std::uint32_t access) {
+  const std::int32_t h = ft.handle_of[access];
+  if (h < 0) return;  // a read-only location has no lock
+  // acquire: pairs with the fetch_add in grant().
+  if ((ft.grants[h].load(std::memory_order_acquire) >> 1) > ft.instance.iteration) return;
+  ft.waiting = static_cast<std::uint32_t>(h);
+  const std::uint32_t location = plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)];
+  trace::Recorder* const trace = engine_.trace_;
+  if (trace) [[unlikely]]
+    trace->fiber_suspend(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
+  sched::Fiber::suspend();  // park() or grant() resumes us once the grant is in
+  if (trace) [[unlikely]]  // possibly on another worker: run() updated instance.worker
+    trace->fiber_resume(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
+}
+
+void FiberDriver::fiber_main(void* arg) noexcept {
+  Task& ft = *static_cast<Task*>(arg);
+  FiberDriver& d = *ft.driver;
+  if (!d.engine_.aborted_.load(std::memory_order_relaxed)) {
+    try {
+      ft.family->body(ft.instance);
+    } catch (...) {
+      d.engine_.record_error(std::current_exception());
+    }
+  }
+  // Handles the body left requested or held: acquire (a release needs the grant), release.
+  for (std::uint32_t a = 0; a < ft.holds.size(); ++a) {
+    if (ft.holds[a] == Hold::released) continue;
+    if (ft.holds[a] == Hold::requested) d.wait_grant(ft, a);
+    ft.holds[a] = Hold::released;
+    const std::int32_t h = ft.handle_of[a];
+    if (h >= 0)
+      d.engine_.release(d.plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
+                        ft.instance.task, ft.instance.iteration, ft.instance.worker);
+  }
+}
+
+FiberDriver::Hold FiberDriver::hold(const Instance& inst, std::uint32_t access) const {
+  return tasks_[inst.task]->holds[access];
+}
+
+bool FiberDriver::on_own_fiber(const Instance& inst) const {
+  const Task* ft = tasks_[inst.task].get();
+  return ft != nullptr && sched::Fiber::current() == &ft->fiber;
+}
+
+void FiberDriver::acquire(const Instance& inst, std::uint32_t access) {
+  Task& ft = *tasks_[inst.task];
+  ORDO_ASSERT(ft.holds[access] == Hold::requested);
+  wait_grant(ft, access);
+  ft.holds[access] = Hold::held;
+}
+
+void FiberDriver::release(const Instance& inst, std::uint32_t access) {
+  Task& ft = *tasks_[inst.task];
+  ORDO_ASSERT(ft.holds[access] == Hold::held);
+  ft.holds[access] = Hold::released;
+  const std::int32_t h = ft.handle_of[access];
+  if (h >= 0)
+    engine_.release(plan_.task_locks_of(inst.task)[static_cast<std::size_t>(h)], inst.task,
+                    inst.iteration, ft.instance.worker);
+}
+
+}  // namespace ordo::rt
