@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "api/errors.hpp"
 #include "api/graph_impl.hpp"
 #include "api/settings.hpp"
 #include "runtime/comm_net.hpp"
@@ -151,9 +152,20 @@ rt::Engine& prepare_run(Graph& graph, const std::shared_ptr<rt::CommNet>& net,
   // Bad input, not a failure of the run: the same refusal on every rank, before anything ran.
   if (!engine.storage_error().empty()) throw Error(engine.storage_error());
   if (engine.broken())
-    throw Error("this graph's previous run stopped on an exception thrown by a task body, so its "
+    throw Error("this graph's previous run failed (a task body threw, or a rank failed), so its "
                 "locations hold a partial iteration; build the graph anew to run again");
   return engine;
+}
+
+// Runs `run`, turning the engine's failures across ranks into the public types; a body's own
+// exception passes as it was.
+template <class F>
+std::uint64_t failing_typed(F&& run) {
+  try {
+    return run();
+  } catch (const rt::RunError& e) {
+    detail::throw_typed(e);
+  }
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -180,8 +192,11 @@ RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = impl_->traced(graph, engine, iterations,
-                                   [&] { return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get()); });
+  stats.iterations = failing_typed([&] {
+    return impl_->traced(graph, engine, iterations, [&] {
+      return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get());
+    });
+  });
   stats.seconds = seconds_since(t0);
   return stats;
 }
@@ -195,10 +210,12 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = impl_->traced(graph, engine, until.max_iterations, [&] {
-    return engine.run(impl_->pool, until.max_iterations,
-                      [&](std::uint64_t) { return until.done(graph); }, until.check_every,
-                      impl_->stacks.get());
+  stats.iterations = failing_typed([&] {
+    return impl_->traced(graph, engine, until.max_iterations, [&] {
+      return engine.run(impl_->pool, until.max_iterations,
+                        [&](std::uint64_t) { return until.done(graph); }, until.check_every,
+                        impl_->stacks.get());
+    });
   });
   stats.seconds = seconds_since(t0);
   return stats;

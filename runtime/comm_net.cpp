@@ -38,8 +38,8 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOpti
     clock_cv_.notify_all();
   });
   transport_->on_peer_failure([this](const comm::PeerFailure& f) {
-    on_peer_failure("rank " + std::to_string(f.peer) + " failed (" + f.cause +
-                    "); the job cannot go on without it");
+    on_peer_failure(static_cast<unsigned>(f.peer), "rank " + std::to_string(f.peer) + " failed (" +
+                                                       f.cause + "); the job cannot go on without it");
   });
   transport_->connect();
   thread_ = std::thread([this] { progress_loop(); });
@@ -139,8 +139,8 @@ void CommNet::guarded(F&& work) {
   try {
     work();
   } catch (const std::exception& e) {
-    on_peer_failure(std::string("transport error on rank ") + std::to_string(rank()) + ": " +
-                    e.what());
+    on_peer_failure(rank(), std::string("transport error on rank ") + std::to_string(rank()) +
+                                ": " + e.what());
   }
 }
 
@@ -239,6 +239,7 @@ void CommNet::progress_loop() {
 
 void CommNet::attach(std::uint32_t channel, Receiver on_message, Failure on_failure) {
   std::string failed;
+  unsigned failed_rank = 0;
   {
     std::lock_guard lock(mu_);
     Channel& ch = channels_[channel];
@@ -246,9 +247,10 @@ void CommNet::attach(std::uint32_t channel, Receiver on_message, Failure on_fail
     ch.failure = std::move(on_failure);
     ch.attached = true;
     failed = failure_;
+    failed_rank = failure_rank_;
   }
   // Messages that came early are delivered on the progress thread, in arrival order.
-  transport_->post([this, channel, failed] {
+  transport_->post([this, channel, failed, failed_rank] {
     std::deque<Pending> early;
     {
       std::lock_guard lock(mu_);
@@ -266,7 +268,7 @@ void CommNet::attach(std::uint32_t channel, Receiver on_message, Failure on_fail
         f = it->second.failure;
         delivering_ = channel;
       }
-      f(failed);
+      f(failed_rank, failed);
       std::lock_guard lock(mu_);
       delivering_ = -1;
       cv_.notify_all();
@@ -365,8 +367,10 @@ void CommNet::drain_outbox() {
 void CommNet::on_incoming(comm::Incoming& m) {
   std::span<const std::byte> h = m.header();
   if (h.size() < sizeof(std::uint32_t)) {
-    on_peer_failure("rank " + std::to_string(m.peer()) + " sent a runtime message without a "
-                    "channel; are all ranks the same ordo version?");
+    on_peer_failure(static_cast<unsigned>(m.peer()),
+                    "rank " + std::to_string(m.peer()) +
+                        " sent a runtime message without a channel; are all ranks the same ordo "
+                        "version?");
     return;
   }
   std::uint32_t channel;
@@ -430,7 +434,7 @@ void CommNet::deliver(std::uint32_t channel, unsigned from, std::span<const std:
     std::uint64_t hlen = ~std::uint64_t{0};
     if (payload.size() >= sizeof hlen) std::memcpy(&hlen, payload.data(), sizeof hlen);
     if (payload.size() < sizeof hlen || payload.size() - sizeof hlen < hlen) {
-      on_peer_failure("rank " + std::to_string(from) + " sent a malformed large-header message");
+      on_peer_failure(from, "rank " + std::to_string(from) + " sent a malformed large-header message");
       return;
     }
     const std::vector<std::byte> big_header(
@@ -485,12 +489,13 @@ void CommNet::finish(Completed* c) {
   cv_.notify_all();
 }
 
-void CommNet::on_peer_failure(const std::string& what) {
+void CommNet::on_peer_failure(unsigned rank, const std::string& what) {
   std::vector<std::pair<std::uint32_t, Failure>> targets;
   {
     std::lock_guard lock(mu_);
     if (!failure_.empty()) return;
     failure_ = what;
+    failure_rank_ = rank;
     for (auto& [id, ch] : channels_)
       if (ch.attached) targets.emplace_back(id, ch.failure);
   }
@@ -500,7 +505,7 @@ void CommNet::on_peer_failure(const std::string& what) {
       if (!channels_.count(id)) continue;
       delivering_ = id;
     }
-    f(what);
+    f(rank, what);
     std::lock_guard lock(mu_);
     delivering_ = -1;
     cv_.notify_all();

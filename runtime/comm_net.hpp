@@ -113,7 +113,7 @@ class CommNet final : public Net, public sched::Poller {
   void on_incoming(comm::Incoming& m);
   void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                std::span<const std::byte> payload);
-  void on_peer_failure(const std::string& what);
+  void on_peer_failure(unsigned rank, const std::string& what);
   // A send's completion state beyond its record (Outgoing is reused at once).
   struct Completed {
     std::uint32_t channel = 0;
@@ -157,6 +157,7 @@ class CommNet final : public Net, public sched::Poller {
   std::condition_variable cv_;
   std::map<std::uint32_t, Channel> channels_;  // guarded by mu_
   std::string failure_;                        // first peer failure, guarded by mu_
+  unsigned failure_rank_ = 0;                  // its rank, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
   std::map<std::uint32_t, std::size_t> placing_;  // placed receives in flight, guarded by mu_
 

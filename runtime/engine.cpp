@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <stdexcept>
 
 #include "runtime/assert.hpp"
 #include "runtime/wire.hpp"
@@ -83,16 +82,15 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
 
 void Engine::start_distributed(bool share) {
   Distributed& d = *dist_;
-  auto failed = [this] {
-    std::lock_guard lock(error_mu_);
-    return error_ != nullptr;
-  };
-  if (auto difference = graph_difference(d.control, graph_)) note_error(*difference);
-  if (failed()) return;
+  if (auto difference = graph_difference(d.control, graph_))
+    fail({Failure::Kind::mismatch, d.dist.rank, *difference, nullptr});
+  if (has_failed()) return;
   provide_storage();
-  if (failed()) return;
-  if (auto error = d.shared.setup(d.control, *net_, plan_, share)) protocol_error(*error);
-  if (failed()) return;
+  // A problem that does not fit: run() refuses it, on every rank alike.
+  if (has_failed() || !storage_error_.empty()) return;
+  if (auto error = d.shared.setup(d.control, *net_, plan_, share))
+    fail({Failure::Kind::protocol, error->rank, error->what, nullptr});
+  if (has_failed()) return;
   release_shared_replicas();
   for (std::uint32_t t = 0; t < plan_.tasks; ++t)
     if (d.dist.task_rank[t] == d.dist.rank &&
@@ -156,7 +154,16 @@ void Engine::ready(std::uint32_t task) {
   missing(ts).store(ts.requests, std::memory_order_relaxed);
   // acquire: pairs with the release store in raise_limit.
   if (ts.iteration < limit_.load(std::memory_order_acquire)) {
-    if (dist_) inflight_.fetch_add(1, std::memory_order_relaxed);
+    if (dist_) {
+      // A run stopped by a failure starts nothing new: it returns once what is queued or
+      // running has ended (a chain of local instances would otherwise run to the gate).
+      if (failed_.load(std::memory_order_relaxed)) {
+        std::lock_guard lock(hold_mu_);
+        held_.push_back(task);
+        return;
+      }
+      inflight_.fetch_add(1, std::memory_order_relaxed);
+    }
     const int node = node_of(task);
     if (tl_engine == this && tl_next < 0 &&
         (node < 0 || !pool_->numa_mode() || static_cast<unsigned>(node) == pool_->node_of(tl_worker))) {
@@ -167,7 +174,8 @@ void Engine::ready(std::uint32_t task) {
     return;
   }
   std::lock_guard lock(hold_mu_);
-  if (ts.iteration < limit_.load(std::memory_order_relaxed)) {
+  if (ts.iteration < limit_.load(std::memory_order_relaxed) &&
+      !(dist_ && failed_.load(std::memory_order_relaxed))) {
     if (dist_) inflight_.fetch_add(1, std::memory_order_relaxed);
     pool_->push(task, node_of(task));
   } else {
@@ -304,7 +312,7 @@ void Engine::execute_one(sched::Item item, unsigned worker) {
     try {
       f.body(Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
     } catch (...) {
-      record_error(std::current_exception());
+      fail_body();
     }
     if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
   }
@@ -341,7 +349,7 @@ void Engine::run_range(std::uint32_t begin, std::uint32_t end, unsigned worker) 
       try {
         f.body(Instance{&graph_, t, k, worker, nullptr, t - f.first, accesses});
       } catch (...) {
-        record_error(std::current_exception());
+        fail_body();
       }
       if (trace_) [[unlikely]] trace_->task_end(worker, t, k);
     }
@@ -388,70 +396,75 @@ void Engine::instance_done(std::uint64_t count) {
   }
 }
 
-void Engine::record_error(std::exception_ptr error) {
-  bool first = false;
-  {
-    std::lock_guard lock(error_mu_);
-    if (!error_) {
-      error_ = error;
-      first = true;
-    }
+void Engine::fail_body() {
+  std::string what = "unknown exception";
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
   }
-  aborted_.store(true, std::memory_order_relaxed);
-  if (first && dist_) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    abort_everywhere("rank " + std::to_string(rank()) + " failed: " + what);
-  }
+  fail({Failure::Kind::body, rank(), what, std::current_exception()});
 }
 
-void Engine::note_error(const std::string& what) {
+void Engine::fail(Failure f) {
+  // What the other ranks are told: this rank's body exception (they drain, then report it as
+  // this rank's failure), or its stop on a message it cannot handle (a fatal ABORT: they take
+  // it as this rank's loss, rather than wait for a rank that no longer answers).
+  std::string tell;
+  if (f.kind == Failure::Kind::body) {
+    tell = "rank " + std::to_string(rank()) + " failed: " + f.what;
+  } else if (f.kind == Failure::Kind::protocol) {
+    f.what = "rank " + std::to_string(rank()) + " stopped: " + f.what;
+    tell = f.what;
+  }
+  const bool stops = f.stops_run();
+  bool first;
   {
     std::lock_guard lock(error_mu_);
-    if (!error_) error_ = std::make_exception_ptr(std::runtime_error(what));
+    first = !failure_;
+    if (first) failure_ = std::move(f);
   }
   aborted_.store(true, std::memory_order_relaxed);
+  // A body exception is told once (the first failure); every stop is told, so that a rank that
+  // already drains for another failure still stops its peers.
+  if (dist_ && !tell.empty() && (first || stops)) {
+    std::vector<std::byte> msg;
+    const wire::Header h{wire::Kind::abort, 0, stops ? wire::kFatal : std::uint16_t{0}, 0, 0};
+    wire::append(msg, &h, sizeof h);
+    wire::append(msg, tell.data(), tell.size());
+    for (unsigned r = 0; r < ranks(); ++r)
+      if (r != rank()) net_->send(r, channel_, msg, {}, {});
+  }
+  if (stops) stop_run();
 }
 
-// A peer failed: nothing more will come from it, so no step can end. failed_ is set before the
-// control plane stops, so that a run whose collective returns because of it sees failed_.
-void Engine::on_failure(const std::string& what) {
-  note_error(what);
+// failed_ is set before the control plane and the fiber driver stop, so that whoever returns
+// from a wait because of them sees it.
+void Engine::stop_run() {
   {
     std::lock_guard lock(done_mu_);
     failed_.store(true, std::memory_order_relaxed);
     done_cv_.notify_all();
   }
   if (dist_) dist_->control.stop();
+  if (fibers_) fibers_->stop();
 }
 
-// A message the protocol never sends: this rank stops, and so do the others (a fatal ABORT,
-// taken as this rank's failure), rather than wait for a rank that no longer answers.
-void Engine::protocol_error(const std::string& what) {
-  const std::string text = "rank " + std::to_string(rank()) + " stopped: " + what;
-  on_failure(text);
-  abort_everywhere(text, true);
+bool Engine::has_failed() const {
+  std::lock_guard lock(error_mu_);
+  return failure_.has_value();
 }
 
-void Engine::on_abort(const std::string& what, bool fatal) {
-  if (fatal)
-    on_failure(what);
-  else
-    note_error(what);
-}
-
-void Engine::abort_everywhere(const std::string& what, bool fatal) {
-  std::vector<std::byte> msg;
-  const wire::Header h{wire::Kind::abort, 0, fatal ? wire::kFatal : std::uint16_t{0}, 0, 0};
-  wire::append(msg, &h, sizeof h);
-  wire::append(msg, what.data(), what.size());
-  for (unsigned r = 0; r < ranks(); ++r)
-    if (r != rank()) net_->send(r, channel_, msg, {}, {});
+void Engine::rethrow_failure() {
+  broken_ = true;
+  Failure f;
+  {
+    std::lock_guard lock(error_mu_);
+    f = *failure_;
+  }
+  if (f.kind == Failure::Kind::body) std::rethrow_exception(f.error);
+  throw RunError(f.kind, f.rank, f.what);
 }
 
 void Engine::wait_step_done() {
@@ -462,10 +475,9 @@ void Engine::wait_step_done() {
 std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
                           const std::function<bool(std::uint64_t)>& until,
                           std::uint64_t check_every, sched::StackPool* stacks) {
-  if (error_) {  // e.g. the ranks did not build the same graph
-    broken_ = true;
-    std::rethrow_exception(error_);
-  }
+  // Bad input, the same refusal on every rank (engine_storage.cpp).
+  if (!storage_error_.empty()) throw std::runtime_error(storage_error_);
+  if (has_failed()) rethrow_failure();  // e.g. the ranks did not build the same graph
   const std::uint64_t ntasks = local_tasks_;
   const std::uint64_t start = done_iterations_;
   const std::uint64_t end = start + iterations;
@@ -510,16 +522,14 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     // `sent` no longer act, so none makes an instance ready on the pool this run is about to
     // leave; none is half-way through either when stop() returns.
     dist_->remote.stop();
-    // Peer failure: instances still queued drain quickly (bodies are skipped once aborted).
+    // Instances still queued drain quickly (bodies are skipped once aborted), parked fibers
+    // were woken (their acquires throw).
     std::unique_lock lock(done_mu_);
     done_cv_.wait(lock, [this] { return inflight_.load(std::memory_order_relaxed) == 0; });
   }
   pool.detach();
   pool_ = nullptr;
-  if (error_) {
-    broken_ = true;
-    std::rethrow_exception(error_);
-  }
+  if (has_failed()) rethrow_failure();
   return done_iterations_ - start;
 }
 

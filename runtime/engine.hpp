@@ -49,11 +49,12 @@
 // releases), so no worker touches the graph's data; the last one wakes the caller while holding
 // done_mu_, so the caller cannot free the engine under a worker's feet.
 //
-// Failures. A body exception on any rank stops the run: bodies are skipped from then on, the
-// current step drains, and run() rethrows it (on the other ranks as "rank R failed: ..."). A
-// failed peer (or a peer that sent a message the protocol never sends) ends the run at once:
-// the control plane stops, messages are dropped, and run() returns once no instance is queued
-// or running.
+// Failures (failure.hpp): every one goes through fail(). A body exception on any rank stops
+// the run: bodies are skipped from then on, the current step drains, and run() rethrows it
+// (on the other ranks as a RunError, "rank R failed: ..."). A failed peer, or one that sent a
+// message the protocol never sends, stops the run at once: the control plane stops, messages
+// are dropped, parked fibers are woken, and run() returns once no instance is queued or
+// running.
 //
 // Threads and what pairs across them:
 //   - grant()'s acq_rel decrement of `missing` pairs with the other grants of the instance;
@@ -64,6 +65,9 @@
 //     the last increment notifies done_cv_ under done_mu_.
 //   - set_trace() runs between runs, while the remote-lock protocol's message handling is
 //     paused (RemoteLocks::pause()).
+//   - fail() records the first failure under error_mu_; a stopping one sets failed_ under
+//     done_mu_ (waking the run's waits), then stops the control plane and the fiber driver,
+//     so that whoever returns from a wait because of them sees failed_.
 #pragma once
 
 #include <atomic>
@@ -73,12 +77,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "runtime/control_plane.hpp"
 #include "runtime/distribution.hpp"
+#include "runtime/failure.hpp"
 #include "runtime/fiber_driver.hpp"
 #include "runtime/graph.hpp"
 #include "runtime/net.hpp"
@@ -120,8 +126,9 @@ class Engine final : public sched::Executor {
   // Runs up to `iterations` further iterations on `pool`. When `until` is set it is called on
   // the caller's thread after every `check_every` iterations (and after the last), with the
   // number of iterations completed so far, while no instance runs; returning true stops the
-  // run there. Returns the number of iterations run. An exception thrown by a body stops the
-  // run and is rethrown here; the engine is unusable afterwards (see broken()).
+  // run there. Returns the number of iterations run. An exception thrown by a body on this
+  // rank stops the run and is rethrown here; any other failure (failure.hpp) is thrown as a
+  // RunError. The engine is unusable afterwards (see broken()).
   // Fiber tasks take their stacks from `stacks`; nullptr: a pool of the default stack size
   // that the engine owns.
   std::uint64_t run(sched::Pool& pool, std::uint64_t iterations,
@@ -247,16 +254,16 @@ class Engine final : public sched::Executor {
   // Across ranks, at construction: the graph check, shared memory, the initial grants.
   void start_distributed(bool share);
 
-  // Failures (see the header comment).
-  void record_error(std::exception_ptr error);
-  void note_error(const std::string& what);  // an error from elsewhere: no rebroadcast
-  void on_failure(const std::string& what);
-  // A message the protocol never sends, from a peer.
-  void protocol_error(const std::string& what);
-  // An ABORT from a peer: `fatal`, the sender has stopped.
-  void on_abort(const std::string& what, bool fatal);
-  // fatal: the peers take it as this rank's failure (it has stopped), not only as an error.
-  void abort_everywhere(const std::string& what, bool fatal = false);
+  // The one failure path (failure.hpp): records the first failure, tells the other ranks of
+  // this rank's own (a body exception: ABORT; a protocol error: fatal ABORT, which they take
+  // as this rank's loss), and, for a failure that stops the run, wakes every waiter. Any
+  // thread; never blocks on the run.
+  void fail(Failure failure);
+  // The body exception being handled (in a catch block), as this rank's failure.
+  void fail_body();
+  void stop_run();
+  bool has_failed() const;
+  [[noreturn]] void rethrow_failure();
 
   Graph& graph_;
   Plan plan_;
@@ -289,10 +296,10 @@ class Engine final : public sched::Executor {
   // waits for zero before returning, so no worker touches the engine afterwards.
   std::atomic<std::int64_t> inflight_{0};
 
-  std::atomic<bool> aborted_{false};
-  std::mutex error_mu_;
-  std::exception_ptr error_;  // first error, guarded by error_mu_
-  std::atomic<bool> failed_{false};  // a peer failed (set under done_mu_)
+  std::atomic<bool> aborted_{false};  // bodies are skipped (any failure)
+  mutable std::mutex error_mu_;
+  std::optional<Failure> failure_;  // the first, guarded by error_mu_
+  std::atomic<bool> failed_{false};  // a failure stopped the run (set under done_mu_)
 
   std::uint64_t done_iterations_ = 0;
   std::uint64_t local_tasks_ = 0;  // tasks that run on this rank

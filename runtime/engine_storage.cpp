@@ -69,18 +69,16 @@ void Engine::provide_storage() {
     for (unsigned p = 0; p < ranks; ++p) {
       if (p == rank) continue;
       if ((*theirs)[p].size() != sizeof(StorageVerdict)) {
-        protocol_error("rank " + std::to_string(p) + " sent a storage verdict of " +
-                       std::to_string((*theirs)[p].size()) +
-                       " bytes: the ranks' ordo versions differ");
+        fail({Failure::Kind::protocol, p,
+              "rank " + std::to_string(p) + " sent a storage verdict of " +
+                  std::to_string((*theirs)[p].size()) + " bytes: the ranks' ordo versions differ",
+              nullptr});
         return;
       }
       std::memcpy(&all[p], (*theirs)[p].data(), sizeof(StorageVerdict));
     }
   }
-  storage_error_ = storage_refusal(all);
-  if (storage_error_.empty()) return;
-  std::lock_guard lock(error_mu_);
-  if (!error_) error_ = std::make_exception_ptr(std::runtime_error(storage_error_));
+  storage_error_ = storage_refusal(all);  // run() throws it
 }
 
 void Engine::release_shared_replicas() {

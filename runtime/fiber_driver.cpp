@@ -72,9 +72,13 @@ bool FiberDriver::park(Task& ft) {
   // acquire: pairs with the fetch_add in grant() (the granter's view of the data).
   std::uint64_t w = g.load(std::memory_order_acquire);
   for (;;) {
-    if ((w >> 1) > k) return false;  // granted since the fiber looked: resume it here
-    // acq_rel: pairs with the fetch_add in grant(), which then sees the parked bit.
-    if (g.compare_exchange_weak(w, w | 1, std::memory_order_acq_rel, std::memory_order_acquire))
+    // Granted since the fiber looked, or the run stopped: resume it here.
+    if (grants_in(w) > k || (w & kStopped) != 0) return false;
+    // acq_rel: pairs with the fetch_add in grant() and the fetch_or in stop(), which then see
+    // the parked bit. Parked, the fiber belongs to whoever clears the bit: nothing here may be
+    // touched any more (header).
+    if (g.compare_exchange_weak(w, w | kParked, std::memory_order_acq_rel,
+                                std::memory_order_acquire))
       return true;
   }
 }
@@ -87,7 +91,7 @@ std::uint64_t FiberDriver::granted_iteration(std::uint32_t task, std::uint32_t l
   const auto locks = plan_.task_locks_of(task);
   const auto h = static_cast<std::size_t>(
       std::lower_bound(locks.begin(), locks.end(), location) - locks.begin());
-  return tasks_[task]->grants[h].load(std::memory_order_relaxed) >> 1;
+  return grants_in(tasks_[task]->grants[h].load(std::memory_order_relaxed));
 }
 
 void FiberDriver::grant(std::uint32_t task, std::uint32_t location) {
@@ -98,27 +102,48 @@ void FiberDriver::grant(std::uint32_t task, std::uint32_t location) {
   ORDO_ASSERT(h < locks.size() && locks[h] == location);
   // acq_rel: pairs with the CAS in park() and the acquire loads in park() and wait_grant(), so
   // the fiber sees what the previous holders wrote.
-  const std::uint64_t old = ft.grants[h].fetch_add(2, std::memory_order_acq_rel);
-  if ((old & 1) == 0) return;
-  // The fiber is parked on this handle and only this grant resumes it; no other grant can
-  // reach this handle before the fiber runs again. Relaxed: the push below publishes it.
-  ft.grants[h].fetch_and(~std::uint64_t{1}, std::memory_order_relaxed);
-  engine_.pool_->push(task | Engine::kResume);
+  const std::uint64_t old = ft.grants[h].fetch_add(kOneGrant, std::memory_order_acq_rel);
+  if ((old & kParked) == 0) return;
+  // The fiber is parked on this handle: no other grant can reach it before the fiber runs
+  // again, but stop() may race for the bit; whoever clears it resumes the fiber.
+  if (unpark(ft.grants[h])) engine_.pool_->push(task | Engine::kResume);
 }
 
-void FiberDriver::wait_grant(Task& ft, std::uint32_t access) {
+void FiberDriver::stop() {
+  stopped_.store(true);  // before the stopped bits, which publish it to park()'s resumes
+  for (std::uint32_t t = 0; t < tasks_.size(); ++t) {
+    Task* ft = tasks_[t].get();
+    if (ft == nullptr) continue;
+    const std::size_t handles = plan_.task_locks_of(t).size();
+    for (std::size_t h = 0; h < handles; ++h) {
+      ft->grants[h].fetch_or(kStopped);  // a park() from now on resumes the fiber itself
+      if (unpark(ft->grants[h])) engine_.pool_->push(t | Engine::kResume);
+    }
+  }
+}
+
+bool FiberDriver::wait_grant(Task& ft, std::uint32_t access, bool throw_if_stopped) {
   const std::int32_t h = ft.handle_of[access];
-  if (h < 0) return;  // a read-only location has no lock
+  if (h < 0) return true;  // a read-only location has no lock
+  std::atomic<std::uint64_t>& g = ft.grants[h];
   // acquire: pairs with the fetch_add in grant().
-  if ((ft.grants[h].load(std::memory_order_acquire) >> 1) > ft.instance.iteration) return;
+  if (grants_in(g.load(std::memory_order_acquire)) > ft.instance.iteration) return true;
+  if (stopped_.load()) {
+    if (throw_if_stopped) throw RunStopped{};
+    return false;
+  }
   ft.waiting = static_cast<std::uint32_t>(h);
   const std::uint32_t location = plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)];
   trace::Recorder* const trace = engine_.trace_;
   if (trace) [[unlikely]]
     trace->fiber_suspend(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
-  sched::Fiber::suspend();  // park() or grant() resumes us once the grant is in
+  sched::Fiber::suspend();  // park(), grant() or stop() resumes us
   if (trace) [[unlikely]]  // possibly on another worker: run() updated instance.worker
     trace->fiber_resume(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
+  if (grants_in(g.load(std::memory_order_acquire)) > ft.instance.iteration) return true;
+  ORDO_ASSERT(stopped_.load());  // woken without the grant: only stop() does that
+  if (throw_if_stopped) throw RunStopped{};
+  return false;
 }
 
 void FiberDriver::fiber_main(void* arg) noexcept {
@@ -127,15 +152,19 @@ void FiberDriver::fiber_main(void* arg) noexcept {
   if (!d.engine_.aborted_.load(std::memory_order_relaxed)) {
     try {
       ft.family->body(ft.instance);
+    } catch (const RunStopped&) {
+      // The run stopped on a failure the engine holds already.
     } catch (...) {
-      d.engine_.record_error(std::current_exception());
+      d.engine_.fail_body();
     }
   }
   // Handles the body left requested or held: acquire (a release needs the grant), release.
+  // A grant that will never come (the run stopped) is not waited for, nor released.
   for (std::uint32_t a = 0; a < ft.holds.size(); ++a) {
     if (ft.holds[a] == Hold::released) continue;
-    if (ft.holds[a] == Hold::requested) d.wait_grant(ft, a);
+    const bool granted = ft.holds[a] == Hold::held || d.wait_grant(ft, a, false);
     ft.holds[a] = Hold::released;
+    if (!granted) continue;
     const std::int32_t h = ft.handle_of[a];
     if (h >= 0)
       d.engine_.release(d.plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
@@ -155,7 +184,7 @@ bool FiberDriver::on_own_fiber(const Instance& inst) const {
 void FiberDriver::acquire(const Instance& inst, std::uint32_t access) {
   Task& ft = *tasks_[inst.task];
   ORDO_ASSERT(ft.holds[access] == Hold::requested);
-  wait_grant(ft, access);
+  wait_grant(ft, access, true);
   ft.holds[access] = Hold::held;
 }
 

@@ -14,15 +14,26 @@
 // one, since the task is one member of every phase cycle of that lock. So "granted for k" is
 // count > k, and a grant for k+1 that arrives while instance k still runs (after it released
 // the handle early) is simply count > k+1 already when k+1 asks. A grant for k+2 cannot come
-// before instance k+1 has released the handle. The word's low bit says "the fiber is parked
-// on this handle". What pairs across threads:
+// before instance k+1 has released the handle. The word is count << 2 | stopped | parked: its
+// low bit says "the fiber is parked on this handle". What pairs across threads:
 //   fiber:   count > k ? go on : record the handle, suspend to the worker;
-//   worker:  CAS the bit in, unless count > k by now (then resume the fiber at once) -- park();
-//   granter: fetch_add(2); if the bit was set, clear it and push a resume item -- grant().
+//   worker:  CAS the bit in, unless count > k or stopped by now (then resume the fiber at
+//            once) -- park();
+//   granter: add one grant; if the bit was set, clear it and push a resume item -- grant().
 // Exactly one of worker and granter sees the other, so the fiber is resumed exactly once. The
 // acq_rel read-modify-writes also carry the data: the fiber sees what the location's previous
 // holders wrote. A resume item is the task index with Engine::kResume set; a start item is
 // the plain index.
+//
+// A failure that stops the run (a peer lost: its grants will never come; failure.hpp) calls
+// stop(), which wakes every parked fiber; an acquire then throws RunStopped instead of
+// waiting, which unwinds the body, and the handles it never got are not released. Whoever
+// clears the parked bit resumes the fiber, so stop() and a granter racing for it resume it
+// once. stop() sets the stopped bit in every word and then clears the parked bits; park()'s
+// CAS on the same word either comes first (stop() then sees the parked bit) or sees the
+// stopped bit (and resumes the fiber itself). Once its CAS has parked the fiber, park() touches
+// nothing more: the fiber may be resumed, finish and end the run, and the engine be freed,
+// before park() returns.
 //
 // Threads: start and resume items run on workers (run()), the fiber possibly moving between
 // workers at each suspension; grant() runs on whichever thread grants (a releasing worker,
@@ -43,6 +54,10 @@ namespace ordo::rt {
 
 class Engine;
 struct Instance;
+
+// Thrown by an acquire once the run has stopped on a failure (a peer lost): it unwinds the
+// fiber's body. Not an error of the body's own; the engine already holds the failure.
+struct RunStopped {};
 
 class FiberDriver {
  public:
@@ -80,10 +95,23 @@ class FiberDriver {
   // Releases the access's hold of this iteration. Precondition: hold() == held.
   void release(const Instance& inst, std::uint32_t access);
 
+  // The run stops on a failure: wakes every parked fiber and makes acquires throw RunStopped
+  // from now on (any thread; see the header comment).
+  void stop();
+
  private:
   struct Task;
   bool park(Task& ft);
-  void wait_grant(Task& ft, std::uint32_t access);
+  // Returns once the handle of `access` is granted for the instance's iteration; false (only
+  // after stop()) when it never will be. With `throw_if_stopped`, throws RunStopped instead.
+  bool wait_grant(Task& ft, std::uint32_t access, bool throw_if_stopped);
+  // A handle's word (header): grants received << 2 | kStopped | kParked.
+  static constexpr std::uint64_t kParked = 1, kStopped = 2, kOneGrant = 4;
+  static std::uint64_t grants_in(std::uint64_t word) { return word >> 2; }
+  // Clears `word`'s parked bit; true when this call cleared it (and so must resume the fiber).
+  static bool unpark(std::atomic<std::uint64_t>& word) {
+    return (word.fetch_and(~kParked) & kParked) != 0;
+  }
   static void fiber_main(void* arg) noexcept;
 
   Engine& engine_;
@@ -91,6 +119,7 @@ class FiberDriver {
   const Plan& plan_;
   std::vector<std::unique_ptr<Task>> tasks_;  // per task of the graph; null: not a fiber task
   sched::StackPool* stacks_ = nullptr;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace ordo::rt

@@ -25,9 +25,10 @@ class Net {
   // Delivery callback: runs on the transport's progress thread, one message at a time.
   using Receiver = std::function<void(unsigned from, std::span<const std::byte> header,
                                       std::span<const std::byte> payload)>;
-  // Failure callback: a peer died or became unreachable; `what` names the rank and the cause.
-  // Runs at most once per channel (at once on attach if a peer already failed).
-  using Failure = std::function<void(const std::string& what)>;
+  // Failure callback: a peer died or became unreachable (or this rank's transport broke:
+  // `rank` is this rank); `what` names the rank and the cause. Runs at most once per channel
+  // (at once on attach if a peer already failed).
+  using Failure = std::function<void(unsigned rank, const std::string& what)>;
 
   // Where a message's payload of `size` bytes should land, asked on the transport's thread
   // before the bytes arrive when the transport can place them itself (rendezvous): a span of

@@ -43,7 +43,9 @@ void RemoteLocks::attach() {
       [this](unsigned from, std::span<const std::byte> h, std::span<const std::byte> p) {
         on_message(from, h, p);
       },
-      [this](const std::string& what) { engine_.on_failure(what); });
+      [this](unsigned rank, const std::string& what) {
+        engine_.fail({Failure::Kind::peer_lost, rank, what, nullptr});
+      });
 }
 
 // Large payloads land in the location's own buffer, not in a transport buffer copied over:
@@ -190,13 +192,17 @@ void RemoteLocks::stop() {
   while (sent_running_.load() != 0) std::this_thread::yield();
 }
 
+void RemoteLocks::protocol_error(unsigned from, const std::string& what) {
+  engine_.fail({Failure::Kind::protocol, from, what, nullptr});
+}
+
 void RemoteLocks::on_message(unsigned from, std::span<const std::byte> header,
                              std::span<const std::byte> payload) {
   std::lock_guard lock(message_mu_);  // the recorder stays as it is while this is handled
   if (stopped_) return;               // a peer failed and the run has ended
   Header h{};
   if (header.size() < sizeof h || from >= dist_.ranks) {
-    engine_.protocol_error("rank " + std::to_string(from) + " sent a malformed message (" +
+    protocol_error(from, "rank " + std::to_string(from) + " sent a malformed message (" +
                            std::to_string(header.size()) + " header bytes)");
     return;
   }
@@ -217,13 +223,15 @@ void RemoteLocks::on_message(unsigned from, std::span<const std::byte> header,
     case Kind::control:
       control_.deliver(from, header);
       return;
-    case Kind::abort:
-      engine_.on_abort(std::string(reinterpret_cast<const char*>(header.data()) + sizeof h,
-                                   header.size() - sizeof h),
-                       (h.flags & wire::kFatal) != 0);
+    case Kind::abort:  // the sender failed: it stopped (kFatal), or a body threw there
+      engine_.fail({(h.flags & wire::kFatal) ? Failure::Kind::peer_lost : Failure::Kind::peer_body,
+                    from,
+                    std::string(reinterpret_cast<const char*>(header.data()) + sizeof h,
+                                header.size() - sizeof h),
+                    nullptr});
       return;
   }
-  engine_.protocol_error("rank " + std::to_string(from) +
+  protocol_error(from, "rank " + std::to_string(from) +
                          " sent a message for an unknown location or phase (location #" +
                          std::to_string(h.location) + ", phase " + std::to_string(h.phase) +
                          "): the ranks' graphs or versions differ");
@@ -235,7 +243,7 @@ void RemoteLocks::on_grant(unsigned from, std::uint16_t flags, bool initial,
   const LocationDesc& d = graph_.locations()[location];
   const bool shared = (flags & wire::kShared) != 0;  // the bytes are in the home's buffer
   if (payload.size() != (shared ? 0 : d.elem_size * d.count)) {
-    engine_.protocol_error("rank " + std::to_string(from) + " sent " +
+    protocol_error(from, "rank " + std::to_string(from) + " sent " +
                            std::to_string(payload.size()) + " bytes for location '" + d.name +
                            "', which " +
                            (shared ? std::string("it shares with this rank (none expected)")
@@ -278,9 +286,9 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
       std::lock_guard lock(early_mu_[location]);
       EarlyState& e = early_[location * dist_.ranks + from];
       if (!e.held || !payload.empty()) {
-        engine_.protocol_error(
-            "rank " + std::to_string(from) + " released location '" + d.name +
-            "' early, which it did not hold early: the ranks' protocol versions differ");
+        protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
+                                 "' early, which it did not hold early: the ranks' protocol "
+                                 "versions differ");
         return;
       }
       // rule 1: the phase that waited for this release (counted there already) goes now.
@@ -293,14 +301,14 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
     return;
   }
   if ((flags & wire::kShared) && (!shared_.shared_with(location, from) || !payload.empty())) {
-    engine_.protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
+    protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
                            "' as shared, which this rank does not share with it: the ranks' "
                            "protocol versions differ");
     return;
   }
   if (plan_.locks[location].phases[phase].mode == Mode::write && !(flags & wire::kShared)) {
     if (payload.size() != d.elem_size * d.count) {
-      engine_.protocol_error("rank " + std::to_string(from) + " released location '" + d.name +
+      protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
                              "' with " + std::to_string(payload.size()) + " bytes instead of " +
                              std::to_string(d.elem_size * d.count));
       return;

@@ -61,6 +61,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/control_plane.hpp"
@@ -127,6 +128,8 @@ class RemoteLocks {
 
   void on_message(unsigned from, std::span<const std::byte> header,
                   std::span<const std::byte> payload);
+  // `from` sent a message the protocol never sends: this rank stops (Engine::fail).
+  void protocol_error(unsigned from, const std::string& what);
   void on_grant(unsigned from, std::uint16_t flags, bool initial, std::uint32_t location,
                 std::uint32_t phase, std::span<const std::byte> payload);
   void on_release(unsigned from, std::uint16_t flags, std::uint32_t location,

@@ -75,8 +75,8 @@ std::optional<PeerMemory> parse_memory(std::span<const std::byte> in,
 
 }  // namespace
 
-std::optional<std::string> SharedPeers::setup(ControlPlane& control, const Net& net,
-                                              const Plan& plan, bool share) {
+std::optional<SharedPeers::Refusal> SharedPeers::setup(ControlPlane& control, const Net& net,
+                                                       const Plan& plan, bool share) {
   const auto& locs = graph_.locations();
   const unsigned rank = dist_.rank, ranks = dist_.ranks;
   auto theirs = control.exchange(describe_memory(graph_, share));
@@ -90,9 +90,9 @@ std::optional<std::string> SharedPeers::setup(ControlPlane& control, const Net& 
     if (h == rank || !share || !graph_.arena() || !net.same_host(h)) continue;
     auto m = parse_memory((*theirs)[h], locs);
     if (!m)
-      return "rank " + std::to_string(h) + " described its shared memory in " +
-             std::to_string((*theirs)[h].size()) +
-             " bytes that do not fit this graph: the ranks' ordo versions differ";
+      return Refusal{h, "rank " + std::to_string(h) + " described its shared memory in " +
+                            std::to_string((*theirs)[h].size()) +
+                            " bytes that do not fit this graph: the ranks' ordo versions differ"};
     if (!m->arena) continue;
     peers[h] = std::move(*m);
     mapped[h] = std::byte{1};

@@ -43,10 +43,14 @@ class SharedPeers {
   SharedPeers& operator=(const SharedPeers&) = delete;
 
   // The collective set-up above. `share`: whether this rank shares at all (RuntimeOptions).
-  // Returns an error for the user when a peer's description does not fit this graph (ranks
-  // of different ordo versions), nullopt otherwise, also when the control plane was stopped.
-  std::optional<std::string> setup(ControlPlane& control, const Net& net, const Plan& plan,
-                                   bool share);
+  // Returns the peer and what is wrong when a peer's description does not fit this graph
+  // (ranks of different ordo versions), nullopt otherwise, also when the control plane was
+  // stopped.
+  struct Refusal {
+    unsigned rank;
+    std::string what;
+  };
+  std::optional<Refusal> setup(ControlPlane& control, const Net& net, const Plan& plan, bool share);
 
   // Whether `location`'s bytes are shared between this rank and `peer`: both use the home's
   // buffer. At the home, asked per peer; at a proxy, the peer is the home.

@@ -3,7 +3,11 @@
 // interpreter, bit for bit. Exit 0 when all match, 1 otherwise; one summary line per rank.
 //   ordorun -n 3 dist_graphs --seeds 20 --workers 2
 // Fault modes: --mismatch (rank 1 names a task differently), --die-at K (rank 1 kills itself
-// with SIGKILL in iteration K of a long run).
+// with SIGKILL in iteration K of a long run), --fiber-die-at K (rank 0 kills itself in
+// iteration K while rank 1's fiber task waits for a location rank 0 writes: the fiber must be
+// woken and the run end with PeerFailure). --ignore-sigterm leaves the ending to the runtime
+// (ordorun sends SIGTERM to the survivors at once, SIGKILL after --grace). A failure prints
+// its type: "dist_graphs: PeerFailure of rank R: ...", "ProtocolError ...", "GraphMismatch".
 // --busy-home (2 ranks, 1 worker each): rank 1's only worker stays in one task body until rank
 // 0 has run 200 iterations of a task whose every iteration needs rank 1 (the home of a
 // location it writes) to answer its RELEASE with the next GRANT. Idle workers drive the
@@ -29,14 +33,16 @@ int main(int argc, char** argv) {
   std::uint64_t seeds = 20;
   unsigned workers = 2;
   bool mismatch = false, busy_home = false;
-  long die_at = -1;
+  long die_at = -1, fiber_die_at = -1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--mismatch")) mismatch = true;
     if (!std::strcmp(argv[i], "--busy-home")) busy_home = true;
+    if (!std::strcmp(argv[i], "--ignore-sigterm")) std::signal(SIGTERM, SIG_IGN);
     if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--seeds")) seeds = std::strtoull(argv[i + 1], nullptr, 10);
     if (!std::strcmp(argv[i], "--workers")) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--die-at")) die_at = std::atol(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--fiber-die-at")) fiber_die_at = std::atol(argv[i + 1]);
   }
   try {
     Runtime rt({.workers = workers});
@@ -80,6 +86,22 @@ int main(int argc, char** argv) {
                        : "rank 0 did not finish while this rank's worker was busy",
                   xv);
       return seen && xv == static_cast<double>(kIters) ? 0 : 1;
+    }
+    if (fiber_die_at >= 0) {
+      Graph g;
+      auto a = g.location<int>("a", 4);
+      auto b = g.location<int>("b", 4);
+      g.set_home_rank(a, 0);
+      g.set_home_rank(b, 1);
+      g.task("wa", {write(a)}, [&](Context& ctx) {  // rank 0
+        if (ctx.iteration() == static_cast<std::uint64_t>(fiber_die_at)) std::raise(SIGKILL);
+      });
+      g.fiber_task("wb", {write(b), read(a)}, [=](FiberContext& ctx) {  // rank 1
+        ctx.acquire_write(b)[0] = ctx.acquire_read(a)[0];
+      });
+      rt.run(g, 1000000);
+      std::printf("rank %u: the faulty run completed\n", rt.rank());
+      return 0;
     }
     if (mismatch || die_at >= 0) {
       Graph g;
@@ -200,6 +222,15 @@ int main(int argc, char** argv) {
     std::printf("rank %u of %u: %llu locations checked, %llu wrong\n", rt.rank(), rt.ranks(),
                 static_cast<unsigned long long>(checked), static_cast<unsigned long long>(wrong));
     return wrong ? 1 : 0;
+  } catch (const ProtocolError& e) {
+    std::fprintf(stderr, "dist_graphs: ProtocolError from rank %u: %s\n", e.rank(), e.what());
+    return 2;
+  } catch (const PeerFailure& e) {
+    std::fprintf(stderr, "dist_graphs: PeerFailure of rank %u: %s\n", e.rank(), e.what());
+    return 2;
+  } catch (const GraphMismatch& e) {
+    std::fprintf(stderr, "dist_graphs: GraphMismatch: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dist_graphs: %s\n", e.what());
     return 2;

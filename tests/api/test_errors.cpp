@@ -30,7 +30,7 @@ TEST_CASE("a body touching a location it did not declare stops the run", "[error
   Runtime rt({.workers = 2});
   CHECK_THROWS_WITH(rt.run(g, 3), Contains("task 'sneaky'") && Contains("location 'y'") &&
                                       Contains("did not declare") && Contains("ordo::read()"));
-  CHECK_THROWS_WITH(rt.run(g, 1), Contains("previous run stopped on an exception"));
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("previous run failed"));
 }
 
 TEST_CASE("writing through a read access is refused", "[errors]") {

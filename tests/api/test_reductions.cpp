@@ -224,7 +224,7 @@ TEST_CASE("an operator that throws stops the run with an Error naming the reduct
   g.combine(r);
   ordo::Runtime rt({.workers = 2});
   CHECK_THROWS_WITH(rt.run(g, 5), Contains("the operator of reduction 'fragile' threw: seven is not allowed"));
-  CHECK_THROWS_WITH(rt.run(g, 1), Contains("previous run stopped on an exception"));
+  CHECK_THROWS_WITH(rt.run(g, 1), Contains("previous run failed"));
 
   ordo::Graph f;
   auto t = f.reduction<int>("t", 2, [](const int&, const int&) -> int { throw 42; });

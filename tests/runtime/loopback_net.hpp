@@ -54,6 +54,7 @@ class LoopbackNet final : public rt::Net {
   std::map<std::uint32_t, std::pair<Receiver, Failure>> attached_;
   std::map<std::uint32_t, std::deque<Msg>> pending_;
   std::string failure_;  // set once a peer failed
+  unsigned failed_rank_ = 0;
   std::int64_t delivering_ = -1;  // channel being delivered to, or -1
   bool stop_ = false;
   std::thread thread_;
@@ -175,7 +176,10 @@ inline void LoopbackNet::loop() {
     Msg m = std::move(queue_.front());
     queue_.pop_front();
     if (m.failure) {
-      if (!m.header.empty()) failure_.assign(reinterpret_cast<const char*>(m.header.data()), m.header.size());
+      if (!m.header.empty()) {
+        failure_.assign(reinterpret_cast<const char*>(m.header.data()), m.header.size());
+        failed_rank_ = m.from;
+      }
       // Tell every attached channel (or, for a replayed notice, the one channel).
       std::vector<std::pair<std::uint32_t, Failure>> targets;
       for (auto& [ch, cb] : attached_)
@@ -183,8 +187,9 @@ inline void LoopbackNet::loop() {
       for (auto& [ch, fail] : targets) {
         delivering_ = ch;
         std::string text = failure_;
+        const unsigned dead = failed_rank_;
         lock.unlock();
-        fail(text);
+        fail(dead, text);
         lock.lock();
         delivering_ = -1;
         cv_.notify_all();

@@ -94,7 +94,7 @@ TEST_CASE("messages sent by workers, receivers and other threads all arrive once
         c.total_received.fetch_add(1);
         if (id < n) send_id(*net, c, payloads, id + n);  // from inside a receiver
       },
-      [&](const std::string&) { bad_payloads.fetch_add(1); });
+      [&](unsigned, const std::string&) { bad_payloads.fetch_add(1); });
   {
     sched::Pool pool(sched::PoolConfig{.workers = 2});
     SendExecutor exec(*net, c, payloads);

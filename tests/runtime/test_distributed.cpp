@@ -10,6 +10,7 @@
 #include <future>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -519,8 +520,20 @@ TEST_CASE("a version reaches each reading process once, however many tasks read 
   CHECK(hub.bytes(1, 0) == 0);         // reads send no bytes back
 }
 
+// What a rank's run threw: "RunError(<kind>, rank R): <what>" for a failure across ranks,
+// "exception: <what>" for a body's own exception.
+std::string described(const std::exception& e) {
+  if (const auto* r = dynamic_cast<const rt::RunError*>(&e)) {
+    static const char* const kinds[] = {"body", "peer_body", "peer_lost", "protocol", "mismatch"};
+    return std::string("RunError(") + kinds[static_cast<int>(r->kind())] + ", rank " +
+           std::to_string(r->rank()) + "): " + e.what();
+  }
+  return std::string("exception: ") + e.what();
+}
+
 // Runs a graph that `declare(graph, rank)` builds on every rank of `hub`, each rank on its own
-// thread and pool, for `iterations`; returns what each rank's run threw ("no error" if none).
+// thread and pool, for `iterations`; returns what each rank's run threw ("no error" if none),
+// as described().
 std::vector<std::future<std::string>> run_failing(
     LoopbackHub& hub, std::vector<Rank>& rs, unsigned workers, std::uint64_t iterations,
     const std::function<void(rt::Graph&, unsigned)>& declare) {
@@ -535,7 +548,7 @@ std::vector<std::future<std::string>> run_failing(
       try {
         rs[r].engine->run(*rs[r].pool, iterations, {}, 0);
       } catch (const std::exception& e) {
-        return e.what();
+        return described(e);
       }
       return "no error";
     }));
@@ -553,7 +566,8 @@ TEST_CASE("ranks that built different graphs stop with the first difference name
   });
   for (auto& x : f) {
     std::string msg = x.get();
-    CHECK_THAT(msg, Catch::Contains("ranks 0 and 1 built different graphs") &&
+    CHECK_THAT(msg, Catch::StartsWith("RunError(mismatch") &&
+                        Catch::Contains("ranks 0 and 1 built different graphs") &&
                         Catch::Contains("task #1") && Catch::Contains("'b'") &&
                         Catch::Contains("'c'") && Catch::Contains("SPMD"));
   }
@@ -570,9 +584,10 @@ TEST_CASE("a body exception on one rank stops every rank", "[distributed]") {
                   if (in.iteration == 4) throw std::runtime_error("wy broke at 4");
                 }});
   });
-  // y (and wy) live on rank 1 by default placement.
-  CHECK_THAT(f[0].get(), Catch::Contains("rank 1 failed: wy broke at 4"));
-  CHECK_THAT(f[1].get(), Catch::Contains("wy broke at 4"));
+  // y (and wy) live on rank 1 by default placement: there the body's own exception comes back
+  // as it was, on rank 0 rank 1's failure.
+  CHECK(f[0].get() == "RunError(peer_body, rank 1): rank 1 failed: wy broke at 4");
+  CHECK(f[1].get() == "exception: wy broke at 4");
 }
 
 TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distributed]") {
@@ -591,7 +606,54 @@ TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distribute
   });
   for (auto& x : f) {
     REQUIRE(x.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    CHECK_THAT(x.get(), Catch::Contains("rank 2 died"));
+    CHECK_THAT(x.get(), Catch::StartsWith("RunError(peer_lost, rank 2)") &&
+                            Catch::Contains("rank 2 died"));
+  }
+}
+
+// A fiber task parked on a grant that a dead rank would have sent is woken: its acquire
+// throws, unwinding the body, and the run ends with the peer's failure instead of waiting for
+// the fiber forever (before the one failure path, Engine::run never returned here).
+TEST_CASE("a fiber task waiting on a rank that dies returns with that rank's failure",
+          "[distributed]") {
+  for (bool parked_first : {true, false}) {
+    LoopbackHub hub(2);
+    std::vector<Rank> rs(2);
+    std::atomic<bool> waiting{false};
+    auto f = run_failing(hub, rs, 1, 1000000, [&hub, &waiting, parked_first](rt::Graph& g, unsigned) {
+      auto a = g.add_location("a", 8, 4, typeid(long));
+      auto b = g.add_location("b", 8, 4, typeid(long));
+      g.set_home(a, 0);
+      g.set_home(b, 1);
+      g.add_task({"wa", {{a, rt::Mode::write}}, [&hub, &waiting, parked_first](const rt::Instance& in) {
+                    if (in.iteration != 20) return;
+                    // The fiber of iteration 20 waits for this instance's release, which never
+                    // comes: either it parked already (give it time) or the death comes first.
+                    if (parked_first)
+                      for (int i = 0; i < 200 && !waiting; ++i)
+                        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    hub.kill(0);
+                  }});
+      rt::TaskDesc fiber{"wb", {{b, rt::Mode::write}, {a, rt::Mode::read}},
+                         [&waiting](const rt::Instance& in) {
+                           if (in.iteration == 20) waiting = true;
+                           in.engine->fiber_acquire(in, 1);  // a: from rank 0
+                           in.engine->fiber_acquire(in, 0);
+                         },
+                         true};
+      g.add_task(std::move(fiber));
+    });
+    for (auto& x : f)
+      if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+        // A run that never returns cannot be joined: end the test program here.
+        FAIL_CHECK("a rank's run did not return within 30 s of rank 0's death");
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+    INFO("parked first: " << parked_first);
+    CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)") &&
+                               Catch::Contains("rank 0 died"));
+    CHECK_THAT(f[0].get(), Catch::StartsWith("RunError(peer_lost, rank 0)"));
   }
 }
 
@@ -643,7 +705,10 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
       g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
     });
     for (auto& x : f) REQUIRE(x.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    CHECK_THAT(f[0].get(), Catch::Contains(c.error));
-    CHECK_THAT(f[1].get(), Catch::Contains(c.error));
+    // Rank 0 stops on rank 1's message and tells rank 1, which takes it as rank 0's loss.
+    CHECK_THAT(f[0].get(), Catch::StartsWith("RunError(protocol, rank 1)") &&
+                               Catch::Contains("rank 0 stopped: " + c.error));
+    CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)") &&
+                               Catch::Contains(c.error));
   }
 }

@@ -25,7 +25,10 @@
 //
 // Errors in how the API is used, and bad input, throw ordo::Error with a message saying what
 // is wrong and what to do. An exception thrown by a task body stops the run and is rethrown by
-// Runtime::run.
+// Runtime::run as it was. Across ranks, a failure elsewhere stops the run on every rank with a
+// typed error derived from ordo::Error: PeerFailure (another rank died, stopped, or a body
+// threw there), ProtocolError (a peer sent what the protocol never sends), GraphMismatch (the
+// ranks declared different graphs).
 #pragma once
 
 #include <chrono>
@@ -44,11 +47,41 @@
 
 namespace ordo {
 
-// Thrown on API misuse and bad input (never for an exception raised by a task body, which is
-// rethrown as it was).
+// Thrown on API misuse and bad input, and (as the types below) when a run fails across ranks.
+// Never for an exception raised by a task body, which is rethrown as it was.
 class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// Another rank of the job failed, so this run stopped too (every rank's does): that rank's
+// process died or became unreachable, it stopped on an error, or one of its task bodies threw
+// (the message says which, and the body's own message). rank() is the rank at fault as far as
+// this one can tell. Thrown by Runtime::run and run_until; the graph cannot run again.
+//   try { rt.run(g, 100); } catch (const ordo::PeerFailure& e) { report(e.rank(), e.what()); }
+class PeerFailure : public Error {
+ public:
+  PeerFailure(const std::string& what, unsigned rank) : Error(what), rank_(rank) {}
+  unsigned rank() const { return rank_; }
+
+ private:
+  unsigned rank_;
+};
+
+// A peer sent a message ordo's protocol never sends (a corrupt peer, or ranks of different
+// ordo builds): this rank stopped, and told the others (who see a PeerFailure of this rank).
+// rank() is the sender.
+class ProtocolError : public PeerFailure {
+ public:
+  using PeerFailure::PeerFailure;
+};
+
+// The ranks did not all declare the same graph: every rank must declare the same locations
+// and tasks, in the same order, with the same accesses (SPMD). The message names the first
+// difference. Thrown by the graph's first run, on every rank.
+class GraphMismatch : public Error {
+ public:
+  using Error::Error;
 };
 
 namespace detail {

@@ -1,0 +1,56 @@
+// How a run fails. Every failure, wherever it is found -- a task body that throws, a peer
+// that dies or becomes unreachable, a message the protocol never sends, ranks that built
+// different graphs -- is described by a Failure and handed to Engine::fail(), the one path
+// that records it, tells the other ranks when they must know, and wakes every waiter of the
+// engine (the run's caller, the control plane's collectives, parked fibers). What the caller
+// of Engine::run gets: a body's own exception, rethrown as it was; else a RunError carrying
+// the failure's kind and rank (the api layer turns it into ordo::PeerFailure,
+// ordo::ProtocolError or ordo::GraphMismatch).
+//
+// Two severities decide what the run does:
+//   draining  (body, peer_body, mismatch): every rank is alive, so the current step still
+//             completes: bodies are skipped, locks are released, messages flow, quiescence
+//             ends the step; run() then throws.
+//   stopping  (peer_lost, protocol): a rank no longer answers, so no step can complete: the
+//             control plane stops, messages are dropped, parked fibers are woken (their
+//             acquires throw, unwinding the body), and run() returns once no instance is
+//             queued or running.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+namespace ordo::rt {
+
+struct Failure {
+  enum class Kind : std::uint8_t {
+    body,       // a task body on this rank threw (`error` holds the exception)
+    peer_body,  // a task body on another rank threw (an ABORT said so)
+    peer_lost,  // another rank died, became unreachable, or stopped (a fatal ABORT)
+    protocol,   // another rank sent a message the protocol never sends: this rank stops
+    mismatch,   // the ranks did not all build the same graph
+  };
+  Kind kind;
+  unsigned rank;             // the rank at fault: this one for `body`, the sender for `protocol`
+  std::string what;          // for the user; for `body`, the exception's what()
+  std::exception_ptr error;  // `body` only
+
+  bool stops_run() const { return kind == Kind::peer_lost || kind == Kind::protocol; }
+};
+
+// What Engine::run throws for a failure other than this rank's own body exception.
+class RunError : public std::runtime_error {
+ public:
+  RunError(Failure::Kind kind, unsigned rank, const std::string& what)
+      : std::runtime_error(what), kind_(kind), rank_(rank) {}
+  Failure::Kind kind() const { return kind_; }
+  unsigned rank() const { return rank_; }
+
+ private:
+  Failure::Kind kind_;
+  unsigned rank_;
+};
+
+}  // namespace ordo::rt
