@@ -80,6 +80,8 @@ std::string GraphImpl::task_name(std::uint32_t task) const {
   return graph.task_name(task);
 }
 
+GraphImpl& impl_of(const Graph& graph) { return *graph.impl_; }
+
 }  // namespace detail
 
 Graph::Graph() : impl_(std::make_unique<detail::GraphImpl>()) {}

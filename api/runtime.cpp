@@ -102,12 +102,12 @@ struct Runtime::Impl {
       return body();
     }
     rt::trace::Placement place;  // where tasks run and locations live, for minimum bytes
-    const rt::Graph& g = graph.impl().graph;
+    const rt::Graph& g = detail::impl_of(graph).graph;
     for (std::uint32_t l = 0; l < g.locations().size(); ++l)
       place.location_home.push_back(engine.home(l));
     for (std::uint32_t t = 0; t < g.task_count(); ++t)
       place.task_rank.push_back(engine.task_rank(t));
-    recorder->begin_run(g, graph.impl().serial, iterations, &place);
+    recorder->begin_run(g, detail::impl_of(graph).serial, iterations, &place);
     // Attached for this run only: a graph may outlive this Runtime and its recorder.
     engine.set_trace(recorder.get());
     std::uint64_t done = 0;
@@ -142,7 +142,7 @@ rt::Engine& prepare_run(Graph& graph, const std::shared_ptr<rt::CommNet>& net,
   if (sched::Pool::current_worker() >= 0)
     throw Error("Runtime::run called from inside a task body; a body cannot run a graph (it "
                 "would wait for workers that include itself). Run graphs from outside any task");
-  detail::GraphImpl& g = graph.impl();
+  detail::GraphImpl& g = detail::impl_of(graph);
   if (!g.engine && net) {
     g.prepare(net, next_channel++, share_memory);
   } else if (g.engine && g.net != std::static_pointer_cast<rt::Net>(net)) {

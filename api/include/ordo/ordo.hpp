@@ -84,10 +84,14 @@ class GraphMismatch : public Error {
   using Error::Error;
 };
 
+class Graph;
+
 namespace detail {
 class GraphImpl;
 struct ContextImpl;
 struct FiberContextImpl;
+// The library's view of a graph (api/graph_impl.hpp); not for programs.
+GraphImpl& impl_of(const Graph& graph);
 }  // namespace detail
 
 // A typed handle to a location of one Graph. Cheap to copy; capture it by value in bodies.
@@ -592,10 +596,8 @@ class Graph {
   // Checks the graph (lock order, deadlock freedom) without running it. Throws Error.
   void validate();
 
-  // Internal: the runtime's view of the graph.
-  detail::GraphImpl& impl() const { return *impl_; }
-
  private:
+  friend detail::GraphImpl& detail::impl_of(const Graph& graph);
   std::uint64_t serial() const;
   std::uint32_t add_location(const std::string& name, std::size_t elem_size, std::size_t count,
                              const std::type_info& type);
