@@ -150,9 +150,6 @@ std::uint32_t Graph::add_location_family(const std::string& name, std::size_t el
 
 namespace {
 
-// Range items encode task indices in 31 bits (runtime/engine.hpp).
-constexpr std::uint64_t kMaxTasks = (std::uint64_t{1} << 31) - 1;
-
 void check_declare(const detail::GraphImpl& impl, const std::string& name, std::uint64_t count,
                    bool has_body) {
   if (impl.frozen())
@@ -163,9 +160,10 @@ void check_declare(const detail::GraphImpl& impl, const std::string& name, std::
     throw Error("cannot declare task '" + name + "' inside the access pattern of task family '" +
                 *impl.declaring_family +
                 "'; the pattern may only add accesses. Declare it before or after the family");
-  if (impl.graph.task_count() + count > kMaxTasks)
+  if (!rt::Engine::can_run_tasks(impl.graph.task_count() + count))
     throw Error("task '" + name + "' would make the graph hold more than " +
-                std::to_string(kMaxTasks) + " tasks; split the work into fewer, larger tasks");
+                std::to_string(rt::Engine::kMaxTasks) +
+                " tasks; split the work into fewer, larger tasks");
 }
 
 // The name of member `index` in error messages (families of more than one: "name[i]").

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 #include "runtime/assert.hpp"
 #include "runtime/wire.hpp"
@@ -14,9 +15,21 @@ Engine::Distributed::Distributed(Engine& engine, Net& net, std::uint32_t channel
       shared(engine.graph_, dist),
       remote(engine, engine.graph_, engine.plan_, dist, net, channel, control, shared) {}
 
+namespace {
+
+// `plan`, checked before anything is allocated for its tasks.
+Plan runnable(Plan plan) {
+  if (!Engine::can_run_tasks(plan.tasks))
+    throw std::length_error("a graph of " + std::to_string(plan.tasks) + " tasks is more than " +
+                            std::to_string(Engine::kMaxTasks) + ", the most an engine runs");
+  return plan;
+}
+
+}  // namespace
+
 Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool share)
     : graph_(graph),
-      plan_(std::move(plan)),
+      plan_(runnable(std::move(plan))),
       locks_(new LockState[plan_.locks.size()]),
       // Default-initialised (TaskState is trivial): see TaskState.
       tasks_(new TaskState[plan_.tasks]),

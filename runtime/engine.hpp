@@ -82,6 +82,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/assert.hpp"
 #include "runtime/control_plane.hpp"
 #include "runtime/distribution.hpp"
 #include "runtime/failure.hpp"
@@ -112,11 +113,19 @@ struct Instance {
 
 class Engine final : public sched::Executor {
  public:
+  // The most tasks a graph may have: a range item (below) holds two task indices of 31 bits.
+  static constexpr std::uint64_t kMaxTasks = (std::uint64_t{1} << 31) - 1;
+  // Whether an engine can run a graph of `tasks` tasks. The API asks while the graph is
+  // declared, so that a graph too large is refused before it is built; the constructor refuses
+  // it too.
+  static constexpr bool can_run_tasks(std::uint64_t tasks) { return tasks <= kMaxTasks; }
+
   // `net` (optional, outlives the engine) spreads the graph over ranks on `channel`, which
   // every rank must give the same graph; nullptr: one process. A graph that the ranks did not
   // all build alike is reported by the first run (the engine is then broken()).
   // `share`: share the memory of locations with the ranks of this host that share
   // theirs (when the graph keeps them in a SharedArena); false: copy them.
+  // Throws std::length_error for a graph of more than kMaxTasks tasks.
   Engine(Graph& graph, Plan plan, Net* net = nullptr, std::uint32_t channel = 0,
          bool share = true);
   ~Engine();
@@ -224,6 +233,7 @@ class Engine final : public sched::Executor {
   static constexpr sched::Item kRange = sched::Item{1} << 62;
   static constexpr std::uint32_t kRangeGrain = 512;
   static sched::Item range_item(std::uint32_t begin, std::uint32_t end) {
+    ORDO_ASSERT(begin <= end && can_run_tasks(end));
     return kRange | (sched::Item{begin} << 31) | end;
   }
   void run_range(std::uint32_t begin, std::uint32_t end, unsigned worker);

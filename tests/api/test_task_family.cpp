@@ -254,3 +254,26 @@ TEST_CASE("an exception in an access-free family's body stops the run and is ret
     CHECK(ran.load() <= 3 * 10'000u);  // bodies are skipped once the run is aborted
   }
 }
+
+TEST_CASE("a graph of more tasks than the engine runs is refused while it is declared") {
+  ordo::Graph g;
+  auto a = g.location<int>("a", 1);
+  g.task("first", {ordo::write(a)}, [](ordo::Context&) {});
+  // Refused before any member is declared: the pattern never runs.
+  bool pattern_ran = false;
+  CHECK_THROWS_WITH(g.task_family("huge", std::uint32_t{1} << 31,
+                                  [&](std::uint32_t, ordo::AccessList&) { pattern_ran = true; },
+                                  [](ordo::Context&, std::uint32_t) {}),
+                    Catch::Contains("task 'huge' would make the graph hold more than 2147483647 "
+                                    "tasks"));
+  CHECK_FALSE(pattern_ran);
+  CHECK(g.tasks() == 1);
+  // One task below the limit is not refused for its count.
+  CHECK_THROWS_WITH(g.task_family("almost", (std::uint32_t{1} << 31) - 2,
+                                  [&](std::uint32_t, ordo::AccessList&) {
+                                    throw std::runtime_error("pattern reached");
+                                  },
+                                  [](ordo::Context&, std::uint32_t) {}),
+                    Catch::Contains("pattern reached"));
+  CHECK(g.tasks() == 1);
+}

@@ -181,3 +181,12 @@ TEST_CASE("a body exception stops the run and is rethrown", "[lock]") {
   CHECK(after == 0);  // nothing ran after the failing instance in FIFO order
   CHECK(engine->broken());
 }
+
+TEST_CASE("an engine refuses a plan of more tasks than a range item encodes", "[engine]") {
+  Graph graph;
+  Plan plan;
+  plan.tasks = static_cast<std::uint32_t>(Engine::kMaxTasks) + 1;
+  CHECK_THROWS_AS(Engine(graph, std::move(plan)), std::length_error);
+  CHECK(Engine::can_run_tasks(Engine::kMaxTasks));
+  CHECK_FALSE(Engine::can_run_tasks(Engine::kMaxTasks + 1));
+}
