@@ -171,7 +171,7 @@ void Stencil::Impl::pack_exports(
   for (const core::Export& e : halo.exports[b]) {
     std::span<double> dst = out(e.loc);
     for (std::size_t l = 0; l < levels; ++l)
-      grid.pack(b, halo, e, buf(b, main, buffer(rot, -static_cast<std::ptrdiff_t>(l))),
+      grid.pack(b, halo, e, level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)),
                 dst.data() + l * e.count);
   }
 }
@@ -247,11 +247,11 @@ void Stencil::set(const BoxFill& fill, std::size_t level) {
     if (!m.holds(b)) continue;
     std::span<double> main = m.graph->data(m.locs[b].main);
     const auto rot = static_cast<std::uint64_t>(main[0]);
-    m.grid.fill(b, m.buf(b, main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level))), fill,
+    m.grid.fill(b, m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level)), fill,
                 m.spec.fixed_value, true);
     // The spare buffer of Jacobi needs the fixed boundary too; its interior is overwritten.
     if (level == 0 && m.nb > m.levels)
-      m.grid.fill(b, m.buf(b, main, m.buffer(rot, 1)), fill, m.spec.fixed_value, true);
+      m.grid.fill(b, m.level_data(b, main, rot, 1), fill, m.spec.fixed_value, true);
     m.pack_exports(b, main, [&](Location<double> l) { return m.graph->data(l); });
   }
 }
@@ -291,7 +291,7 @@ void Stencil::get_blocks(const BoxVisit& visit, std::size_t level) const {
     if (!m.holds(b)) continue;
     std::span<const double> main = g.data(m.locs[b].main);
     const auto rot = static_cast<std::uint64_t>(main[0]);
-    m.grid.visit(b, m.buf(b, main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level))), visit);
+    m.grid.visit(b, m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level)), visit);
   }
 }
 
@@ -312,7 +312,7 @@ std::vector<double> Stencil::get(std::size_t level) const {
   for (std::size_t b = 0; b < m.grid.count(); ++b) {
     std::span<const double> main = g.data(m.locs[b].main);
     const auto rot = static_cast<std::uint64_t>(main[0]);
-    m.grid.gather(b, m.buf(b, main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level))), out);
+    m.grid.gather(b, m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level)), out);
   }
   return out;
 }

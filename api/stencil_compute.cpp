@@ -118,7 +118,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
     std::span<const double> src = ctx.read(i.loc);
     for (std::size_t l = 0; l < levels; ++l)
       grid.unpack(b, halo, i, src.data() + l * i.count,
-                  buf(b, main, buffer(rot, -static_cast<std::ptrdiff_t>(l))));
+                  level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)));
   }
   Block blk;
   blk.dims = d;
@@ -150,8 +150,8 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
       if (hi[k] <= lo[k]) return;
     const std::uint64_t r = rot + s;
     for (std::size_t l = 0; l < levels; ++l)
-      blk.in[l] = buf(b, main, buffer(r, -static_cast<std::ptrdiff_t>(l))) + pad.base;
-    blk.out = buf(b, main, buffer(r, 1)) + pad.base;
+      blk.in[l] = level_data(b, main, r, -static_cast<std::ptrdiff_t>(l)) + pad.base;
+    blk.out = level_data(b, main, r, 1) + pad.base;
     blk.step = r;
     blk.lo = lo;
     blk.hi = hi;

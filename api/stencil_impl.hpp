@@ -85,7 +85,7 @@ struct Stencil::Impl {
 
   // Buffer index of time level `delta` relative to the newest (0), or the spare (+1), after
   // `rot` steps.
-  std::size_t buffer(std::uint64_t rot, std::ptrdiff_t delta) const {
+  std::size_t buffer_index(std::uint64_t rot, std::ptrdiff_t delta) const {
     const auto n = static_cast<std::int64_t>(nb);
     std::int64_t i = (static_cast<std::int64_t>(rot % nb) + delta) % n;
     return static_cast<std::size_t>(i < 0 ? i + n : i);
@@ -94,11 +94,16 @@ struct Stencil::Impl {
   // pad.at(x) adds point x's offset: the buffer's start moved by the planes its in-place sweeps
   // have shifted it (header main[1 + index]: 0 or -shift; always 0 for the other traversals).
   template <class T>
-  T* buf(std::size_t b, std::span<T> main, std::size_t index) const {
+  T* buffer_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
     const auto moved = static_cast<std::ptrdiff_t>(main[1 + index]);
     return main.data() + detail_stencil::kHeader + index * buffer_size(b) +
            (shift + moved) * pad.stride[0];
+  }
+  // Time level `delta` of block b after `rot` steps (buffer_index), as buffer_data gives it.
+  template <class T>
+  T* level_data(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {
+    return buffer_data(b, main, buffer_index(rot, delta));
   }
   // Doubles per buffer of block b: the padded block and the planes a shifted sweep needs.
   std::size_t buffer_size(std::size_t b) const {

@@ -175,13 +175,13 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   const Pad& pad = grid.block(b).pad;
   const auto h = static_cast<std::ptrdiff_t>(spec.halo);
   const std::ptrdiff_t P = shift - h;
-  const std::size_t target = buffer(rot, 1);  // the oldest level: it gets the new one
+  const std::size_t target = buffer_index(rot, 1);  // the oldest level: it gets the new one
   const auto moved = static_cast<std::ptrdiff_t>(main[1 + target]);
   const bool down = moved == 0;  // where the block is decides the direction
   const std::ptrdiff_t to = down ? -shift : 0;
   blk.ahead = down ? pad.stride[0] : -pad.stride[0];
   for (std::size_t l = 0; l < levels; ++l)
-    blk.in[l] = buf(b, main, buffer(rot, -static_cast<std::ptrdiff_t>(l))) + pad.base;
+    blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
   // Where point x of the new level goes: out + pad.at(x).
   double* const out = main.data() + detail_stencil::kHeader + target * buffer_size(b) +
                       (shift + to) * pad.stride[0];
@@ -272,7 +272,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   const Pad& pad = grid.block(b).pad;
   const auto h = static_cast<std::ptrdiff_t>(spec.halo);
   // The buffer the group overwrites (the oldest level; with one level, the only one).
-  double* const target = buf(b, main, buffer(rot, 1));
+  double* const target = level_data(b, main, rot, 1);
   const Base target_base = base_of(target, 0);
   if (S == 1) {
     sweep_shifted(b, main, blk, rot, slo[0], shi[0]);

@@ -85,14 +85,16 @@ struct Pipeline::Impl {
   bool is_exchanged(const Grid& g) const { return g.writer >= 0 && g.halo > 0; }
   bool holds(std::size_t b) const { return placement.holds(b); }
 
-  void check();
+  // Checks the spec and builds what it describes: the blocked grid, the grids (inputs and the
+  // stages' writes) and each stage's reads. Throws Error for a spec that is wrong.
+  void build_from_spec();
   void declare();
   void run_stage(Context& ctx, std::size_t s, std::size_t b) const;
   void import_halo(Context& ctx, std::size_t g, std::size_t b) const;
   void place(unsigned rank, unsigned ranks);
 };
 
-void Pipeline::Impl::check() {
+void Pipeline::Impl::build_from_spec() {
   const std::string who = "pipeline '" + spec.name + "'";
   grid = core::BlockedGrid(who, spec.size, spec.blocks, spec.boundary == Boundary::periodic);
   d = spec.size.size();
@@ -275,7 +277,7 @@ Pipeline::Pipeline(Graph& graph, PipelineSpec spec) : impl_(std::make_unique<Imp
   Impl& m = *impl_;
   m.graph = &graph;
   m.spec = std::move(spec);
-  m.check();
+  m.build_from_spec();
   m.declare();
   // Every grid starts at 0 inside and the fixed value outside (locations start zeroed).
   if (m.spec.fixed_value && m.spec.boundary == Boundary::fixed)

@@ -736,7 +736,7 @@ bool Transport::after_sleep() {
   return progress();
 }
 
-std::chrono::microseconds Transport::busy_phase() const { return impl_->spin; }
+std::chrono::microseconds Transport::spin_duration() const { return impl_->spin; }
 
 void Transport::wake() {
   if (impl_->worker != nullptr) ucp_worker_signal(impl_->worker);

@@ -168,8 +168,8 @@ class Transport {
   // while the caller sleeps: the fd is then readable for events already handled, harmlessly.
   bool prepare_sleep();
   bool after_sleep();
-  // The busy phase wait_for_event() polls for before it sleeps (TransportOptions::spin).
-  std::chrono::microseconds busy_phase() const;
+  // How long wait_for_event() keeps polling before it sleeps (TransportOptions::spin).
+  std::chrono::microseconds spin_duration() const;
   // Wakes a wait_for_event() in progress (or the next one). May be called from any thread.
   void wake();
   // Runs `work` on the transport thread, inside its next progress(), and wakes it. May be called

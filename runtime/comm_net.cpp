@@ -193,10 +193,10 @@ void CommNet::standby() {
   handoff_ = false;
 }
 
-// Polls for the transport's busy phase, yielding between polls. True when something happened
-// or workers took over.
-bool CommNet::busy_phase() {
-  const auto until = std::chrono::steady_clock::now() + transport_->busy_phase();
+// Polls for the transport's spin duration (its busy phase), yielding between polls. True when
+// something happened or workers took over.
+bool CommNet::finds_work_while_spinning() {
+  const auto until = std::chrono::steady_clock::now() + transport_->spin_duration();
   while (std::chrono::steady_clock::now() < until) {
     std::this_thread::yield();
     if (stop_.load(std::memory_order_relaxed) || workers_polling()) return true;
@@ -223,7 +223,7 @@ void CommNet::progress_loop() {
       handed_over = false;
       continue;
     }
-    if (!handed_over && busy_phase()) continue;
+    if (!handed_over && finds_work_while_spinning()) continue;
     handed_over = false;
     bool armed = false;
     if (!with_turn([&] { armed = transport_->prepare_sleep(); }) || !armed) continue;

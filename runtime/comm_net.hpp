@@ -70,7 +70,7 @@ class CommNet final : public Net, public sched::Poller {
 
   // sched::Poller: idle workers drive the transport (see Threads above).
   Result poll(unsigned worker) override;
-  std::chrono::nanoseconds idle_spin() const override { return transport_->busy_phase(); }
+  std::chrono::nanoseconds idle_spin() const override { return transport_->spin_duration(); }
   void parking(unsigned worker) override;
 
  private:
@@ -108,7 +108,7 @@ class CommNet final : public Net, public sched::Poller {
   bool with_turn(F&& work);
   bool workers_polling() const;
   void standby();
-  bool busy_phase();
+  bool finds_work_while_spinning();
   void drain_outbox();
   void on_incoming(comm::Incoming& m);
   void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
