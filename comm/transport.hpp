@@ -82,14 +82,14 @@ using Handler = std::function<void(Incoming&)>;
 
 // The rendezvous threshold when neither the options nor UCX_RNDV_THRESH set one. UCX 1.13's
 // "auto" picks rendezvous for 64 KiB active messages, whose RTS/RTR round trip costs more than
-// the copy it saves below a few hundred KiB: eager up to 256 KiB measured 1.2x the halo
-// throughput of "auto" at 64 KiB over TCP and shared memory (docs/benchmarks.md); from 256 KiB
-// on, rendezvous still places payloads straight into their destination.
+// the copy it saves below a few hundred KiB (docs/benchmarks.md, "Figures behind defaults");
+// from 256 KiB on, rendezvous still places payloads straight into their destination.
 inline constexpr std::size_t kDefaultRndvThreshold = 256 * 1024;
 
 // How long wait_for_event() keeps polling, yielding the core between polls, after the last
-// event before it sleeps. Measured with ordo-bench-halo on one host (docs/comm.md): 8 KiB halos
-// 0.6 -> 3.4-4.1 GB/s, 64 KiB 3.1-5.5 -> 6.3-8.5 GB/s; idle, the thread still sleeps.
+// event before it sleeps: a halo rarely comes alone, and a receiver that sleeps after each one
+// pays a wake-up per message (docs/benchmarks.md, "Figures behind defaults"). Idle, the thread
+// still sleeps.
 inline constexpr std::chrono::microseconds kDefaultProgressSpin{100};
 
 struct TransportOptions {

@@ -17,8 +17,8 @@ constexpr std::size_t kAlign = 64;  // one cache line: no false sharing between 
 constexpr std::size_t kPage = 4096;  // the unit of NUMA binding
 // Locations of a huge page or more are aligned to it and asked to live on huge pages (THP,
 // madvise mode by default on Debian): a stencil block streamed row by row then takes one TLB
-// entry per 2 MiB instead of per 4 KiB, and first-touch zeroing faults 512x less often. heat2d
-// 8192^2 on one worker ran 1.07x faster (docs/benchmarks.md).
+// entry per 2 MiB instead of per 4 KiB, and first-touch zeroing faults 512x less often
+// (docs/benchmarks.md, "Figures behind defaults").
 constexpr std::size_t kHuge = std::size_t{2} << 20;
 }
 

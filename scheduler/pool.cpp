@@ -70,8 +70,8 @@ constexpr std::uint64_t kEpochOne = std::uint64_t{1} << 32;
 constexpr int kSpinRounds = 16;      // searches (with a yield between) before parking
 constexpr std::uint32_t kInboxEvery = 32;
 // An idle worker that polls yields the core once every this many polls and only pauses in
-// between: a yield is a system call, and one per poll cost the 64 KiB halo benchmark ~10% of
-// its throughput (median of 6 alternated runs: 7.0 -> 7.7 GB/s with 8, 7.8 with 32).
+// between: a yield is a system call, and one per poll cost halo throughput
+// (docs/benchmarks.md, "Figures behind defaults").
 constexpr unsigned kPollsPerYield = 8;
 
 inline void cpu_relax() {
