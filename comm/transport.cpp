@@ -1,4 +1,8 @@
 // UCX transport. The only file that includes UCX headers.
+// Longer than 600 lines on purpose: every UCX call, type and status stays in this one file
+// (tests/layering.py allows UCX headers nowhere else), so that comm/'s other files and the
+// layers above never see UCX; the sections below are its protocol, threading, progress,
+// failure and shutdown.
 //
 // Protocol. One UCX context (feature AM + WAKEUP), one worker, one endpoint per rank (itself
 // included, over UCX's "self" transport). Every message is one UCX active message with the

@@ -29,6 +29,10 @@
 // typed error derived from ordo::Error: PeerFailure (another rank died, stopped, or a body
 // threw there), ProtocolError (a peer sent what the protocol never sends), GraphMismatch (the
 // ranks declared different graphs).
+//
+// Longer than 600 lines on purpose: this is the whole public API of the core (the stencil
+// layer is <ordo/stencil.hpp>), so that a program includes one header; most of its length is
+// the comments that document each call.
 #pragma once
 
 #include <chrono>
