@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <future>
@@ -281,13 +282,20 @@ void CommNet::set_placer(std::uint32_t channel, Placer placer) {
   channels_[channel].placer = std::move(placer);
 }
 
-void CommNet::detach(std::uint32_t channel) {
+std::vector<std::span<std::byte>> CommNet::detach(std::uint32_t channel) {
   std::unique_lock lock(mu_);
   channels_.erase(channel);
   cv_.wait(lock, [&] { return delivering_ != static_cast<std::int64_t>(channel); });
   // Placed receives end with their data or with the peer's failure; bounded all the same, for
-  // a peer that died where UCX cannot tell (shared memory): the launcher ends the job then.
+  // a peer that died where UCX cannot tell (shared memory). UCX cannot cancel such a receive,
+  // so its destination is handed back to stay allocated for good.
   cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !placing_.count(channel); });
+  std::vector<std::span<std::byte>> abandoned;
+  if (auto it = placing_.find(channel); it != placing_.end()) {
+    abandoned = std::move(it->second);
+    placing_.erase(it);
+  }
+  return abandoned;
 }
 
 void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
@@ -404,17 +412,25 @@ void CommNet::on_incoming(comm::Incoming& m) {
       delivering_ = -1;
       auto it = channels_.find(channel);
       if (dst.size() == size && it != channels_.end() && it->second.attached) {
-        ++placing_[channel];
+        placing_[channel].push_back(dst);
         placing = true;
       }
       cv_.notify_all();
     }
     if (placing) {
       m.receive_into(dst, [this, channel, from, header = std::move(header), dst](comm::Status s) {
+        // Delivered while still counted, so that detach() waits for it (if detach() gave up
+        // on it, the channel is gone and the bytes wait unread, as for any detached channel).
         if (s == comm::Status::ok) deliver(channel, from, header, dst);
         // else: the peer failure callback reports it
         std::lock_guard lock(mu_);
-        if (--placing_[channel] == 0) placing_.erase(channel);
+        if (auto it = placing_.find(channel); it != placing_.end()) {
+          auto& spans = it->second;
+          auto at = std::find_if(spans.begin(), spans.end(),
+                                 [&](std::span<std::byte> p) { return p.data() == dst.data(); });
+          if (at != spans.end()) spans.erase(at);
+          if (spans.empty()) placing_.erase(it);
+        }
         cv_.notify_all();
       });
       return;

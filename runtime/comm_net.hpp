@@ -18,8 +18,9 @@
 // Wire: comm tag kTag; the comm header is [channel (4 bytes)][runtime header]; the payload goes
 // as it is (zero copy; rendezvous for large ones). A rendezvous payload lands where the
 // channel's placer says (the engine's replica: no copy), else in a buffer, then is delivered.
-// detach() waits for the placed receives of its channel, so the transport never writes into
-// memory an engine has given up.
+// detach() waits for the placed receives of its channel; those it gives up on (a peer that died
+// where UCX cannot tell, which UCX cannot cancel either) it returns, and the engine's graph
+// never frees that memory, so the transport never writes into memory that was given back.
 // A runtime header larger than the transport's limit (the graph check's hashes of a graph with
 // hundreds of locations: jacobi3d27 across ranks) travels in the payload instead: channel |
 // kBigHeader, then [header length (8 bytes)][header][payload] in one buffer the send owns until
@@ -64,7 +65,7 @@ class CommNet final : public Net, public sched::Poller {
 
   void set_placer(std::uint32_t channel, Placer placer) override;
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
-  void detach(std::uint32_t channel) override;
+  std::vector<std::span<std::byte>> detach(std::uint32_t channel) override;
   void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
             std::span<const std::byte> payload, Sent sent) override;
 
@@ -159,7 +160,8 @@ class CommNet final : public Net, public sched::Poller {
   std::string failure_;                        // first peer failure, guarded by mu_
   unsigned failure_rank_ = 0;                  // its rank, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
-  std::map<std::uint32_t, std::size_t> placing_;  // placed receives in flight, guarded by mu_
+  // Per channel, the destinations of placed receives in flight, guarded by mu_.
+  std::map<std::uint32_t, std::vector<std::span<std::byte>>> placing_;
 
   std::int64_t clock_offset_ns_ = 0;
   std::mutex clock_mu_;

@@ -123,8 +123,11 @@ void Engine::start_distributed(bool share) {
 }
 
 Engine::~Engine() {
-  // No callback of the channel runs after this (the parts it uses go with the engine).
-  if (net_) net_->detach(channel_);
+  // No callback of the channel runs after this (the parts it uses go with the engine). A
+  // receive the transport could not end may still write into its location: that memory is
+  // never given back.
+  if (net_)
+    for (std::span<std::byte> abandoned : net_->detach(channel_)) graph_.keep_forever(abandoned);
 }
 
 void Engine::set_trace(trace::Recorder* recorder) {

@@ -66,7 +66,20 @@ void BufferFree::operator()(std::byte* p) const noexcept {
 }
 
 Graph::Graph(bool shared_storage) {
-  if (shared_storage) arena_ = std::make_unique<SharedArena>();
+  if (shared_storage) arena_.reset(new SharedArena);
+}
+
+void Graph::keep_forever(std::span<const std::byte> bytes) {
+  const std::byte* p = bytes.data();
+  for (std::size_t l = 0; l < buffers_.size(); ++l) {
+    const std::byte* b = buffers_[l].data();
+    if (b == nullptr || p < b || p >= b + buffers_[l].bytes()) continue;
+    if (slots_[l])
+      arena_.get_deleter().kept = true;  // the arena unmaps all its chunks at once
+    else
+      buffers_[l].keep_forever();
+    return;
+  }
 }
 
 std::uint32_t Graph::add_location(std::string name, std::size_t elem_size, std::size_t count,

@@ -107,6 +107,8 @@ class Buffer {
       : ptr_(shared, BufferFree{BufferFree::Kind::shared, 0}), bytes_(bytes) {}
   std::byte* data() const { return ptr_.get(); }
   std::size_t bytes() const { return bytes_; }
+  // Gives the memory up without freeing it: it stays allocated until the process ends.
+  void keep_forever() { ptr_.get_deleter().kind = BufferFree::Kind::shared; }
 
  private:
   std::unique_ptr<std::byte, BufferFree> ptr_;
@@ -213,6 +215,9 @@ class Graph {
   // Not synchronised: only for locations no other thread reads meanwhile.
   void set_view(std::uint32_t location, std::byte* p) { views_[location] = p; }
   void reset_view(std::uint32_t location) { views_[location] = buffers_[location].data(); }
+  // The storage holding `bytes` (a location's own buffer, or the SharedArena it lies in) is
+  // never freed, not even with the graph: a transport may still write there (Net::detach).
+  void keep_forever(std::span<const std::byte> bytes);
 
   std::uint32_t task_count() const { return task_count_; }
   // A deque: growing it never moves a family (no copies of names and bodies, no doubled
@@ -260,7 +265,14 @@ class Graph {
  private:
   std::vector<LocationDesc> locations_;
   std::vector<Buffer> buffers_;
-  std::unique_ptr<SharedArena> arena_;  // null: every buffer private
+  // Deletes the arena unless keep_forever() kept memory of it.
+  struct ArenaFree {
+    bool kept;  // value-initialised false
+    void operator()(SharedArena* arena) const noexcept {
+      if (!kept) delete arena;
+    }
+  };
+  std::unique_ptr<SharedArena, ArenaFree> arena_;  // null: every buffer private
   std::vector<std::optional<SharedArena::Slot>> slots_;
   std::vector<std::byte*> views_;
   std::size_t held_locations_ = 0, held_bytes_ = 0;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace ordo::rt {
 
@@ -45,9 +46,11 @@ class Net {
   }
   // Starts delivery for `channel`, including the messages that arrived for it before.
   virtual void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) = 0;
-  // Stops delivery for `channel`: when it returns, no callback for it runs or will run, and no
-  // payload is being placed into a span its placer gave.
-  virtual void detach(std::uint32_t channel) = 0;
+  // Stops delivery for `channel`: when it returns, no callback for it runs or will run.
+  // Returns the spans its placer gave whose receives the transport could not end (a peer that
+  // failed where it cannot cancel them): the transport may still write into them, so their
+  // memory must never be freed or reused. Empty when no payload is being placed.
+  virtual std::vector<std::span<std::byte>> detach(std::uint32_t channel) = 0;
 
   // Whether `peer` runs on this host, in this process's PID namespace, so that this process can
   // map its shared location memory (Graph's SharedArena, through /proc/<pid>/fd). Default: no,

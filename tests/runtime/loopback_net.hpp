@@ -29,7 +29,13 @@ class LoopbackNet final : public rt::Net {
   unsigned size() const override;
   bool same_host(unsigned peer) const override;
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
-  void detach(std::uint32_t channel) override;
+  void set_placer(std::uint32_t channel, Placer placer) override;
+  std::vector<std::span<std::byte>> detach(std::uint32_t channel) override;
+  // As a transport that placed a rendezvous payload from `from` and cannot end that receive
+  // (its peer died where it cannot tell): asks the channel's placer where the payload goes and
+  // keeps that span in flight, so that detach() returns it.
+  std::span<std::byte> place_stuck(std::uint32_t channel, unsigned from,
+                                   std::span<const std::byte> header, std::size_t size);
   void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
             std::span<const std::byte> payload, Sent sent) override;
 
@@ -53,6 +59,8 @@ class LoopbackNet final : public rt::Net {
   std::deque<Msg> queue_;
   std::map<std::uint32_t, std::pair<Receiver, Failure>> attached_;
   std::map<std::uint32_t, std::deque<Msg>> pending_;
+  std::map<std::uint32_t, Placer> placers_;
+  std::map<std::uint32_t, std::vector<std::span<std::byte>>> stuck_;
   std::string failure_;  // set once a peer failed
   unsigned failed_rank_ = 0;
   std::int64_t delivering_ = -1;  // channel being delivered to, or -1
@@ -134,10 +142,35 @@ inline void LoopbackNet::attach(std::uint32_t channel, Receiver on_message, Fail
   cv_.notify_all();
 }
 
-inline void LoopbackNet::detach(std::uint32_t channel) {
+inline void LoopbackNet::set_placer(std::uint32_t channel, Placer placer) {
+  std::lock_guard lock(mu_);
+  placers_[channel] = std::move(placer);
+}
+
+inline std::span<std::byte> LoopbackNet::place_stuck(std::uint32_t channel, unsigned from,
+                                                     std::span<const std::byte> header,
+                                                     std::size_t size) {
+  Placer placer;
+  {
+    std::lock_guard lock(mu_);
+    auto it = placers_.find(channel);
+    if (it == placers_.end() || !attached_.count(channel)) return {};
+    placer = it->second;
+  }
+  std::span<std::byte> dst = placer(from, header, size);
+  std::lock_guard lock(mu_);
+  if (dst.size() == size && size > 0) stuck_[channel].push_back(dst);
+  return dst;
+}
+
+inline std::vector<std::span<std::byte>> LoopbackNet::detach(std::uint32_t channel) {
   std::unique_lock lock(mu_);
   attached_.erase(channel);
+  placers_.erase(channel);
   cv_.wait(lock, [&] { return delivering_ != static_cast<std::int64_t>(channel); });
+  std::vector<std::span<std::byte>> stuck = std::move(stuck_[channel]);
+  stuck_.erase(channel);
+  return stuck;
 }
 
 inline void LoopbackNet::send(unsigned peer, std::uint32_t channel,

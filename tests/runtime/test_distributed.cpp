@@ -20,6 +20,7 @@
 #include "loopback_net.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/storage.hpp"
+#include "runtime/wire.hpp"
 #include "scheduler/pool.hpp"
 
 using namespace ordo;
@@ -711,4 +712,44 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
     CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)") &&
                                Catch::Contains(c.error));
   }
+}
+
+// A receive that the transport cannot end (its peer died where UCX cannot tell, and UCX cannot
+// cancel it) may still write into the location its placer chose after the engine is gone: the
+// graph keeps that memory for good, so the write lands in memory still allocated. Before, the
+// engine's memory was freed after a bounded wait, and the write hit freed memory.
+TEST_CASE("memory a transport may still write into outlives the engine and the graph",
+          "[distributed]") {
+  // 64 MiB: more than malloc's largest mmap threshold, so that freed memory is unmapped and a
+  // write into it faults instead of corrupting the heap unseen.
+  constexpr std::size_t kCount = std::size_t{8} << 20;
+  constexpr std::uint32_t kChannel = 7;
+  LoopbackHub hub(2);
+  std::vector<Rank> rs(2);
+  std::vector<std::future<void>> f;
+  for (unsigned r = 0; r < 2; ++r)
+    f.push_back(std::async(std::launch::async, [&, r] {
+      rt::Graph& g = rs[r].graph;
+      const std::uint32_t big = g.add_location("big", 8, kCount, typeid(std::uint64_t));
+      const std::uint32_t out = g.add_location("out", 8, 1, typeid(std::uint64_t));
+      g.set_home(big, 1);
+      g.set_home(out, 0);
+      g.add_task({"write", {{big, rt::Mode::write}}, [](const rt::Instance&) {}});
+      g.add_task({"read", {{big, rt::Mode::read}, {out, rt::Mode::write}},
+                  [](const rt::Instance&) {}});
+      auto c = rt::compile(g);
+      if (!c.error.empty()) throw std::runtime_error(c.error);  // no Catch2 outside main
+      rs[r].engine = std::make_unique<rt::Engine>(g, std::move(c.plan), &hub.net(r), kChannel);
+    }));
+  for (auto& x : f) x.get();
+  // Rank 0 holds a replica of "big" (its task reads it in phase 1): the GRANT's bytes from the
+  // home, rank 1, are placed straight into it.
+  const rt::wire::Header grant{rt::wire::Kind::grant, 0, 0, 0, 1};
+  const std::span<std::byte> dst =
+      hub.net(0).place_stuck(kChannel, 1, rt::wire::as_bytes(grant), kCount * 8);
+  REQUIRE(dst.size() == kCount * 8);
+  REQUIRE(dst.data() == rs[0].graph.data(0));
+  rs.clear();  // both engines, then both graphs
+  std::memset(dst.data(), 0x5a, dst.size());  // the transport's late write
+  CHECK(std::to_integer<int>(dst[dst.size() - 1]) == 0x5a);
 }
