@@ -1,4 +1,5 @@
 #include "runtime/comm_net.hpp"
+#include "runtime/wire.hpp"
 
 #include <poll.h>
 
@@ -300,6 +301,8 @@ std::vector<std::span<std::byte>> CommNet::detach(std::uint32_t channel) {
 
 void CommNet::send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
                    std::span<const std::byte> payload, Sent sent) {
+  if (!header.empty() && header[0] == static_cast<std::byte>(wire::Kind::control))
+    control_sent_.fetch_add(1, std::memory_order_relaxed);
   {
     std::lock_guard lock(outbox_mu_);
     if (outbox_used_ == outbox_.size()) outbox_.emplace_back();

@@ -62,6 +62,11 @@ class CommNet final : public Net, public sched::Poller {
   std::int64_t clock_offset_ns() const { return clock_offset_ns_; }
   // The same on every rank of this job, different between jobs (comm::Transport::job_id).
   std::uint64_t job_id() const { return transport_->job_id(); }
+  // The control plane's messages this rank has sent, on every channel (engines' graph checks,
+  // barriers, votes and quiescence rounds): what a scaling benchmark counts.
+  std::uint64_t control_messages_sent() const {
+    return control_sent_.load(std::memory_order_relaxed);
+  }
 
   void set_placer(std::uint32_t channel, Placer placer) override;
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
@@ -135,6 +140,7 @@ class CommNet final : public Net, public sched::Poller {
   // is what lets release_turn() see every message queued by a thread that found it taken.
   std::atomic<bool> turn_{false};
   std::atomic<std::size_t> queued_{0};  // messages in the outbox
+  std::atomic<std::uint64_t> control_sent_{0};  // control_messages_sent()
   // steady-clock ns of the last poll by a worker that had the turn (0: none since it parked),
   // and that worker.
   std::atomic<std::int64_t> poll_stamp_{0};

@@ -2,6 +2,7 @@
 #include "runtime/control_plane.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "runtime/wire.hpp"
@@ -12,24 +13,16 @@ using wire::append;
 using wire::get_u64;
 using wire::put_u64;
 
-Traffic::Traffic(unsigned ranks)
-    : sent(new std::atomic<std::uint64_t>[ranks]), received(new std::atomic<std::uint64_t>[ranks]) {
-  for (unsigned r = 0; r < ranks; ++r) {
-    sent[r].store(0, std::memory_order_relaxed);
-    received[r].store(0, std::memory_order_relaxed);
-  }
-}
-
 ControlPlane::ControlPlane(Net& net, std::uint32_t channel, unsigned rank, unsigned ranks)
-    : net_(net), channel_(channel), rank_(rank), ranks_(ranks), in_(ranks) {}
+    : net_(net), channel_(channel), rank_(rank), ranks_(ranks) {}
 
 void ControlPlane::deliver(unsigned from, std::span<const std::byte> header) {
   const std::uint64_t round = get_u64(header, sizeof(wire::Header));
-  std::vector<std::byte> data;
+  Bytes data;
   if (header.size() > sizeof(wire::Header) + 8)
     append(data, header.data() + sizeof(wire::Header) + 8, header.size() - sizeof(wire::Header) - 8);
   std::lock_guard lock(mu_);
-  in_[from].emplace_back(round, std::move(data));
+  in_.emplace(std::make_pair(round, from), std::move(data));
   cv_.notify_all();
 }
 
@@ -39,85 +32,139 @@ void ControlPlane::stop() {
   cv_.notify_all();
 }
 
-std::optional<std::vector<std::vector<std::byte>>> ControlPlane::exchange(
-    std::span<const std::byte> mine) {
-  const std::uint64_t round = ++round_;
-  std::vector<std::byte> msg;
+unsigned ControlPlane::parent() const { return rank_ & (rank_ - 1); }
+
+std::vector<unsigned> ControlPlane::children() const {
+  std::vector<unsigned> out;
+  const std::uint64_t low = rank_ == 0 ? ~std::uint64_t{0} : (rank_ & (~rank_ + 1));
+  for (std::uint64_t bit = 1; bit < low && rank_ + bit < ranks_; bit <<= 1)
+    out.push_back(static_cast<unsigned>(rank_ + bit));
+  return out;
+}
+
+void ControlPlane::send_to(unsigned peer, std::uint64_t round, std::span<const std::byte> bytes) {
+  Bytes msg;
   const wire::Header h{wire::Kind::control, 0, 0, 0, 0};
   append(msg, &h, sizeof h);
   put_u64(msg, round);
-  append(msg, mine.data(), mine.size());
-  for (unsigned r = 0; r < ranks_; ++r)
-    if (r != rank_) net_.send(r, channel_, msg, {}, {});
+  append(msg, bytes.data(), bytes.size());
+  messages_sent_.fetch_add(1, std::memory_order_relaxed);
+  net_.send(peer, channel_, msg, {}, {});
+}
 
+std::optional<ControlPlane::Bytes> ControlPlane::receive_from(unsigned peer, std::uint64_t round) {
+  const auto key = std::make_pair(round, peer);
   std::unique_lock lock(mu_);
-  auto has = [&](unsigned r) {
-    return std::any_of(in_[r].begin(), in_[r].end(), [&](const auto& e) { return e.first == round; });
-  };
-  cv_.wait(lock, [&] {
-    if (stopped_.load(std::memory_order_relaxed)) return true;
-    for (unsigned r = 0; r < ranks_; ++r)
-      if (r != rank_ && !has(r)) return false;
-    return true;
-  });
+  cv_.wait(lock, [&] { return stopped_.load(std::memory_order_relaxed) || in_.count(key) != 0; });
   if (stopped_.load(std::memory_order_relaxed)) return std::nullopt;
-  std::vector<std::vector<std::byte>> out(ranks_);
-  for (unsigned r = 0; r < ranks_; ++r) {
-    if (r == rank_) continue;
-    auto it = std::find_if(in_[r].begin(), in_[r].end(), [&](const auto& e) { return e.first == round; });
-    out[r] = std::move(it->second);
-    in_[r].erase(it);
+  auto node = in_.extract(key);
+  return std::move(node.mapped());
+}
+
+std::optional<ControlPlane::Bytes> ControlPlane::all_reduce(Bytes mine, const Combine& combine) {
+  const std::uint64_t round = ++round_;
+  const std::vector<unsigned> kids = children();
+  for (unsigned c : kids) {
+    auto theirs = receive_from(c, round);
+    if (!theirs) return std::nullopt;
+    mine = combine(mine, *theirs);
+  }
+  if (rank_ != 0) {
+    send_to(parent(), round, mine);
+    auto total = receive_from(parent(), round);
+    if (!total) return std::nullopt;
+    mine = std::move(*total);
+  }
+  // The largest subtree first: it has the longest way down.
+  for (auto c = kids.rbegin(); c != kids.rend(); ++c) send_to(*c, round, mine);
+  return mine;
+}
+
+std::optional<ControlPlane::Bytes> ControlPlane::broadcast(Bytes mine) {
+  const std::uint64_t round = ++round_;
+  if (rank_ != 0) {
+    auto root = receive_from(parent(), round);
+    if (!root) return std::nullopt;
+    mine = std::move(*root);
+  }
+  const std::vector<unsigned> kids = children();
+  for (auto c = kids.rbegin(); c != kids.rend(); ++c) send_to(*c, round, mine);
+  return mine;
+}
+
+std::optional<ControlPlane::Bytes> ControlPlane::pass(unsigned from, unsigned to,
+                                                      std::span<const std::byte> mine) {
+  const std::uint64_t round = ++round_;
+  if (from == to) return rank_ == to ? Bytes(mine.begin(), mine.end()) : Bytes{};
+  if (rank_ == from) send_to(to, round, mine);
+  if (rank_ == to) return receive_from(from, round);
+  return Bytes{};
+}
+
+std::optional<std::vector<ControlPlane::Bytes>> ControlPlane::exchange(
+    std::span<const std::byte> mine) {
+  // Entries (rank, length, bytes), concatenated in rank order on the way up.
+  Bytes entry;
+  put_u64(entry, rank_);
+  put_u64(entry, mine.size());
+  append(entry, mine.data(), mine.size());
+  auto all = all_reduce(std::move(entry), [](std::span<const std::byte> lower,
+                                              std::span<const std::byte> higher) {
+    Bytes out(lower.size() + higher.size());
+    if (!lower.empty()) std::memcpy(out.data(), lower.data(), lower.size());
+    if (!higher.empty()) std::memcpy(out.data() + lower.size(), higher.data(), higher.size());
+    return out;
+  });
+  if (!all) return std::nullopt;
+  std::vector<Bytes> out(ranks_);
+  std::span<const std::byte> in(*all);
+  for (std::size_t at = 0; at + 16 <= in.size();) {
+    const std::uint64_t r = get_u64(in, at), n = get_u64(in, at + 8);
+    if (n > in.size() - at - 16) break;  // the ranks' versions differ: their entries stay empty
+    if (r < ranks_ && r != rank_) out[r].assign(in.begin() + at + 16, in.begin() + at + 16 + n);
+    at += 16 + n;
   }
   return out;
 }
 
-bool ControlPlane::barrier() { return exchange({}).has_value(); }
+bool ControlPlane::barrier() { return all_reduce({}, [](auto, auto) { return Bytes{}; }).has_value(); }
 
 std::optional<bool> ControlPlane::all(bool mine) {
-  std::vector<std::byte> v;
-  put_u64(v, mine ? 1 : 0);
-  auto theirs = exchange(v);
-  if (!theirs) return std::nullopt;
-  bool every = mine;
-  for (unsigned r = 0; r < ranks_; ++r)
-    if (r != rank_ && get_u64((*theirs)[r], 0) == 0) every = false;
-  return every;
+  auto every = all_reduce({std::byte{mine}}, [](std::span<const std::byte> lower,
+                                                std::span<const std::byte> higher) {
+    const bool both = lower.size() == 1 && higher.size() == 1 && lower[0] == std::byte{1} &&
+                      higher[0] == std::byte{1};
+    return Bytes{std::byte{both}};
+  });
+  if (!every) return std::nullopt;
+  return every->size() == 1 && (*every)[0] == std::byte{1};
 }
 
 bool ControlPlane::quiesce(const Traffic& traffic) {
-  bool stable = false;
+  auto sums = [](std::span<const std::byte> lower, std::span<const std::byte> higher) {
+    Bytes out;
+    put_u64(out, get_u64(lower, 0) + get_u64(higher, 0));
+    put_u64(out, get_u64(lower, 8) + get_u64(higher, 8));
+    return out;
+  };
+  std::optional<std::uint64_t> received_before;  // R of the previous wave
   for (;;) {
-    std::vector<std::uint64_t> snapshot(ranks_);
-    std::vector<std::byte> mine;
-    put_u64(mine, stable ? 1 : 0);
-    for (unsigned r = 0; r < ranks_; ++r) {
-      snapshot[r] = traffic.sent[r].load(std::memory_order_relaxed);
-      put_u64(mine, snapshot[r]);
-    }
-    auto theirs = exchange(mine);
-    if (!theirs) return false;
-    bool all_stable = stable;
-    for (unsigned r = 0; r < ranks_; ++r)
-      if (r != rank_ && get_u64((*theirs)[r], 0) == 0) all_stable = false;
-    if (all_stable) return true;
-    // Wait for what each peer says it sent us, then judge this round.
-    for (unsigned r = 0; r < ranks_; ++r) {
-      if (r == rank_) continue;
-      const std::uint64_t want = get_u64((*theirs)[r], 8 + 8 * rank_);
-      // acquire: pairs with the release increments of the protocol (remote_locks.cpp).
-      while (traffic.received[r].load(std::memory_order_acquire) < want) {
-        if (stopped()) return false;
-        std::this_thread::yield();
-      }
-    }
-    // acquire: pairs with the release decrement when an early GRANT's bytes are sent.
-    stable = traffic.unsent.load(std::memory_order_acquire) == 0;
-    for (unsigned r = 0; r < ranks_; ++r) {
-      if (r == rank_) continue;
-      if (traffic.received[r].load(std::memory_order_acquire) != get_u64((*theirs)[r], 8 + 8 * rank_))
-        stable = false;
-      if (traffic.sent[r].load(std::memory_order_relaxed) != snapshot[r]) stable = false;
-    }
+    // The received counts first (acquire): what their handlers and `sent`s sent is then
+    // counted in the sent counts read after.
+    const std::uint64_t received = traffic.received.load(std::memory_order_acquire) +
+                                   traffic.early_finished.load(std::memory_order_acquire);
+    const std::uint64_t sent = traffic.sent.load(std::memory_order_relaxed) +
+                               traffic.early_started.load(std::memory_order_relaxed);
+    Bytes mine;
+    put_u64(mine, sent);
+    put_u64(mine, received);
+    auto total = all_reduce(std::move(mine), sums);
+    if (!total) return false;
+    const std::uint64_t s = get_u64(*total, 0), r = get_u64(*total, 8);
+    if (received_before && s == *received_before) return true;
+    received_before = r;
+    // Messages still in flight: leave the core to whoever handles them before the next wave.
+    if (s != r) std::this_thread::yield();
   }
 }
 
@@ -142,18 +189,20 @@ struct Hasher {
 
 }  // namespace
 
-std::optional<std::string> graph_difference(ControlPlane& control, const Graph& graph) {
-  // One hash per location and per task, with its name for the message.
+namespace {
+
+// One hash and name per location and per task, after the counts: what rank 0 compares on a
+// mismatch.
+ControlPlane::Bytes describe(const Graph& graph) {
   const auto& locs = graph.locations();
-  const unsigned rank = control.rank();
-  std::vector<std::byte> mine;
+  ControlPlane::Bytes out;
   auto add_item = [&](std::uint64_t hash, const std::string& name) {
-    put_u64(mine, hash);
-    put_u64(mine, name.size());
-    append(mine, name.data(), name.size());
+    put_u64(out, hash);
+    put_u64(out, name.size());
+    append(out, name.data(), name.size());
   };
-  put_u64(mine, locs.size());
-  put_u64(mine, graph.task_count());
+  put_u64(out, locs.size());
+  put_u64(out, graph.task_count());
   for (const LocationDesc& l : locs) {
     Hasher h;
     h.add(l.name);
@@ -174,53 +223,96 @@ std::optional<std::string> graph_difference(ControlPlane& control, const Graph& 
     }
     add_item(h.h, name);
   }
-  auto theirs = control.exchange(mine);
-  if (!theirs) return std::nullopt;  // the failure already says which peer failed
+  return out;
+}
 
-  for (unsigned peer = 0; peer < control.ranks(); ++peer) {
-    if (peer == rank) continue;
-    std::span<const std::byte> other((*theirs)[peer]);
-    if (other.size() == mine.size() && std::equal(other.begin(), other.end(), mine.begin()))
-      continue;
-    // Walk both descriptions to the first difference.
-    const unsigned lo = std::min(rank, peer), hi = std::max(rank, peer);
-    auto describe = [&](const std::string& what) {
-      return "ranks " + std::to_string(lo) + " and " + std::to_string(hi) +
-             " built different graphs: " + what +
-             ". Every rank must declare the same locations and tasks, in the same order and "
-             "with the same accesses (SPMD)";
+// The first difference between `mine` (this rank's description of `graph`) and `other`, rank
+// `peer`'s, worded for the user.
+std::string first_difference(const Graph& graph, unsigned rank, std::span<const std::byte> mine,
+                             unsigned peer, std::span<const std::byte> other) {
+  const auto& locs = graph.locations();
+  const unsigned lo = std::min(rank, peer), hi = std::max(rank, peer);
+  auto describe_as = [&](const std::string& what) {
+    return "ranks " + std::to_string(lo) + " and " + std::to_string(hi) +
+           " built different graphs: " + what +
+           ". Every rank must declare the same locations and tasks, in the same order and "
+           "with the same accesses (SPMD)";
+  };
+  const std::uint64_t nl_other = get_u64(other, 0), nt_other = get_u64(other, 8);
+  if (nl_other != locs.size() || nt_other != graph.task_count()) {
+    auto counts = [](std::uint64_t nl, std::uint64_t nt) {
+      return std::to_string(nl) + " locations and " + std::to_string(nt) + " tasks";
     };
-    const std::uint64_t nl_other = get_u64(other, 0), nt_other = get_u64(other, 8);
-    if (nl_other != locs.size() || nt_other != graph.task_count()) {
-      auto counts = [](std::uint64_t nl, std::uint64_t nt) {
-        return std::to_string(nl) + " locations and " + std::to_string(nt) + " tasks";
-      };
-      return describe("rank " + std::to_string(rank) + " has " +
-                      counts(locs.size(), graph.task_count()) + ", rank " + std::to_string(peer) +
-                      " has " + counts(nl_other, nt_other));
-    }
-    std::size_t at_mine = 16, at_other = 16;
-    for (std::size_t i = 0; i < locs.size() + graph.task_count(); ++i) {
-      const std::uint64_t hm = get_u64(mine, at_mine), ho = get_u64(other, at_other);
-      const std::uint64_t lm = get_u64(mine, at_mine + 8), lo_len = get_u64(other, at_other + 8);
-      const std::string name_other(
-          reinterpret_cast<const char*>(other.data()) + at_other + 16,
-          std::min<std::size_t>(lo_len, other.size() - at_other - 16));
-      if (hm != ho) {
-        const bool is_loc = i < locs.size();
-        const std::size_t idx = is_loc ? i : i - locs.size();
-        const std::string name_mine =
-            is_loc ? locs[idx].name : graph.task_name(static_cast<std::uint32_t>(idx));
-        return describe(std::string(is_loc ? "location" : "task") + " #" + std::to_string(idx) +
-                        " differs ('" + name_mine + "' on rank " + std::to_string(rank) + ", '" +
-                        name_other + "' on rank " + std::to_string(peer) +
-                        "; name, size, placement or accesses)");
-      }
-      at_mine += 16 + lm;
-      at_other += 16 + lo_len;
-    }
+    return describe_as("rank " + std::to_string(rank) + " has " +
+                       counts(locs.size(), graph.task_count()) + ", rank " + std::to_string(peer) +
+                       " has " + counts(nl_other, nt_other));
   }
-  return std::nullopt;
+  std::size_t at_mine = 16, at_other = 16;
+  for (std::size_t i = 0; i < locs.size() + graph.task_count(); ++i) {
+    if (at_other + 16 > other.size()) break;  // a short description: a version difference
+    const std::uint64_t hm = get_u64(mine, at_mine), ho = get_u64(other, at_other);
+    const std::uint64_t lm = get_u64(mine, at_mine + 8), lo_len = get_u64(other, at_other + 8);
+    const std::string name_other(
+        reinterpret_cast<const char*>(other.data()) + at_other + 16,
+        std::min<std::size_t>(lo_len, other.size() - at_other - 16));
+    if (hm != ho) {
+      const bool is_loc = i < locs.size();
+      const std::size_t idx = is_loc ? i : i - locs.size();
+      const std::string name_mine =
+          is_loc ? locs[idx].name : graph.task_name(static_cast<std::uint32_t>(idx));
+      return describe_as(std::string(is_loc ? "location" : "task") + " #" + std::to_string(idx) +
+                         " differs ('" + name_mine + "' on rank " + std::to_string(rank) + ", '" +
+                         name_other + "' on rank " + std::to_string(peer) +
+                         "; name, size, placement or accesses)");
+    }
+    at_mine += 16 + lm;
+    at_other += 16 + std::min<std::size_t>(lo_len, other.size() - at_other - 16);
+  }
+  return describe_as("their descriptions differ (the ranks' ordo versions differ)");
+}
+
+constexpr std::uint64_t kNoRank = ~std::uint64_t{0};
+
+}  // namespace
+
+std::optional<std::string> graph_difference(ControlPlane& control, const Graph& graph) {
+  const ControlPlane::Bytes mine = describe(graph);
+  Hasher whole;
+  whole.add(mine.data(), mine.size());
+  // (hash of the range's first rank, its first rank, the first rank of the range whose hash
+  // differs from it or kNoRank): combined in rank order, the first rank that differs from 0.
+  ControlPlane::Bytes digest;
+  put_u64(digest, whole.h);
+  put_u64(digest, control.rank());
+  put_u64(digest, kNoRank);
+  auto total = control.all_reduce(std::move(digest), [](std::span<const std::byte> lower,
+                                                         std::span<const std::byte> higher) {
+    ControlPlane::Bytes out;
+    put_u64(out, get_u64(lower, 0));
+    put_u64(out, get_u64(lower, 8));
+    std::uint64_t differs = get_u64(lower, 16);
+    if (differs == kNoRank)
+      differs = get_u64(higher, 0) != get_u64(lower, 0) ? get_u64(higher, 8) : get_u64(higher, 16);
+    put_u64(out, differs);
+    return out;
+  });
+  if (!total) return std::nullopt;  // the failure already says which peer failed
+  const std::uint64_t differs = get_u64(*total, 16);
+  if (differs == kNoRank) return std::nullopt;
+  if (differs >= control.ranks()) return "the ranks' graph checks disagree (their ordo versions differ)";
+  // Only now the details: the differing rank's description to rank 0, which words the first
+  // difference for every rank.
+  const auto peer = static_cast<unsigned>(differs);
+  auto other = control.pass(peer, 0, mine);
+  if (!other) return std::nullopt;
+  ControlPlane::Bytes words;
+  if (control.rank() == 0) {
+    const std::string text = first_difference(graph, 0, mine, peer, *other);
+    append(words, text.data(), text.size());
+  }
+  auto told = control.broadcast(std::move(words));
+  if (!told) return std::nullopt;
+  return std::string(reinterpret_cast<const char*>(told->data()), told->size());
 }
 
 }  // namespace ordo::rt

@@ -1,28 +1,37 @@
 // The control plane of an engine spread over ranks: what every rank must agree on besides the
-// locks themselves. Four collectives, each called by every rank in the same order:
-//   exchange   every rank's bytes to every rank (the graph check, shared memory's set-up);
-//   barrier    returns once every rank has called it;
-//   all        a vote: true on every rank iff every rank said true (run_until's stop);
-//   quiesce    returns once no protocol message is in flight anywhere (the end of a step).
-// They travel as CONTROL messages on the engine's channel (wire.hpp), numbered by round, so a
-// round's message that arrives before the round has started here waits for it.
+// locks themselves. Collectives, each called by every rank in the same order:
+//   all_reduce  every rank's bytes combined in rank order, the result on every rank;
+//   exchange    every rank's bytes to every rank (shared memory's set-up);
+//   barrier     returns once every rank has called it;
+//   all         a vote: true on every rank iff every rank said true (run_until's stop);
+//   quiesce     returns once no protocol message is in flight anywhere (the end of a step);
+//   broadcast, pass  rank 0's bytes to every rank; one rank's bytes to another (the graph
+//               check's detail, on a mismatch only).
+// They travel as CONTROL messages on the engine's channel (wire.hpp), keyed by round and
+// sender, so a round's message that arrives before the round has started here waits for it.
 //
-// The algorithm behind the collectives is private to control_plane.cpp: today every round is
-// all-to-all (each rank sends its bytes to every other rank, N - 1 messages per rank). Trees or
-// dissemination (O(log N) rounds, DESIGN.md §3) replace it there without touching the protocol
-// (remote_locks.hpp), which sees only Traffic, or the engine, which sees only these calls.
+// The algorithm (private to control_plane.cpp): a binomial tree rooted at rank 0. Rank r's
+// parent is r with its lowest set bit cleared; its children are r + 2^k for each 2^k below
+// that bit (every k for rank 0) while r + 2^k < N, so r's subtree holds the ranks
+// [r, r + lowbit(r)). A reduction goes up (each rank combines its own value with its children's
+// in increasing k, which is increasing rank order), the result comes down. Per collective a
+// rank sends one message up and one to each child: 2(N - 1) messages in all, at most
+// ceil(log2 N) + 1 from any rank (rank 0 sends ceil(log2 N)), 2 ceil(log2 N) message latencies.
+// It replaced all-to-all rounds (N - 1 messages per rank per round, O(N) memory per rank).
 //
-// Quiescence (Mattern's counting, over rounds): in round r each rank sends, with the flag "my
-// previous round was stable", how many protocol messages it has sent to every rank; it waits
-// to have received as many from each, and calls the round stable if it then had received
-// exactly that many, sent nothing since its snapshot, and has no early GRANT still being sent
-// (whose `sent` may send more). When every rank reports a stable round, every message sent was
-// received and none can follow: after local completion a rank sends only in reaction to a
-// message it receives (or to such a `sent`).
+// Quiescence (Mattern's counting, as two waves of sums): each round all-reduces this rank's
+// S = protocol messages sent + early GRANTs handed to the transport and R = messages received
+// and handled + early GRANTs whose `sent` has acted. Every wave-k snapshot is taken after every
+// wave-(k-1) snapshot (a rank starts wave k only once wave k-1's result reached it), and
+// between the waves lies a moment T with S(T) <= S_k and R(T) >= R_(k-1). Counting a message
+// sent before it can be received and received only after its handler has sent what it sends
+// keeps R(T) <= S(T), so S_k == R_(k-1) means nothing is in flight, being handled or waiting
+// for its `sent` at T. After local completion a rank sends only in reaction to one of those,
+// so none can follow: every home location is final.
 //
 // Threads. The collectives run on the thread that runs the graph (one per rank, one at a
 // time); deliver() on the transport's thread; stop() on any (the failure path). Pairs:
-//   deliver() pushes a round's bytes under mu_ and notifies  <->  a collective's wait on cv_;
+//   deliver() stores a round's bytes under mu_ and notifies  <->  a collective's wait on cv_;
 //   stop() sets stopped_ under mu_ and notifies              <->  every wait, which returns;
 //   Traffic's release increments (remote_locks.cpp)          <->  quiesce()'s acquire loads.
 #pragma once
@@ -30,6 +39,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,15 +54,15 @@
 
 namespace ordo::rt {
 
-// This rank's protocol traffic, as the remote-lock protocol counts it for quiesce().
+// This rank's protocol traffic, as the remote-lock protocol counts it for quiesce(): totals
+// over every peer, so that its size does not grow with the ranks.
 struct Traffic {
-  explicit Traffic(unsigned ranks);
-  // Per peer: GRANTs and RELEASEs sent to it (counted before the send, so never received
-  // before they are counted), and received from it and handled (counted after, with release).
-  std::unique_ptr<std::atomic<std::uint64_t>[]> sent, received;
-  // Early GRANTs whose bytes the transport still reads: their `sent` releases a phase, which
-  // may send more (decremented with release).
-  std::atomic<std::uint64_t> unsent{0};
+  // GRANTs and RELEASEs sent (counted before the send, so never received before they are
+  // counted), and received and handled (counted after, with release).
+  std::atomic<std::uint64_t> sent{0}, received{0};
+  // Early GRANTs handed to the transport, and those whose `sent` has acted (with release): their
+  // `sent` releases a phase, which may send more.
+  std::atomic<std::uint64_t> early_started{0}, early_finished{0};
 };
 
 class ControlPlane {
@@ -60,14 +71,30 @@ class ControlPlane {
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
 
-  // Every rank's bytes, indexed by rank (this rank's entry empty); nullopt when stopped.
-  std::optional<std::vector<std::vector<std::byte>>> exchange(std::span<const std::byte> mine);
+  using Bytes = std::vector<std::byte>;
+  // Combines a value covering lower ranks with one covering the ranks just above them.
+  using Combine = std::function<Bytes(std::span<const std::byte> lower,
+                                      std::span<const std::byte> higher)>;
+
+  // Every rank's `mine` combined in rank order (combine must be associative), on every rank;
+  // nullopt when stopped.
+  std::optional<Bytes> all_reduce(Bytes mine, const Combine& combine);
+  // Rank 0's `mine` on every rank (the others' `mine` is ignored); nullopt when stopped.
+  std::optional<Bytes> broadcast(Bytes mine);
+  // `from`'s `mine` to `to`: what `to` receives, empty on the other ranks; nullopt when stopped.
+  std::optional<Bytes> pass(unsigned from, unsigned to, std::span<const std::byte> mine);
+  // Every rank's bytes, indexed by rank (this rank's entry empty); nullopt when stopped. Moves
+  // the sum of every rank's bytes through rank 0: for small descriptions.
+  std::optional<std::vector<Bytes>> exchange(std::span<const std::byte> mine);
   // False when stopped.
   bool barrier();
   // Whether every rank said true; nullopt when stopped.
   std::optional<bool> all(bool mine);
   // Returns true once no protocol message is in flight; false when stopped.
   bool quiesce(const Traffic& traffic);
+
+  // CONTROL messages this plane has sent.
+  std::uint64_t messages_sent() const { return messages_sent_.load(std::memory_order_relaxed); }
 
   // A CONTROL message's header (transport's thread).
   void deliver(unsigned from, std::span<const std::byte> header);
@@ -80,21 +107,31 @@ class ControlPlane {
   unsigned ranks() const { return ranks_; }
 
  private:
+  unsigned parent() const;
+  std::vector<unsigned> children() const;  // in increasing rank order
+  void send_to(unsigned peer, std::uint64_t round, std::span<const std::byte> bytes);
+  // `peer`'s bytes of `round`, once they are here; nullopt when stopped.
+  std::optional<Bytes> receive_from(unsigned peer, std::uint64_t round);
+
   Net& net_;
   std::uint32_t channel_;
   unsigned rank_, ranks_;
   std::uint64_t round_ = 0;  // rounds started by this rank (the collectives' thread only)
+  std::atomic<std::uint64_t> messages_sent_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  // Per peer, the rounds' bytes received and not yet taken, keyed by round; guarded by mu_.
-  std::vector<std::vector<std::pair<std::uint64_t, std::vector<std::byte>>>> in_;
+  // The rounds' bytes received and not yet taken, keyed by (round, sender); guarded by mu_.
+  // Only tree neighbours (and, on a mismatch, one rank) send to a rank.
+  std::map<std::pair<std::uint64_t, unsigned>, Bytes> in_;
   std::atomic<bool> stopped_{false};  // written under mu_
 };
 
 // The first difference between this rank's graph and another rank's, worded for the user
 // ("ranks 0 and 1 built different graphs: task #5 differs ..."), or nullopt when every rank
-// built the same graph or the plane was stopped. Collective: one exchange of a hash per
-// location and per task, with its name.
+// built the same graph or the plane was stopped. Collective: one all-reduce of a hash of the
+// whole graph; on a mismatch, the first rank whose graph differs from rank 0's sends rank 0
+// its hash per location and per task (with names), and rank 0 broadcasts the difference it
+// finds, so every rank reports the same words.
 std::optional<std::string> graph_difference(ControlPlane& control, const Graph& graph);
 
 }  // namespace ordo::rt

@@ -30,7 +30,6 @@ RemoteLocks::RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const D
       proxies_(new ProxyLock[graph.locations().size()]),
       early_mu_(std::make_unique<std::mutex[]>(graph.locations().size())),
       early_(graph.locations().size() * dist.ranks),
-      traffic_(dist.ranks),
       grant_seq_(graph.locations().size() * dist.ranks, 0),
       release_seq_(graph.locations().size() * dist.ranks, 0) {}
 
@@ -90,10 +89,10 @@ void RemoteLocks::send_grant(std::uint32_t location, std::uint32_t phase, unsign
   const std::uint64_t tag = trace_tag(true, location, peer);
   if (engine_.trace_) [[unlikely]]
     engine_.trace_->send(engine_.trace_buffer(), peer, location, trace::kNone, payload.size(), tag);
-  traffic_.sent[peer].fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
+  traffic_.sent.fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
   Net::Sent sent;
   if (early) {
-    traffic_.unsent.fetch_add(1, std::memory_order_relaxed);
+    traffic_.early_started.fetch_add(1, std::memory_order_relaxed);
     sent = [this, location] { early_sent(location); };
   }
   net_.send(peer, channel_, wire::as_bytes(h), payload, std::move(sent));
@@ -106,8 +105,9 @@ void RemoteLocks::early_sent(std::uint32_t location) {
   if (sent_open_.load()) engine_.release(location, Engine::kNoTask, 0, 0);
   sent_running_.fetch_sub(1);
   // release: pairs with quiesce()'s acquire; what the release sent is counted by now.
-  [[maybe_unused]] const std::uint64_t unsent = traffic_.unsent.fetch_sub(1, std::memory_order_release);
-  ORDO_ASSERT(unsent != 0);
+  [[maybe_unused]] const std::uint64_t finished =
+      traffic_.early_finished.fetch_add(1, std::memory_order_release);
+  ORDO_ASSERT(finished < traffic_.early_started.load(std::memory_order_relaxed));
 }
 
 // A rank that shares the location reads the home's buffer: never early.
@@ -179,7 +179,7 @@ void RemoteLocks::proxy_release(std::uint32_t location) {
   const std::uint64_t tag = trace_tag(false, location, home);
   if (engine_.trace_) [[unlikely]]
     engine_.trace_->send(engine_.trace_buffer(), home, location, trace::kNone, payload.size(), tag);
-  traffic_.sent[home].fetch_add(1, std::memory_order_relaxed);
+  traffic_.sent.fetch_add(1, std::memory_order_relaxed);
   net_.send(home, channel_, wire::as_bytes(h), payload, {});
 }
 
@@ -270,7 +270,7 @@ void RemoteLocks::on_grant(unsigned from, std::uint16_t flags, bool initial,
                    trace::kNone, 0);
     engine_.grant(t, location);
   }
-  traffic_.received[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()
+  traffic_.received.fetch_add(1, std::memory_order_release);  // pairs with quiesce()
 }
 
 void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t location,
@@ -297,7 +297,7 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
       e.held = early;
     }
     if (pending != kNoPhase) send_grant(location, pending, from, false, early);
-    traffic_.received[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()
+    traffic_.received.fetch_add(1, std::memory_order_release);  // pairs with quiesce()
     return;
   }
   if ((flags & wire::kShared) && (!shared_.shared_with(location, from) || !payload.empty())) {
@@ -320,7 +320,7 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
   if (engine_.trace_) [[unlikely]]
     engine_.trace_->receive(engine_.trace_buffer(), from, location, trace::kNone, payload.size(), tag);
   engine_.release(location, Engine::kNoTask, 0, 0);
-  traffic_.received[from].fetch_add(1, std::memory_order_release);  // pairs with quiesce()
+  traffic_.received.fetch_add(1, std::memory_order_release);  // pairs with quiesce()
 }
 
 }  // namespace ordo::rt

@@ -35,7 +35,7 @@
 // The FIFO order is the plan's, as before: every rank sees the same versions, bit for bit. At
 // most one message per location is still in flight towards a rank, and every message is sent
 // in reaction to a task's release, to a received message, or to a `sent` (which quiescence
-// waits for: Traffic::unsent).
+// waits for: Traffic::early_started/early_finished).
 //
 // Ranks of one host that share a location's memory (shared_peers.hpp) send GRANTs and
 // RELEASEs without bytes (wire::kShared), and such reads are never granted early: the proxy

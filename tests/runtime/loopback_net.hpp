@@ -2,7 +2,8 @@
 // payloads copied at send and `sent` run inside send (like an eager transport), or, with
 // `late_copy`, copied by the receiving thread just before delivery and `sent` run only then
 // (like a zero-copy one: a sender that writes a payload too early sends the wrong bytes). It
-// counts protocol traffic per pair of ranks and can simulate a rank's death.
+// counts protocol traffic per pair of ranks and control messages per rank, and can simulate a
+// rank's death.
 #pragma once
 
 #include <atomic>
@@ -77,6 +78,7 @@ class LoopbackHub {
     for (unsigned r = 0; r < ranks; ++r) nets_.push_back(std::make_unique<LoopbackNet>(*this, r));
     traffic_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
     bytes_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
+    control_.reset(new std::atomic<std::uint64_t>[ranks]());
   }
   unsigned size() const { return static_cast<unsigned>(nets_.size()); }
   LoopbackNet& net(unsigned r) { return *nets_[r]; }
@@ -84,6 +86,8 @@ class LoopbackHub {
   // Protocol messages (GRANT, RELEASE) and their payload bytes from one rank to another.
   std::uint64_t messages(unsigned from, unsigned to) const { return traffic_[from * size() + to]; }
   std::uint64_t bytes(unsigned from, unsigned to) const { return bytes_[from * size() + to]; }
+  // Control-plane messages (CONTROL) a rank has sent.
+  std::uint64_t control_messages(unsigned from) const { return control_[from]; }
 
   // Delivers a message to `to` as if `from` had sent it on `channel`: for tests of what a
   // rank does with messages its peers' protocol would never send.
@@ -108,7 +112,7 @@ class LoopbackHub {
  private:
   friend class LoopbackNet;
   std::vector<std::unique_ptr<LoopbackNet>> nets_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> traffic_, bytes_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> traffic_, bytes_, control_;
   std::atomic<int> dead_{-1};
   bool late_copy_;
   bool same_host_;
@@ -185,6 +189,7 @@ inline void LoopbackNet::send(unsigned peer, std::uint32_t channel,
     hub_.traffic_[rank_ * size() + peer].fetch_add(1);
     hub_.bytes_[rank_ * size() + peer].fetch_add(payload.size());
   }
+  if (kind == 3) hub_.control_[rank_].fetch_add(1);  // CONTROL
   if (hub_.late_copy_) {
     hub_.net(peer).post(Msg{rank_, channel, {header.begin(), header.end()}, {}, false, payload,
                             std::move(sent)});

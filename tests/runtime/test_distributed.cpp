@@ -175,6 +175,24 @@ TEST_CASE("random graphs give the sequential result on 1 to 4 ranks", "[distribu
   check_random_graphs(1000, 40, 1, 4, false, false);
 }
 
+// The control plane's trees (control_plane.hpp) at rank counts past the all-to-all tests':
+// larger graphs, each location homed on a random rank, so that most ranks hold some.
+TEST_CASE("random graphs give the sequential result on 8 to 64 ranks", "[distributed]") {
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    GraphSpec spec = random_spec(seed + 3000, 40, 40);
+    std::vector<std::uint32_t> order(spec.tasks.size());
+    std::iota(order.begin(), order.end(), 0u);
+    auto want = interpret(spec, order, 5);
+    for (unsigned ranks : {8u, 17u, 64u}) {
+      INFO("seed " << seed << " ranks " << ranks);
+      std::vector<std::int32_t> homes(spec.sizes.size());
+      for (std::size_t l = 0; l < homes.size(); ++l)
+        homes[l] = static_cast<std::int32_t>((l * 7 + seed * 13) % ranks);
+      CHECK(run_ranks(spec, ranks, 1, 3, 2, homes) == want);
+    }
+  }
+}
+
 // An early GRANT is sent from the location itself: the writer must wait for its `sent`. With
 // payloads copied only at delivery, a writer let in sooner changes what the reader gets.
 TEST_CASE("random graphs give the sequential result when payloads are copied late",
