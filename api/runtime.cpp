@@ -185,6 +185,9 @@ unsigned Runtime::workers() const { return impl_->pool.size(); }
 unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
 unsigned Runtime::rank() const { return impl_->net ? impl_->net->rank() : 0; }
 unsigned Runtime::ranks() const { return impl_->net ? impl_->net->size() : 1; }
+std::uint64_t Runtime::control_messages() const {
+  return impl_->net ? impl_->net->control_messages_sent() : 0;
+}
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)

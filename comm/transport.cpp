@@ -4,8 +4,9 @@
 // layers above never see UCX; the sections below are its protocol, threading, progress,
 // failure and shutdown.
 //
-// Protocol. One UCX context (feature AM + WAKEUP), one worker, one endpoint per rank (itself
-// included, over UCX's "self" transport). Every message is one UCX active message with the
+// Protocol. One UCX context (feature AM + WAKEUP), one worker, one endpoint per peer this rank
+// sends to, created at the first send from the worker address connect() exchanged (so a rank
+// holds endpoints to the ranks it talks to, not to every rank). Every message is one UCX active message with the
 // single UCX AM id 0; the UCX header is our wire header followed by the caller's header:
 //   wire header = tag:u16  reserved:u16  source rank:u32      (host byte order: UCX does not
 //                                                            cross endianness either)
@@ -48,8 +49,10 @@
 // * Any other peer's endpoint uses UCP_ERR_HANDLING_MODE_PEER: when the peer dies or becomes
 //   unreachable UCX completes that endpoint's requests with an error and calls the error
 //   handler. Detection latency is UCX's (a reset TCP connection is immediate; a silent peer
-//   needs UCX keepalive). Where no transport to such a peer supports it, connect() falls back
-//   to an endpoint without it (detects_peer_failure() says so).
+//   needs UCX keepalive), and needs the endpoint: a remote peer this rank never sent to is not
+//   watched (the ranks that talk to it tell the others, docs/distributed.md). Where no
+//   transport to such a peer supports it, the endpoint's creation falls back to one without it
+//   (detects_peer_failure() says so).
 // Either way the peer is marked failed (later sends to it complete at once with the failure
 // status) and a PeerFailure is reported once per peer, scoped by the UCX status (scope_of) or
 // `process` for an exit. UCX statuses are translated here and never leave this file. ordorun
@@ -206,6 +209,8 @@ struct Transport::Impl {
     int pidfd = -1;  // a local peer's process, while watched
     bool same_kernel = false;
     bool same_host = false;
+    bool ucx_detects = false;          // the endpoint asks UCX for peer failure handling
+    std::vector<std::byte> address;    // its worker address, until the endpoint exists
   };
   // One per send in flight: owns the wire header (UCX 1.13 reads it until completion) and the
   // caller's completion. Recycled through free_sends, so that a warm transport sends without
@@ -427,6 +432,48 @@ struct Transport::Impl {
     }
   }
 
+  // The endpoint to `p`, created at the first send to it from the address connect() kept: with
+  // UCX's peer failure handling where the transports to it support it, else without (UCX
+  // 1.13's shared memory cannot; a local peer is watched through its pidfd anyway). A peer
+  // whose endpoint cannot be created is reported failed, as one that died.
+  void create_endpoint(Peer& p) {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    // safety: the blob is the byte image of the peer's ucp_address_t, as UCX documents.
+    ep.address = reinterpret_cast<const ucp_address_t*>(p.address.data());
+    ep.err_mode = p.ucx_detects ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    ep.err_handler.cb = &Impl::on_ep_error;
+    ep.err_handler.arg = &p;
+    ucs_log_push_handler(&quiet_probe);
+    probing_err_mode = p.ucx_detects;
+    ucs_status_t s = ucp_ep_create(worker, &ep, &p.ep);
+    probing_err_mode = false;
+    ucs_log_pop_handler();
+    if (s == UCS_ERR_UNREACHABLE && p.ucx_detects) {
+      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      s = ucp_ep_create(worker, &ep, &p.ep);
+      p.detects_failure = p.pidfd >= 0;
+    }
+    if (s == UCS_OK) {
+      std::vector<std::byte>().swap(p.address);
+      return;
+    }
+    p.ep = nullptr;
+    p.failed = true;
+    p.failure = Status::endpoint_failed;
+    PeerFailure f{p.rank, FailureScope::endpoint,
+                  std::string("cannot reach it: UCX endpoint creation failed: ") +
+                      ucs_status_string(s)};
+    if (!first_failure) first_failure = f;
+    // Reported from the next progress(), as every failure is, not inside the caller's send.
+    std::lock_guard lock(posted_mu);
+    posted.push_back([this, f] {
+      if (failure_handler && !closing) failure_handler(f);
+    });
+    has_posted.store(true);  // seq_cst, as in post()
+  }
+
   void teardown(bool wait) {
     if (closed) return;
     closed = true;
@@ -604,31 +651,12 @@ void Transport::connect() {
         }
       }
     }
-    ucp_ep_params_t ep{};
-    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    // safety: the blob is the byte image of the peer's ucp_address_t, as UCX documents.
-    ep.address = reinterpret_cast<const ucp_address_t*>(all[r].data());
-    ep.err_mode = ucx_detects ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-    ep.err_handler.cb = &Impl::on_ep_error;
-    ep.err_handler.arg = &p;
+    p.ucx_detects = ucx_detects;
     p.detects_failure = ucx_detects || p.pidfd >= 0;
-    // Peer failure handling where the transports support it; where they do not (UCX 1.13's
-    // shared memory), an endpoint without it: ordorun still ends the job when a rank dies.
-    ucs_log_push_handler(&quiet_probe);
-    probing_err_mode = ucx_detects;
-    ucs_status_t s = ucp_ep_create(m.worker, &ep, &p.ep);
-    probing_err_mode = false;
-    ucs_log_pop_handler();
-    if (s == UCS_ERR_UNREACHABLE && ucx_detects) {
-      ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-      s = ucp_ep_create(m.worker, &ep, &p.ep);
-      p.detects_failure = false;
-    }
-    if (s != UCS_OK) {
-      p.ep = nullptr;
-      fail("endpoint creation to rank " + std::to_string(r), s);
-    }
+    // The endpoint is created by the first send to this peer (Impl::endpoint): a rank talks to
+    // its tree neighbours in the control plane and to the ranks its graph connects, so it
+    // holds O(those) endpoints rather than one per rank.
+    p.address.assign(all[r].begin(), all[r].end() - sizeof(Locality));
   }
   m.connected = true;
 }
@@ -644,6 +672,7 @@ void Transport::send(int peer, Tag tag, std::span<const std::byte> header,
     throw CommError("comm: message header of " + std::to_string(header.size()) +
                     " bytes exceeds the transport's limit of " + std::to_string(m.max_header));
   Impl::Peer& p = m.peers[std::size_t(peer)];
+  if (!p.failed && p.ep == nullptr) m.create_endpoint(p);
   if (p.failed) {
     if (done) done(p.failure);
     return;

@@ -138,8 +138,9 @@ class Transport {
   // Called once per failed peer, on the transport's thread, from progress.
   void on_peer_failure(std::function<void(const PeerFailure&)> handler);
 
-  // Collective: exchanges worker addresses through the bootstrap and opens an endpoint to every
-  // rank (itself included). Throws CommError on failure.
+  // Collective: exchanges worker addresses through the bootstrap and watches the local peers'
+  // processes; the endpoint to a peer is created at the first send to it. Throws CommError on
+  // failure.
   void connect();
 
   // Sends header + payload to `peer`. `header` is copied; `payload` is not: it must stay valid
@@ -184,7 +185,8 @@ class Transport {
   // Whether this transport reports the failure of `peer`: through a pidfd for a local peer, or
   // through UCX (UCP_ERR_HANDLING_MODE_PEER). False where neither can (detect_peer_failure off,
   // or no transport to a remote peer supports it): there only the launcher, which stops every
-  // rank when one dies, bounds the job. Valid after connect().
+  // rank when one dies, bounds the job. Valid after the first send to `peer` (a remote peer's
+  // endpoint, created then, says whether UCX can watch it).
   bool detects_peer_failure(int peer) const;
   // Whether `peer` runs on this process's kernel (same boot id, as connect() exchanged it), so
   // that both read one CLOCK_MONOTONIC. Valid after connect().

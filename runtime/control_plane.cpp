@@ -101,6 +101,19 @@ std::optional<ControlPlane::Bytes> ControlPlane::pass(unsigned from, unsigned to
   return Bytes{};
 }
 
+std::optional<std::vector<ControlPlane::Bytes>> ControlPlane::exchange_with(
+    std::span<const unsigned> peers, const std::vector<Bytes>& mine) {
+  const std::uint64_t round = ++round_;
+  for (std::size_t i = 0; i < peers.size(); ++i) send_to(peers[i], round, mine[i]);
+  std::vector<Bytes> out;
+  for (unsigned p : peers) {
+    auto theirs = receive_from(p, round);
+    if (!theirs) return std::nullopt;
+    out.push_back(std::move(*theirs));
+  }
+  return out;
+}
+
 std::optional<std::vector<ControlPlane::Bytes>> ControlPlane::exchange(
     std::span<const std::byte> mine) {
   // Entries (rank, length, bytes), concatenated in rank order on the way up.

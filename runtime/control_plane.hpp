@@ -1,7 +1,8 @@
 // The control plane of an engine spread over ranks: what every rank must agree on besides the
 // locks themselves. Collectives, each called by every rank in the same order:
 //   all_reduce  every rank's bytes combined in rank order, the result on every rank;
-//   exchange    every rank's bytes to every rank (shared memory's set-up);
+//   exchange    every rank's bytes to every rank;
+//   exchange_with  bytes with the neighbours only (shared memory's set-up);
 //   barrier     returns once every rank has called it;
 //   all         a vote: true on every rank iff every rank said true (run_until's stop);
 //   quiesce     returns once no protocol message is in flight anywhere (the end of a step);
@@ -83,6 +84,11 @@ class ControlPlane {
   std::optional<Bytes> broadcast(Bytes mine);
   // `from`'s `mine` to `to`: what `to` receives, empty on the other ranks; nullopt when stopped.
   std::optional<Bytes> pass(unsigned from, unsigned to, std::span<const std::byte> mine);
+  // mine[i] to peers[i] and theirs back, in one round: each rank calls it with the ranks that
+  // call it with it (a symmetric relation, such as Distribution::neighbours), possibly none.
+  // Returns what each of `peers` sent, in the same order; nullopt when stopped.
+  std::optional<std::vector<Bytes>> exchange_with(std::span<const unsigned> peers,
+                                                  const std::vector<Bytes>& mine);
   // Every rank's bytes, indexed by rank (this rank's entry empty); nullopt when stopped. Moves
   // the sum of every rank's bytes through rank 0: for small descriptions.
   std::optional<std::vector<Bytes>> exchange(std::span<const std::byte> mine);

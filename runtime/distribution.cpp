@@ -55,7 +55,15 @@ Distribution Distribution::compute(const Graph& graph, const Plan& plan, unsigne
     if (!involved) continue;
     for (const Phase& ph : lp.phases) d.phases[l].push_back(split(lp, ph.begin, ph.end, at_home));
     d.initial[l] = split(lp, lp.initial_begin, lp.initial_end, at_home);
+    if (!at_home) {
+      d.neighbours.push_back(d.home[l]);
+    } else {
+      for (const PhaseRanks& pr : d.phases[l])
+        d.neighbours.insert(d.neighbours.end(), pr.remote.begin(), pr.remote.end());
+    }
   }
+  std::sort(d.neighbours.begin(), d.neighbours.end());
+  d.neighbours.erase(std::unique(d.neighbours.begin(), d.neighbours.end()), d.neighbours.end());
   return d;
 }
 

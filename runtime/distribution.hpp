@@ -27,6 +27,10 @@ struct Distribution {
   std::vector<std::vector<PhaseRanks>> phases;
   std::vector<PhaseRanks> initial;  // per location: the initial grant
   std::uint64_t local_tasks = 0;    // tasks that run on this rank
+  // The ranks the remote-lock protocol talks to from here, in increasing order: the homes of
+  // the locked locations this rank has members of, and the ranks with members of its own.
+  // Symmetric (q is p's neighbour iff p is q's), so both ends of a pair know it.
+  std::vector<unsigned> neighbours;
 
   // Default placement: contiguous chunks of locations in declaration order (a decomposition
   // that declares each block's locations together gets one slab of blocks per rank), unless

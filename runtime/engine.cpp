@@ -433,7 +433,11 @@ void Engine::fail(Failure f) {
   } else if (f.kind == Failure::Kind::protocol) {
     f.what = "rank " + std::to_string(rank()) + " stopped: " + f.what;
     tell = f.what;
+  } else if (f.kind == Failure::Kind::peer_lost && f.seen_here) {
+    tell = f.what;  // relayed: the others may hold no endpoint to the lost rank
   }
+  const bool relayed = f.kind == Failure::Kind::peer_lost;
+  const std::uint32_t lost = f.rank;
   const bool stops = f.stops_run();
   bool first;
   {
@@ -446,11 +450,15 @@ void Engine::fail(Failure f) {
   // already drains for another failure still stops its peers.
   if (dist_ && !tell.empty() && (first || stops)) {
     std::vector<std::byte> msg;
-    const wire::Header h{wire::Kind::abort, 0, stops ? wire::kFatal : std::uint16_t{0}, 0, 0};
+    const auto flags = static_cast<std::uint16_t>((stops ? wire::kFatal : 0) |
+                                                  (relayed ? wire::kRelayed : 0));
+    const wire::Header h{wire::Kind::abort, 0, flags, relayed ? lost : 0, 0};
     wire::append(msg, &h, sizeof h);
     wire::append(msg, tell.data(), tell.size());
+    // Once per failure, to every rank: the failure path is the one place the control plane's
+    // O(log N) bound does not hold (N - 1 messages, endpoints created as needed).
     for (unsigned r = 0; r < ranks(); ++r)
-      if (r != rank()) net_->send(r, channel_, msg, {}, {});
+      if (r != rank() && !(relayed && r == lost)) net_->send(r, channel_, msg, {}, {});
   }
   if (stops) stop_run();
 }

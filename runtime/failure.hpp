@@ -36,6 +36,10 @@ struct Failure {
   unsigned rank;             // the rank at fault: this one for `body`, the sender for `protocol`
   std::string what;          // for the user; for `body`, the exception's what()
   std::exception_ptr error;  // `body` only
+  // peer_lost: this rank's transport saw it. It tells the other ranks (a relayed fatal ABORT
+  // naming the lost rank), which may hold no endpoint to that rank and so never see it
+  // themselves (the transport creates endpoints on first use).
+  bool seen_here = false;
 
   bool stops_run() const { return kind == Kind::peer_lost || kind == Kind::protocol; }
 };

@@ -43,7 +43,7 @@ void RemoteLocks::attach() {
         on_message(from, h, p);
       },
       [this](unsigned rank, const std::string& what) {
-        engine_.fail({Failure::Kind::peer_lost, rank, what, nullptr});
+        engine_.fail({Failure::Kind::peer_lost, rank, what, nullptr, true});
       });
 }
 
@@ -223,13 +223,16 @@ void RemoteLocks::on_message(unsigned from, std::span<const std::byte> header,
     case Kind::control:
       control_.deliver(from, header);
       return;
-    case Kind::abort:  // the sender failed: it stopped (kFatal), or a body threw there
+    case Kind::abort: {  // the sender failed: it stopped (kFatal), or a body threw there; or,
+                         // relayed, the sender lost the rank the header names
+      const bool relayed = (h.flags & wire::kRelayed) && h.location < dist_.ranks;
       engine_.fail({(h.flags & wire::kFatal) ? Failure::Kind::peer_lost : Failure::Kind::peer_body,
-                    from,
+                    relayed ? h.location : from,
                     std::string(reinterpret_cast<const char*>(header.data()) + sizeof h,
                                 header.size() - sizeof h),
                     nullptr});
       return;
+    }
   }
   protocol_error(from, "rank " + std::to_string(from) +
                          " sent a message for an unknown location or phase (location #" +

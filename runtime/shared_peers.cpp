@@ -78,51 +78,57 @@ std::optional<PeerMemory> parse_memory(std::span<const std::byte> in,
 std::optional<SharedPeers::Refusal> SharedPeers::setup(ControlPlane& control, const Net& net,
                                                        const Plan& plan, bool share) {
   const auto& locs = graph_.locations();
-  const unsigned rank = dist_.rank, ranks = dist_.ranks;
-  auto theirs = control.exchange(describe_memory(graph_, share));
+  // The ranks of this host the protocol talks to: no other pair ever sends a GRANT.
+  std::vector<unsigned> peers;
+  for (unsigned q : dist_.neighbours)
+    if (net.same_host(q)) peers.push_back(q);
+  const std::vector<std::byte> mine = describe_memory(graph_, share);
+  auto theirs = control.exchange_with(peers, std::vector<ControlPlane::Bytes>(peers.size(), mine));
   if (!theirs) return std::nullopt;
 
-  // Per peer of this host, when both keep locations in shared memory: its chunks mapped here.
-  std::vector<PeerMemory> peers(ranks);
-  std::vector<std::vector<std::byte*>> bases(ranks);
-  std::vector<std::byte> mapped(ranks, std::byte{0});
-  for (unsigned h = 0; h < ranks; ++h) {
-    if (h == rank || !share || !graph_.arena() || !net.same_host(h)) continue;
-    auto m = parse_memory((*theirs)[h], locs);
+  // Per peer, when both keep locations in shared memory: its chunks mapped here.
+  std::vector<PeerMemory> memory(peers.size());
+  std::vector<std::vector<std::byte*>> bases(peers.size());
+  std::vector<ControlPlane::Bytes> mapped(peers.size(), ControlPlane::Bytes{std::byte{0}});
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    const unsigned h = peers[i];
+    if (!share || !graph_.arena()) continue;
+    auto m = parse_memory((*theirs)[i], locs);
     if (!m)
       return Refusal{h, "rank " + std::to_string(h) + " described its shared memory in " +
-                            std::to_string((*theirs)[h].size()) +
+                            std::to_string((*theirs)[i].size()) +
                             " bytes that do not fit this graph: the ranks' ordo versions differ"};
     if (!m->arena) continue;
-    peers[h] = std::move(*m);
-    mapped[h] = std::byte{1};
-    for (const PeerMemory::Chunk& c : peers[h].chunks) {
+    memory[i] = std::move(*m);
+    mapped[i][0] = std::byte{1};
+    for (const PeerMemory::Chunk& c : memory[i].chunks) {
       std::string error;
-      PeerMapping pm = PeerMapping::map(peers[h].pid, c.fd, c.size, c.inode, error);
+      PeerMapping pm = PeerMapping::map(memory[i].pid, c.fd, c.size, c.inode, error);
       if (pm.base() == nullptr) {
         std::fprintf(stderr,
                      "ordo: rank %u cannot share rank %u's location memory (%s); their "
                      "locations are copied instead\n",
-                     rank, h, error.c_str());
-        mapped[h] = std::byte{0};
+                     dist_.rank, h, error.c_str());
+        mapped[i][0] = std::byte{0};
         break;
       }
-      bases[h].push_back(pm.base());
+      bases[i].push_back(pm.base());
       mappings_.push_back(std::move(pm));
     }
   }
-  auto answers = control.exchange(mapped);
+  auto answers = control.exchange_with(peers, mapped);
   if (!answers) return std::nullopt;
 
-  for (unsigned h = 0; h < ranks; ++h) {
-    if (mapped[h] != std::byte{1} || (*answers)[h].size() != ranks ||
-        (*answers)[h][rank] != std::byte{1})
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    const unsigned h = peers[i];
+    if (mapped[i][0] != std::byte{1} || (*answers)[i].size() != 1 ||
+        (*answers)[i][0] != std::byte{1})
       continue;
     peer_[h] = 1;
     for (std::uint32_t l = 0; l < locs.size(); ++l) {
-      const auto [chunk, offset] = peers[h].slots[l];
+      const auto [chunk, offset] = memory[i].slots[l];
       if (dist_.home[l] == h && chunk != 0 && plan.locks[l].locked)
-        view_[l] = bases[h][chunk - 1] + offset;
+        view_[l] = bases[i][chunk - 1] + offset;
     }
   }
   return std::nullopt;

@@ -6,11 +6,12 @@
 // the proxy's tasks read and write the home's buffer (RunViews).
 //
 // Set-up (setup(): collective, at the engine's construction, after the graph check and before
-// the first GRANT; two control rounds on every rank whatever it shares). Round 1: each rank's
-// process id, the chunks of its arena (descriptor, size, inode) and where each location lies
-// in them (describe_memory). A rank maps the chunks of every peer on its host when both keep
-// locations in shared memory and it is asked to share. Round 2: which peers it mapped. Two
-// ranks share when each mapped the other. Both ends decide from the same data, and the home
+// the first GRANT; two rounds of messages between each rank and its neighbours on this host,
+// Distribution::neighbours, the only ranks it exchanges GRANTs and RELEASEs with, whatever it
+// shares). Round 1: each rank's process id, the chunks of its arena (descriptor, size, inode)
+// and where each location lies in them (describe_memory). A rank maps the chunks of each such
+// peer when both keep locations in shared memory and it is asked to share. Round 2: whether
+// it mapped them. Two ranks share when each mapped the other. Both ends decide from the same data, and the home
 // decides before it sends its first GRANT; a proxy needs no table to handle a message (the
 // flag says), so a GRANT that overtakes round 2 is handled right.
 //

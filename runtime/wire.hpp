@@ -10,7 +10,8 @@
 //   CONTROL  the round number (8 bytes) and the round's bytes, after the header (headers are
 //            copied by the transport, so the sender need not keep them)
 //   ABORT    a message naming the failing rank, after the header; kFatal: the sender has
-//            stopped (the receiver takes it as that rank's failure)
+//            stopped (the receiver takes it as that rank's failure); kFatal | kRelayed: the
+//            sender's transport lost rank `location` (the receiver takes it as that rank's)
 #pragma once
 
 #include <cstddef>
@@ -35,6 +36,7 @@ static_assert(sizeof(Header) == 12);
 constexpr std::uint16_t kEarly = 1;   // GRANT: early read grant; RELEASE: the release of one
 constexpr std::uint16_t kFatal = 2;   // ABORT: the sender has stopped
 constexpr std::uint16_t kShared = 4;  // GRANT, RELEASE: the ranks share the bytes, none sent
+constexpr std::uint16_t kRelayed = 8;  // ABORT: the sender lost rank `location` (with kFatal)
 
 inline std::span<const std::byte> as_bytes(const Header& h) {
   return {reinterpret_cast<const std::byte*>(&h), sizeof h};

@@ -1,7 +1,8 @@
 // The driver every stencil app shares: flags, .npy input/output, progress on a terminal,
 // verification against the sequential reference, and the one result line
 //   app=<name> size=<NxM..> blocks=<BxC..> iters=I workers=W seconds=S gstencils=G
-//   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1] [ranks=R when R > 1]
+//   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1]
+//   [ranks=R control_messages=M when R > 1: M is rank 0's control messages in the run]
 //   peak_rss=B0,B1,.. (each rank's peak resident bytes, VmHWM, at the end)
 // (bandwidth_fraction only when the grid is larger than the last-level cache).
 // Across ranks every rank runs the app unchanged: each verifies and writes (its slab of the
@@ -335,6 +336,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                 "start fewer ranks");
   std::vector<double> result;
   std::vector<unsigned> home(nblocks, 0);
+  const std::uint64_t control_before = rt.control_messages();
   if (fast) {
     auto r = app.fast_path(p, levels[0], rt, steps, show);
     result = std::move(r.grid);
@@ -348,6 +350,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     seconds = run_in_pieces(steps, tb, [&](std::uint64_t n) { return st->run(rt, n).seconds; },
                             show);
   }
+  const std::uint64_t control_messages = rt.control_messages() - control_before;
   auto own_blocks = [&](std::size_t level) {
     return held_blocks_grid(p, [&](const stencil::BoxVisit& v) { st->get_blocks(v, level); });
   };
@@ -433,7 +436,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     line += fmt::format(" bandwidth_fraction={:.3f}", moved / triad);
   }
   if (tb > 1) line += fmt::format(" tb={}", tb);
-  if (ranks > 1) line += fmt::format(" ranks={}", ranks);
+  if (ranks > 1) line += fmt::format(" ranks={} control_messages={}", ranks, control_messages);
   line += " " + peak_rss_field(peaks);
   // Across ranks only rank 0 prints it: the verdict is the job's, the seconds rank 0's run.
   if (rank == 0) fmt::print("{}\n", line);

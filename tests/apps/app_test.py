@@ -29,7 +29,7 @@ import time
 LINE = re.compile(
     r"^app=(\w+) size=(\d+(x\d+)*) blocks=(\d+(x\d+)*) iters=\d+ workers=\d+ seconds=[0-9.]+ "
     r"gstencils=[0-9.]+ verify=(ok|fail|skipped)( bandwidth_fraction=[0-9.]+)?( tb=\d+)?"
-    r"( ranks=\d+)? peak_rss=[1-9]\d*(,[1-9]\d*)*$")
+    r"( ranks=\d+ control_messages=\d+)? peak_rss=[1-9]\d*(,[1-9]\d*)*$")
 
 
 def run(argv):

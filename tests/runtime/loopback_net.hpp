@@ -6,6 +6,7 @@
 // rank's death.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -97,10 +98,14 @@ class LoopbackHub {
   }
 
   // The rank dies: its messages are dropped and every rank (itself included, so that its
-  // engine stops too) is told.
-  void kill(unsigned dead) {
+  // engine stops too) is told, or only the ranks in `noticed` and itself (as a transport
+  // tells only the ranks that hold an endpoint to it).
+  void kill(unsigned dead, const std::vector<unsigned>& noticed = {}) {
     dead_ = static_cast<int>(dead);
     for (auto& n : nets_) {
+      if (!noticed.empty() && n->rank() != dead &&
+          std::find(noticed.begin(), noticed.end(), n->rank()) == noticed.end())
+        continue;
       LoopbackNet::Msg m{dead, 0, {}, {}, true, {}, {}};
       std::string text = "rank " + std::to_string(dead) + " died (killed by the test)";
       auto p = reinterpret_cast<const std::byte*>(text.data());

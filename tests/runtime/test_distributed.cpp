@@ -630,6 +630,33 @@ TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distribute
   }
 }
 
+// A transport sees a peer die only where it holds an endpoint to it (created on first use),
+// so the ranks that see it tell the others: here only the dead rank's tree parent does, and
+// every rank still ends, naming the dead rank (without the relay the others wait in the
+// control plane's next round for ever).
+TEST_CASE("a rank that dies ends the run on every rank when only one rank sees it",
+          "[distributed]") {
+  const unsigned ranks = 16, dead = 9;  // rank 9's only tree neighbour is its parent, 8
+  LoopbackHub hub(ranks);
+  std::vector<Rank> rs(ranks);
+  auto f = run_failing(hub, rs, 1, 1000000, [&hub](rt::Graph& g, unsigned) {
+    std::vector<std::uint32_t> locs;
+    for (unsigned i = 0; i < ranks; ++i)
+      locs.push_back(g.add_location("x" + std::to_string(i), 8, 4, typeid(long)));
+    for (std::uint32_t i = 0; i < ranks; ++i)
+      g.add_task({"t" + std::to_string(i),
+                  {{locs[i], rt::Mode::write}, {locs[(i + 1) % ranks], rt::Mode::read}},
+                  [&hub, i](const rt::Instance& in) {
+                    if (i == dead && in.iteration == 20) hub.kill(dead, {8});
+                  }});
+  });
+  for (auto& x : f) {
+    REQUIRE(x.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    CHECK_THAT(x.get(), Catch::StartsWith("RunError(peer_lost, rank 9)") &&
+                            Catch::Contains("rank 9 died"));
+  }
+}
+
 // A fiber task parked on a grant that a dead rank would have sent is woken: its acquire
 // throws, unwinding the body, and the run ends with the peer's failure instead of waiting for
 // the fiber forever (before the one failure path, Engine::run never returned here).

@@ -710,6 +710,12 @@ class Runtime {
   // on every rank.
   unsigned rank() const;
   unsigned ranks() const;
+  // Control messages this rank has sent since the Runtime was built: the ranks' graph checks,
+  // the barrier that starts each run, quiescence at the end of each step, run_until's votes
+  // (GRANTs and RELEASEs, which carry the data, are not counted). Across ranks they travel
+  // on a tree, O(log ranks) per rank per collective (docs/distributed.md); 0 in one process.
+  // Take the difference around a run to count that run's.
+  std::uint64_t control_messages() const;
 
   // Runs `iterations` iterations of every task (at least 1). Blocks until they are done.
   RunStats run(Graph& graph, std::uint64_t iterations);
