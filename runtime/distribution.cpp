@@ -31,6 +31,7 @@ Distribution Distribution::compute(const Graph& graph, const Plan& plan, unsigne
     if (r == rank) ++d.local_tasks;
   }
 
+  d.slot_begin.assign(nl + 1, 0);
   d.phases.assign(nl, {});
   d.initial.assign(nl, {});
   auto split = [&](const LockPlan& lp, std::uint32_t begin, std::uint32_t end, bool at_home) {
@@ -55,13 +56,22 @@ Distribution Distribution::compute(const Graph& graph, const Plan& plan, unsigne
     if (!involved) continue;
     for (const Phase& ph : lp.phases) d.phases[l].push_back(split(lp, ph.begin, ph.end, at_home));
     d.initial[l] = split(lp, lp.initial_begin, lp.initial_end, at_home);
+    const std::size_t first = d.slot_peer.size();
     if (!at_home) {
-      d.neighbours.push_back(d.home[l]);
+      d.slot_peer.push_back(d.home[l]);
     } else {
       for (const PhaseRanks& pr : d.phases[l])
-        d.neighbours.insert(d.neighbours.end(), pr.remote.begin(), pr.remote.end());
+        d.slot_peer.insert(d.slot_peer.end(), pr.remote.begin(), pr.remote.end());
+      std::sort(d.slot_peer.begin() + first, d.slot_peer.end());
+      d.slot_peer.erase(std::unique(d.slot_peer.begin() + first, d.slot_peer.end()),
+                        d.slot_peer.end());
     }
+    d.neighbours.insert(d.neighbours.end(), d.slot_peer.begin() + first, d.slot_peer.end());
+    d.slot_begin[l + 1] = static_cast<std::uint32_t>(d.slot_peer.size());
   }
+  // Locations this rank takes no part in have empty slot ranges.
+  for (std::size_t l = 0; l < nl; ++l)
+    d.slot_begin[l + 1] = std::max(d.slot_begin[l + 1], d.slot_begin[l]);
   std::sort(d.neighbours.begin(), d.neighbours.end());
   d.neighbours.erase(std::unique(d.neighbours.begin(), d.neighbours.end()), d.neighbours.end());
   return d;

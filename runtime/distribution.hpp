@@ -5,6 +5,8 @@
 // built, and read-only afterwards, so every thread may read it without synchronisation.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +42,22 @@ struct Distribution {
                               unsigned ranks);
 
   bool is_home(std::uint32_t location) const { return home[location] == rank; }
+
+  // Per location, the ranks this rank exchanges its GRANTs and RELEASEs with: at the home the
+  // other ranks with members, at a rank with members the home; none elsewhere. Per-peer
+  // protocol state lives in one slot per such pair (slot()), so a rank's state grows with its
+  // protocol neighbours, not with locations x ranks.
+  std::vector<std::uint32_t> slot_begin;  // per location, and one past the last
+  std::vector<unsigned> slot_peer;        // per slot, increasing within a location
+  static constexpr std::size_t kNoSlot = ~std::size_t{0};
+  std::size_t slots() const { return slot_peer.size(); }
+  // The slot of (location, peer), or kNoSlot when `peer` takes no part with this rank in it.
+  std::size_t slot(std::uint32_t location, unsigned peer) const {
+    const auto first = slot_peer.begin() + slot_begin[location];
+    const auto last = slot_peer.begin() + slot_begin[location + 1];
+    const auto it = std::lower_bound(first, last, peer);
+    return it != last && *it == peer ? static_cast<std::size_t>(it - slot_peer.begin()) : kNoSlot;
+  }
 };
 
 }  // namespace ordo::rt

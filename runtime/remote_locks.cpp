@@ -29,9 +29,9 @@ RemoteLocks::RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const D
       shared_(shared),
       proxies_(new ProxyLock[graph.locations().size()]),
       early_mu_(std::make_unique<std::mutex[]>(graph.locations().size())),
-      early_(graph.locations().size() * dist.ranks),
-      grant_seq_(graph.locations().size() * dist.ranks, 0),
-      release_seq_(graph.locations().size() * dist.ranks, 0) {}
+      early_(dist.slots()),
+      grant_seq_(dist.slots(), 0),
+      release_seq_(dist.slots(), 0) {}
 
 void RemoteLocks::attach() {
   net_.set_placer(channel_, [this](unsigned, std::span<const std::byte> header, std::size_t size) {
@@ -73,7 +73,9 @@ std::span<std::byte> RemoteLocks::place(std::span<const std::byte> header, std::
 // Tag of the next GRANT (or RELEASE) of `location` between this rank and `peer`: kind, location
 // and its sequence number between the two.
 std::uint64_t RemoteLocks::trace_tag(bool grant, std::uint32_t location, unsigned peer) {
-  std::uint32_t& seq = (grant ? grant_seq_ : release_seq_)[location * dist_.ranks + peer];
+  const std::size_t slot = dist_.slot(location, peer);
+  if (slot == Distribution::kNoSlot) return 0;  // a stray message, refused by its handler
+  std::uint32_t& seq = (grant ? grant_seq_ : release_seq_)[slot];
   return (std::uint64_t{grant} << 63) | (std::uint64_t{location} << 32) | seq++;
 }
 
@@ -139,7 +141,7 @@ void RemoteLocks::enter_phase(std::uint32_t location, std::uint32_t phase,
   } else {
     std::lock_guard lock(early_mu_[location]);
     for (std::uint32_t r : pr.remote) {
-      EarlyState& e = early_[location * dist_.ranks + r];
+      EarlyState& e = early_[dist_.slot(location, r)];  // r has members: it has a slot
       ++counted;  // early or not: the phase waits for its RELEASE, or for its GRANT's `sent`
       if (e.held) {  // rule 1: sent when r's RELEASE comes back
         e.pending = phase;
@@ -287,13 +289,14 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
     bool early = false;
     {
       std::lock_guard lock(early_mu_[location]);
-      EarlyState& e = early_[location * dist_.ranks + from];
-      if (!e.held || !payload.empty()) {
+      const std::size_t slot = dist_.slot(location, from);
+      if (slot == Distribution::kNoSlot || !early_[slot].held || !payload.empty()) {
         protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
                                  "' early, which it did not hold early: the ranks' protocol "
                                  "versions differ");
         return;
       }
+      EarlyState& e = early_[slot];
       // rule 1: the phase that waited for this release (counted there already) goes now.
       pending = std::exchange(e.pending, kNoPhase);
       early = pending != kNoPhase && is_early_read(location, pending, from);

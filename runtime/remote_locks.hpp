@@ -117,7 +117,7 @@ class RemoteLocks {
     std::uint32_t phase = 0;                  // the phase held here
     bool early = false;  // granted early: its RELEASE says so (read by the last releaser)
   };
-  // Home side, per location and remote rank [location * ranks + peer], guarded by
+  // Home side, per location and remote rank with members (Distribution::slot), guarded by
   // early_mu_[location]: `held` while that rank holds an early version it has not released;
   // `pending`, a phase whose GRANT waits for that release.
   static constexpr std::uint32_t kNoPhase = ~std::uint32_t{0};
@@ -159,7 +159,7 @@ class RemoteLocks {
   // Trace tags: per location and rank, the GRANTs and RELEASEs exchanged so far. A location has
   // at most one message in flight towards a rank, so sender and receiver count the same
   // sequence and a send and its receive get the same tag. Touched in protocol order only.
-  std::vector<std::uint32_t> grant_seq_, release_seq_;  // [location * ranks + peer]
+  std::vector<std::uint32_t> grant_seq_, release_seq_;  // per Distribution::slot
   std::mutex message_mu_;  // held while a message is handled (pause(), stop())
   bool stopped_ = false;   // messages are dropped (guarded by message_mu_)
   // early_sent() acts until stop(), which may leave GRANTs unsent: stop() closes it and waits

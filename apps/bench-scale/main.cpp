@@ -28,6 +28,7 @@
 
 #include "bench_numbers.hpp"
 #include "bench_process.hpp"
+#include "cli_number.hpp"
 #include "result_line.hpp"
 
 namespace {
@@ -65,19 +66,19 @@ int main(int argc, char** argv) {
   cli.add_option("--ranks", ranks_text, "rank counts, comma-separated (each 2..1024)")
       ->capture_default_str();
   cli.add_option("--iters", iters, "heat2d iterations per run")
-      ->check(CLI::Range(1, 1000000))
+      ->check(ordo::cli::Integer(1, 1000000))
       ->capture_default_str();
   cli.add_option("--rows-per-rank", rows, "grid rows per rank (weak scaling)")
-      ->check(CLI::Range(2, 1 << 16))
+      ->check(ordo::cli::Integer(2, 1 << 16))
       ->capture_default_str();
   cli.add_option("--cols", cols, "grid columns")
-      ->check(CLI::Range(4, 1 << 16))
+      ->check(ordo::cli::Integer(4, 1 << 16))
       ->capture_default_str();
   cli.add_option("--reps", reps, "runs per rank count (medians are printed)")
-      ->check(CLI::Range(1, 100))
+      ->check(ordo::cli::Integer(1, 100))
       ->capture_default_str();
   cli.add_option("--timeout", timeout_s, "seconds one job may take")
-      ->check(CLI::Range(1, 86400))
+      ->check(ordo::cli::Integer(1, 86400))
       ->capture_default_str();
   cli.add_option("--bin-dir", bin_dir, "where ordo-heat2d and ordorun are (default: the build "
                                        "tree or install this program is in)");
