@@ -91,7 +91,7 @@ void gather_pieces(Runtime& runtime, const std::string& what, const std::string&
 void Runtime::gather_location(const Graph& graph, std::uint64_t serial, std::uint32_t location,
                               const std::type_info& type, unsigned to,
                               const std::function<void*(std::size_t)>& out) {
-  const detail::GraphImpl& impl = graph.impl();
+  const detail::GraphImpl& impl = detail::impl_of(graph);
   impl.check_handle(serial, location, "Runtime::gather");
   const rt::Graph& g = impl.graph;
   const rt::LocationDesc& desc = g.locations()[location];

@@ -328,7 +328,7 @@ std::vector<double> Stencil::gather(Runtime& runtime, unsigned to, std::size_t l
       [&](std::size_t b) {
         std::span<const double> main = g.data(m.locs[b].main);
         const auto rot = static_cast<std::uint64_t>(main[0]);
-        return m.buf(b, main, m.buffer(rot, -static_cast<std::ptrdiff_t>(level)));
+        return m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level));
       },
       to, "stencil '" + m.spec.name + "' level " + std::to_string(level));
 }
