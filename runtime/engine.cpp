@@ -438,6 +438,15 @@ void Engine::fail(Failure f) {
   }
   const bool relayed = f.kind == Failure::Kind::peer_lost;
   const std::uint32_t lost = f.rank;
+  // A rank this one takes for lost is told that this rank stops, in case it is not: its own
+  // transport may not have seen a failure, or the fatal ABORT "from" it was forged. Told once
+  // (the first failure), so that two ranks that each take the other for lost do not echo.
+  std::optional<unsigned> tell_lost;
+  std::string what_lost;
+  if (f.kind == Failure::Kind::peer_lost && f.rank != rank() && f.rank < ranks()) {
+    tell_lost = f.rank;
+    what_lost = f.what;
+  }
   const bool stops = f.stops_run();
   bool first;
   {
@@ -459,6 +468,14 @@ void Engine::fail(Failure f) {
     // O(log N) bound does not hold (N - 1 messages, endpoints created as needed).
     for (unsigned r = 0; r < ranks(); ++r)
       if (r != rank() && !(relayed && r == lost)) net_->send(r, channel_, msg, {}, {});
+  }
+  if (dist_ && tell_lost && first) {
+    const std::string text = "rank " + std::to_string(rank()) + " stopped: " + what_lost;
+    std::vector<std::byte> msg;
+    const wire::Header h{wire::Kind::abort, 0, wire::kFatal, 0, 0};
+    wire::append(msg, &h, sizeof h);
+    wire::append(msg, text.data(), text.size());
+    net_->send(*tell_lost, channel_, msg, {}, {});
   }
   if (stops) stop_run();
 }

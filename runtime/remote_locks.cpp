@@ -31,12 +31,23 @@ RemoteLocks::RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const D
       early_mu_(std::make_unique<std::mutex[]>(graph.locations().size())),
       early_(dist.slots()),
       grant_seq_(dist.slots(), 0),
-      release_seq_(dist.slots(), 0) {}
+      release_seq_(dist.slots(), 0) {
+  // A proxy's first GRANT: the initial one where it has members in the initial grant, else
+  // the first phase after the initial phase that has members here.
+  for (std::uint32_t l = 0; l < plan.locks.size(); ++l) {
+    if (!plan.locks[l].locked || dist.is_home(l) || dist.phases[l].empty()) continue;
+    ProxyLock& pl = proxies_[l];
+    pl.next_initial = !dist.initial[l].local.empty();
+    pl.next_phase = pl.next_initial ? plan.locks[l].initial_phase
+                                    : phase_after(l, plan.locks[l].initial_phase);
+  }
+}
 
 void RemoteLocks::attach() {
-  net_.set_placer(channel_, [this](unsigned, std::span<const std::byte> header, std::size_t size) {
-    return place(header, size);
-  });
+  net_.set_placer(channel_,
+                  [this](unsigned from, std::span<const std::byte> header, std::size_t size) {
+                    return place(from, header, size);
+                  });
   net_.attach(
       channel_,
       [this](unsigned from, std::span<const std::byte> h, std::span<const std::byte> p) {
@@ -50,8 +61,10 @@ void RemoteLocks::attach() {
 // Large payloads land in the location's own buffer, not in a transport buffer copied over:
 // a GRANT's into this rank's replica, a write phase's RELEASE into the home's copy. Nothing
 // touches that buffer meanwhile, for the reason zero-copy sends are safe (a rank holds at most
-// one phase of a location, and the home moves on only after its release).
-std::span<std::byte> RemoteLocks::place(std::span<const std::byte> header, std::size_t size) {
+// one phase of a location, and the home moves on only after its release). A message this rank
+// does not wait for is placed nowhere: on_message refuses it.
+std::span<std::byte> RemoteLocks::place(unsigned from, std::span<const std::byte> header,
+                                        std::size_t size) {
   Header h{};
   if (header.size() < sizeof h) return {};
   std::memcpy(&h, header.data(), sizeof h);
@@ -62,12 +75,64 @@ std::span<std::byte> RemoteLocks::place(std::span<const std::byte> header, std::
   const LocationDesc& d = locs[h.location];
   if (size != d.elem_size * d.count) return {};  // on_message reports the mismatch
   const bool home = dist_.is_home(h.location);
-  const bool into = h.kind == Kind::grant ? !home
-                    : h.kind == Kind::release
-                        ? home && plan_.locks[h.location].phases[h.phase].mode == Mode::write
-                        : false;
+  if (from >= dist_.ranks || from == dist_.rank) return {};
+  bool into = false;
+  if (h.kind == Kind::grant) {
+    into = grant_problem(from, h) == GrantProblem::none;
+  } else if (h.kind == Kind::release && home &&
+             plan_.locks[h.location].phases[h.phase].mode == Mode::write) {
+    std::lock_guard lock(early_mu_[h.location]);
+    const std::size_t slot = dist_.slot(h.location, from);
+    into = slot != Distribution::kNoSlot && early_[slot].granted == h.phase;
+  }
   if (!into) return {};
   return {graph_.data(h.location), size};
+}
+
+std::uint32_t RemoteLocks::phase_after(std::uint32_t location, std::uint32_t phase) const {
+  const auto& phases = dist_.phases[location];
+  const auto n = static_cast<std::uint32_t>(phases.size());
+  // Amortised: the phases skipped are those of one cycle without members here.
+  for (std::uint32_t k = 1; k <= n; ++k) {
+    const std::uint32_t q = (phase + k) % n;
+    if (!phases[q].local.empty()) return q;
+  }
+  return kNoPhase;
+}
+
+RemoteLocks::GrantProblem RemoteLocks::grant_problem(unsigned from, const Header& h) const {
+  if (dist_.is_home(h.location)) return GrantProblem::to_home;
+  if (from != dist_.home[h.location]) return GrantProblem::not_from_home;
+  const ProxyLock& pl = proxies_[h.location];
+  if (pl.remaining.load(std::memory_order_relaxed) != 0) return GrantProblem::still_held;
+  // The flags are not checked here: whether the two ranks share the location may not be known
+  // yet when the initial GRANT arrives (SharedPeers), and a wrong kEarly comes back in the
+  // RELEASE, which the home refuses.
+  if (h.phase != pl.next_phase || (h.initial != 0) != pl.next_initial)
+    return GrantProblem::wrong_phase;
+  return GrantProblem::none;
+}
+
+std::string RemoteLocks::describe(GrantProblem problem, unsigned from, const Header& h) const {
+  std::string what = "rank " + std::to_string(from) + " granted location '" +
+                     graph_.locations()[h.location].name + "' (phase " + std::to_string(h.phase) +
+                     (h.initial ? ", initial)" : ")");
+  const ProxyLock& pl = proxies_[h.location];
+  switch (problem) {
+    case GrantProblem::none: break;
+    case GrantProblem::to_home: what += ", whose home is this rank"; break;
+    case GrantProblem::not_from_home:
+      what += ", whose home is rank " + std::to_string(dist_.home[h.location]);
+      break;
+    case GrantProblem::still_held:
+      what += " while this rank still holds phase " + std::to_string(pl.phase);
+      break;
+    case GrantProblem::wrong_phase:
+      what += " where this rank waits for phase " + std::to_string(pl.next_phase) +
+              (pl.next_initial ? " (initial)" : "");
+      break;
+  }
+  return what + ": the ranks' graphs or protocol versions differ";
 }
 
 // Tag of the next GRANT (or RELEASE) of `location` between this rank and `peer`: kind, location
@@ -147,6 +212,7 @@ void RemoteLocks::enter_phase(std::uint32_t location, std::uint32_t phase,
         e.pending = phase;
       } else {
         e.held = is_early_read(location, phase, r);
+        e.granted = phase;
         sends.push_back({r, e.held});
       }
     }
@@ -213,6 +279,12 @@ void RemoteLocks::on_message(unsigned from, std::span<const std::byte> header,
   const bool bad_location = h.location >= locs.size() || !plan_.locks[h.location].locked ||
                             dist_.phases[h.location].empty() ||
                             h.phase >= dist_.phases[h.location].size();
+  if ((h.kind == Kind::grant || h.kind == Kind::release) &&
+      (h.flags & ~(wire::kEarly | wire::kShared)) != 0) {
+    protocol_error(from, "rank " + std::to_string(from) + " sent flags " + std::to_string(h.flags) +
+                           " this rank does not know: the ranks' protocol versions differ");
+    return;
+  }
   switch (h.kind) {
     case Kind::grant:
       if (bad_location) break;
@@ -255,6 +327,11 @@ void RemoteLocks::on_grant(unsigned from, std::uint16_t flags, bool initial,
                                    : "has " + std::to_string(d.elem_size * d.count)));
     return;
   }
+  const Header h{Kind::grant, static_cast<std::uint8_t>(initial), flags, location, phase};
+  if (const GrantProblem problem = grant_problem(from, h); problem != GrantProblem::none) {
+    protocol_error(from, describe(problem, from, h));
+    return;
+  }
   if (!shared && payload.data() != graph_.data(location))  // else placed there already
     std::memcpy(graph_.data(location), payload.data(), payload.size());
   const std::uint64_t tag = trace_tag(true, location, from);
@@ -263,9 +340,10 @@ void RemoteLocks::on_grant(unsigned from, std::uint16_t flags, bool initial,
   if (trace && !initial) [[unlikely]]
     trace->receive(engine_.trace_buffer(), from, location, trace::kNone, payload.size(), tag);
   ProxyLock& pl = proxies_[location];
-  // A proxy holds one phase of a location at a time: the previous one is fully released.
-  ORDO_ASSERT(pl.remaining.load(std::memory_order_relaxed) == 0);
+  // A proxy holds one phase of a location at a time (grant_problem checked it).
   pl.phase = phase;
+  pl.next_initial = false;
+  pl.next_phase = phase_after(location, phase);
   pl.early = (flags & wire::kEarly) != 0;
   const PhaseRanks& pr = initial ? dist_.initial[location] : dist_.phases[location][phase];
   pl.remaining.store(static_cast<std::uint32_t>(pr.local.size()), std::memory_order_relaxed);
@@ -290,10 +368,11 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
     {
       std::lock_guard lock(early_mu_[location]);
       const std::size_t slot = dist_.slot(location, from);
-      if (slot == Distribution::kNoSlot || !early_[slot].held || !payload.empty()) {
+      if (slot == Distribution::kNoSlot || !early_[slot].held || early_[slot].granted != phase ||
+          !payload.empty()) {
         protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
-                                 "' early, which it did not hold early: the ranks' protocol "
-                                 "versions differ");
+                                 "' early, which it did not hold early (phase " +
+                                 std::to_string(phase) + "): the ranks' protocol versions differ");
         return;
       }
       EarlyState& e = early_[slot];
@@ -301,6 +380,7 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
       pending = std::exchange(e.pending, kNoPhase);
       early = pending != kNoPhase && is_early_read(location, pending, from);
       e.held = early;
+      e.granted = pending;
     }
     if (pending != kNoPhase) send_grant(location, pending, from, false, early);
     traffic_.received.fetch_add(1, std::memory_order_release);  // pairs with quiesce()
@@ -311,6 +391,18 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
                            "' as shared, which this rank does not share with it: the ranks' "
                            "protocol versions differ");
     return;
+  }
+  {
+    std::lock_guard lock(early_mu_[location]);
+    const std::size_t slot = dist_.slot(location, from);
+    if (slot == Distribution::kNoSlot || early_[slot].held || early_[slot].granted != phase) {
+      protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
+                               "' (phase " + std::to_string(phase) +
+                               "), which this rank had not granted it: the ranks' protocol "
+                               "versions differ");
+      return;
+    }
+    early_[slot].granted = kNoPhase;
   }
   if (plan_.locks[location].phases[phase].mode == Mode::write && !(flags & wire::kShared)) {
     if (payload.size() != d.elem_size * d.count) {

@@ -70,6 +70,7 @@
 #include "runtime/net.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/shared_peers.hpp"
+#include "runtime/wire.hpp"
 
 namespace ordo::rt {
 
@@ -91,6 +92,10 @@ class RemoteLocks {
 
   // Home: the initial GRANT of `location`'s `phase` to `peer` (while the engine is built).
   void send_initial_grant(std::uint32_t location, std::uint32_t phase, unsigned peer) {
+    {
+      std::lock_guard lock(early_mu_[location]);
+      early_[dist_.slot(location, peer)].granted = phase;  // peer has members: a slot
+    }
     send_grant(location, phase, peer, true, false);
   }
   // Home: enters `phase` of `location`, whose lock's holder count is `remaining`: counts the
@@ -112,17 +117,24 @@ class RemoteLocks {
   const Traffic& traffic() const { return traffic_; }
 
  private:
+  static constexpr std::uint32_t kNoPhase = ~std::uint32_t{0};
   struct alignas(64) ProxyLock {
     std::atomic<std::uint32_t> remaining{0};  // this rank's holders that have not released
     std::uint32_t phase = 0;                  // the phase held here
     bool early = false;  // granted early: its RELEASE says so (read by the last releaser)
+    // The GRANT this rank waits for next (the message thread's alone): anything else from the
+    // home, or from another rank, is a protocol error, never a grant.
+    bool next_initial = false;
+    std::uint32_t next_phase = kNoPhase;
   };
   // Home side, per location and remote rank with members (Distribution::slot), guarded by
   // early_mu_[location]: `held` while that rank holds an early version it has not released;
-  // `pending`, a phase whose GRANT waits for that release.
-  static constexpr std::uint32_t kNoPhase = ~std::uint32_t{0};
+  // `pending`, a phase whose GRANT waits for that release; `granted`, the phase whose GRANT
+  // that rank has, early or not, and whose RELEASE this rank waits for (kNoPhase: none): a
+  // RELEASE must answer it.
   struct EarlyState {
     bool held = false;
+    std::uint32_t granted = kNoPhase;
     std::uint32_t pending = kNoPhase;
   };
 
@@ -134,7 +146,14 @@ class RemoteLocks {
                 std::uint32_t phase, std::span<const std::byte> payload);
   void on_release(unsigned from, std::uint16_t flags, std::uint32_t location,
                   std::uint32_t phase, std::span<const std::byte> payload);
-  std::span<std::byte> place(std::span<const std::byte> header, std::size_t size);
+  std::span<std::byte> place(unsigned from, std::span<const std::byte> header, std::size_t size);
+  // Proxy: the first phase after `phase` (cyclically, `phase` itself last) with members here.
+  std::uint32_t phase_after(std::uint32_t location, std::uint32_t phase) const;
+  // Whether a GRANT from `from` is the one this rank waits for: from the location's home, to a
+  // rank that holds none of it, for the phase the plan says comes next.
+  enum class GrantProblem { none, to_home, not_from_home, still_held, wrong_phase };
+  GrantProblem grant_problem(unsigned from, const wire::Header& h) const;
+  std::string describe(GrantProblem problem, unsigned from, const wire::Header& h) const;
   // Sends a GRANT; an early one's rank is counted in its phase until the transport has the
   // bytes (its `sent` releases the phase then). Call it without holding early_mu_.
   void send_grant(std::uint32_t location, std::uint32_t phase, unsigned peer, bool initial,

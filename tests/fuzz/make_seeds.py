@@ -59,6 +59,23 @@ def main():
     put("store", "stranger", script((2, request(2, b"k", b"v")), (0, hello0), (2, request(1, b"0", b"bad"))))
     put("store", "big_hello", script((2, struct.pack(">BII", 1, 1, 1 << 20) + b"0" + b"t" * 600)))
     put("store", "lifeline", script((0, hello0), (1, hello0), (2, hello0)))
+    # fuzz_remote_lock.cpp: [header length (top bit: to rank 1)][header][payload]; the wire
+    # header is kind u8 (1 GRANT, 2 RELEASE), initial u8, flags u16 (1 early, 4 shared),
+    # location u32 (0 x, 1 y, 2 z), phase u32. x (32 bytes) and z (512) live on rank 0; x's
+    # phase 1 and z's phase 1 are rank 1's reads (early).
+    def lock(kind, flags, location, phase, payload=b"", to_rank1=False, initial=0):
+        h = struct.pack("<BBHII", kind, initial, flags, location, phase)
+        return bytes([len(h) | (0x80 if to_rank1 else 0)]) + h + payload
+    put("remote_lock", "release_x_early", lock(2, 1, 0, 1))
+    put("remote_lock", "release_z_early", lock(2, 1, 2, 1))
+    put("remote_lock", "release_x_write", lock(2, 0, 0, 0, b"\0" * 32))
+    put("remote_lock", "grant_x_to_home", lock(1, 0, 0, 1, b"\0" * 32))
+    put("remote_lock", "unknown_location", lock(2, 0, 99, 0))
+    put("remote_lock", "short", bytes([3, 1, 0, 0]))
+    put("remote_lock", "grant_x_early", lock(1, 1, 0, 1, b"\0" * 32, to_rank1=True))
+    put("remote_lock", "grant_z_early", lock(1, 1, 2, 1, b"\0" * 512, to_rank1=True))
+    put("remote_lock", "grant_x_initial", lock(1, 0, 0, 1, b"\0" * 32, to_rank1=True, initial=1))
+    put("remote_lock", "release_y_at_proxy", lock(2, 0, 1, 0, b"\0" * 32, to_rank1=True))
 
 
 if __name__ == "__main__":

@@ -709,17 +709,21 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
           "[distributed]") {
   // The wire header (runtime/distributed.cpp): kind u8 (1 = GRANT, 2 = RELEASE), initial u8,
   // flags u16 (1 = early, 4 = shared), location u32, phase u32.
-  auto header = [](std::uint8_t kind, std::uint16_t flags, std::uint32_t location) {
+  auto header = [](std::uint8_t kind, std::uint16_t flags, std::uint32_t location,
+                   std::uint32_t phase = 0) {
     std::vector<std::byte> h(12);
     h[0] = std::byte{kind};
     std::memcpy(h.data() + 2, &flags, 2);
     std::memcpy(h.data() + 4, &location, 4);
+    std::memcpy(h.data() + 8, &phase, 4);
     return h;
   };
   struct Case {
     std::vector<std::byte> message, payload;
     std::string error;
+    unsigned from = 1;  // the sender; the other rank receives it and stops
   };
+  // x's phases: 0 wx writes (rank 0), 1 wy reads (rank 1, early); z's: 0 wx writes.
   const std::vector<Case> cases = {
       {std::vector<std::byte>(3), {}, "rank 1 sent a malformed message (3 header bytes)"},
       {header(2, 0, 99), {}, "rank 1 sent a message for an unknown location"},
@@ -732,6 +736,15 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
        "rank 1 released location 'z' as shared, which this rank does not share with it"},
       {header(1, 4, 0), std::vector<std::byte>(32),
        "rank 1 sent 32 bytes for location 'x', which it shares with this rank (none expected)"},
+      // Only a location's home grants it, and only to a rank that waits for that phase: a GRANT
+      // of its own location once made the home grant its tasks again, and the run hung.
+      {header(1, 0, 0), std::vector<std::byte>(32),
+       "rank 1 granted location 'x' (phase 0), whose home is this rank"},
+      {header(1, 0, 0, 0), std::vector<std::byte>(32), "rank 0 granted location 'x' (phase 0)", 0},
+      // A RELEASE answers a GRANT: rank 1 is never granted x's write phase.
+      {header(2, 0, 0, 0), std::vector<std::byte>(32),
+       "rank 1 released location 'x' (phase 0), which this rank had not granted it"},
+      {header(2, 8, 0), {}, "rank 1 sent flags 8 this rank does not know"},
   };
   for (const Case& c : cases) {
     LoopbackHub hub(2);
@@ -745,17 +758,28 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
       g.set_home(z, 0);
       g.add_task({"wx", {{x, rt::Mode::write}, {z, rt::Mode::write}},
                   [&hub, &c](const rt::Instance& in) {
-                    if (in.iteration == 5) hub.inject(1, 0, 1, c.message, c.payload);
+                    if (in.iteration == 5) hub.inject(c.from, 1 - c.from, 1, c.message, c.payload);
                   }});
       // y's task reads x (8 x 4 bytes: granted early) on rank 1.
       g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
     });
-    for (auto& x : f) REQUIRE(x.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    // Rank 0 stops on rank 1's message and tells rank 1, which takes it as rank 0's loss.
-    CHECK_THAT(f[0].get(), Catch::StartsWith("RunError(protocol, rank 1)") &&
-                               Catch::Contains("rank 0 stopped: " + c.error));
-    CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)") &&
-                               Catch::Contains(c.error));
+    for (auto& x : f)
+      if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+        // A run that never returns cannot be joined: end the test program here.
+        FAIL_CHECK("a rank's run did not return within 30 s of the message: " << c.error);
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+    // The receiver stops on the sender's message and tells it, which takes it as the
+    // receiver's loss.
+    const unsigned to = 1 - c.from;
+    INFO(c.error);
+    CHECK_THAT(f[to].get(),
+               Catch::StartsWith("RunError(protocol, rank " + std::to_string(c.from) + ")") &&
+                   Catch::Contains("rank " + std::to_string(to) + " stopped: " + c.error));
+    CHECK_THAT(f[c.from].get(),
+               Catch::StartsWith("RunError(peer_lost, rank " + std::to_string(to) + ")") &&
+                   Catch::Contains(c.error));
   }
 }
 
@@ -797,4 +821,37 @@ TEST_CASE("memory a transport may still write into outlives the engine and the g
   rs.clear();  // both engines, then both graphs
   std::memset(dst.data(), 0x5a, dst.size());  // the transport's late write
   CHECK(std::to_integer<int>(dst[dst.size() - 1]) == 0x5a);
+}
+
+// A fatal ABORT says its sender has stopped. The receiver takes the sender for lost and stops,
+// and tells it so: were the ABORT forged (or the sender's own transport blind to the failure),
+// the sender would otherwise wait for a rank that no longer answers, for ever.
+TEST_CASE("a rank that takes a peer for lost tells that peer it stops", "[distributed]") {
+  std::vector<std::byte> abort(12);
+  abort[0] = std::byte{4};  // ABORT
+  const std::uint16_t fatal = 2;
+  std::memcpy(abort.data() + 2, &fatal, 2);
+  const std::string text = "forged: rank 1 is not stopped";
+  for (char ch : text) abort.push_back(std::byte(ch));
+  LoopbackHub hub(2);
+  std::vector<Rank> rs(2);
+  auto f = run_failing(hub, rs, 1, 1000000, [&hub, &abort](rt::Graph& g, unsigned) {
+    auto x = g.add_location("x", 8, 4, typeid(long));
+    auto y = g.add_location("y", 8, 4, typeid(long));
+    g.set_home(x, 0);
+    g.set_home(y, 1);
+    g.add_task({"wx", {{x, rt::Mode::write}}, [&hub, &abort](const rt::Instance& in) {
+                  if (in.iteration == 5) hub.inject(1, 0, 1, abort, {});
+                }});
+    g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
+  });
+  for (auto& x : f)
+    if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      FAIL_CHECK("a rank's run did not return within 30 s of the forged ABORT");
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  CHECK_THAT(f[0].get(), Catch::StartsWith("RunError(peer_lost, rank 1)") && Catch::Contains(text));
+  CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)") &&
+                             Catch::Contains("rank 0 stopped: " + text));
 }
