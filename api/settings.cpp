@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "comm/ucx_signals.hpp"
 #include "runtime/trace.hpp"
 #include "scheduler/fiber.hpp"
 #include "scheduler/topology.hpp"
@@ -37,6 +38,13 @@ std::optional<unsigned long long> number(const char* text, unsigned long long ma
   const unsigned long long v = std::strtoull(text, &end, 10);
   if (errno != 0 || *end != '\0' || v > max) return std::nullopt;
   return v;
+}
+
+// Runs when libordo is loaded, after UCX's libraries (it depends on them), which have installed
+// their error-signal handlers by then: a program that links ordo keeps its signals' default
+// actions (comm/ucx_signals.hpp) unless UCX_HANDLE_ERRORS asks for UCX's (docs/configuration.md).
+[[gnu::constructor]] void give_back_error_signals() {
+  if (env("UCX_HANDLE_ERRORS") == nullptr) comm::restore_signals_taken_by_ucx();
 }
 
 enum class Switch { unset, on, off, invalid };
