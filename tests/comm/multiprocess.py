@@ -791,6 +791,73 @@ def case_netns():
                 fail("ordorun's message does not name rank 1 on host %s" % b)
 
 
+
+def listening(ns):
+    """The local addresses of the TCP sockets listening in namespace `ns` (IPv4 and IPv6)."""
+    r = sh("ip netns exec %s ss -Hltn" % ns)
+    return [line.split()[3].rsplit(":", 1)[0] for line in r.stdout.splitlines() if line.strip()]
+
+
+def case_listen_devices():
+    """What a rank exposes (docs/comm.md): in a namespace with a second device (10.78.0.1 on a
+    veth), two ranks over TCP listen on that device too, unless ORDO_NET_DEVICES=lo restricts
+    UCX to loopback; then every listening socket of the job is on 127.0.0.1."""
+    app = ARGS[0]
+    if not shutil.which("ip") or not shutil.which("ss"):
+        skip("iproute2's ip and ss are needed")
+    ns = "o%dl" % (os.getpid() % 100000)
+    probe = sh("ip netns add %s" % ns)
+    if probe.returncode != 0:
+        skip("creating network namespaces is not permitted here: " + probe.stderr.strip())
+    try:
+        # The second device: one end of a veth pair whose other end stays in the namespace too.
+        for c in ["ip netns exec {n} ip link set lo up",
+                  "ip netns exec {n} ip link add d0 type veth peer name d1",
+                  "ip netns exec {n} ip addr add 10.78.0.1/24 dev d0",
+                  "ip netns exec {n} ip link set d1 up", "ip netns exec {n} ip link set d0 up"]:
+            r = sh(c.format(n=ns))
+            if r.returncode != 0:
+                skip("network namespace setup failed (%s): %s" % (c.format(n=ns), r.stderr.strip()))
+        seen = {}
+        for restricted in (False, True):
+            env = ucx_env("tcp,self", devices=None)
+            env.pop("UCX_NET_DEVICES", None)
+            env.pop("ORDO_NET_DEVICES", None)
+            if restricted:
+                env["ORDO_NET_DEVICES"] = "lo"
+            # A run long enough to be looked at, ended by SIGTERM once the ranks listen.
+            cmd = ["ip", "netns", "exec", ns, ORDORUN, "-n", "2", "--timeout", "60", app,
+                   "--size", "64x64", "--blocks", "2x1", "--iters", "100000000", "--workers", "1"]
+            proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True)
+            try:
+                # ordorun's store, then one UCX listener per rank per device it may use.
+                deadline = time.monotonic() + 30
+                addrs = []
+                while time.monotonic() < deadline and proc.poll() is None:
+                    addrs = listening(ns)
+                    if len(addrs) >= 3 and (restricted or any("10.78.0.1" in a for a in addrs)):
+                        time.sleep(0.5)  # let the second rank's listeners appear too
+                        addrs = listening(ns)
+                        break
+                    time.sleep(0.1)
+            finally:
+                out = terminate(proc, 15)
+            print("ORDO_NET_DEVICES=%s: listening on %s" % ("lo" if restricted else "(unset)", addrs))
+            if out is not None and proc.returncode not in (0, 128 + signal.SIGTERM) and len(addrs) < 3:
+                print("stdout:\n%s\nstderr:\n%s" % out)
+            seen[restricted] = addrs
+        if not any("10.78.0.1" in a for a in seen[False]):
+            fail("unrestricted, no rank listened on the second device: the test cannot tell")
+        if len(seen[True]) < 3:
+            fail("with ORDO_NET_DEVICES=lo the ranks never listened (expected the store and 2 ranks)")
+        others = [a for a in seen[True] if a not in ("127.0.0.1", "[::ffff:127.0.0.1]")]
+        if others:
+            fail("with ORDO_NET_DEVICES=lo the job still listens on %s" % others)
+    finally:
+        sh("ip netns del %s" % ns)
+
+
 if __name__ == "__main__":
     ORDORUN, PINGPONG = sys.argv[1], sys.argv[2]
     CASE, ARGS = sys.argv[3], sys.argv[4:]
