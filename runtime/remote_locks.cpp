@@ -300,6 +300,12 @@ void RemoteLocks::on_message(unsigned from, std::span<const std::byte> header,
     case Kind::abort: {  // the sender failed: it stopped (kFatal), or a body threw there; or,
                          // relayed, the sender lost the rank the header names
       const bool relayed = (h.flags & wire::kRelayed) && h.location < dist_.ranks;
+      if (relayed && h.location == dist_.rank) {  // taken as this rank's own loss, nobody was told
+        protocol_error(from, "rank " + std::to_string(from) +
+                                 " relayed the loss of this rank: the ranks' protocol versions "
+                                 "differ");
+        return;
+      }
       engine_.fail({(h.flags & wire::kFatal) ? Failure::Kind::peer_lost : Failure::Kind::peer_body,
                     relayed ? h.location : from,
                     std::string(reinterpret_cast<const char*>(header.data()) + sizeof h,

@@ -745,6 +745,9 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
       {header(2, 0, 0, 0), std::vector<std::byte>(32),
        "rank 1 released location 'x' (phase 0), which this rank had not granted it"},
       {header(2, 8, 0), {}, "rank 1 sent flags 8 this rank does not know"},
+      // A fatal, relayed ABORT naming the receiver (location 0 = rank 0) was taken as the
+      // receiver's own loss: it stopped without telling anyone, and rank 1 waited for ever.
+      {header(4, 2 | 8, 0), {}, "rank 1 relayed the loss of this rank"},
   };
   for (const Case& c : cases) {
     LoopbackHub hub(2);
