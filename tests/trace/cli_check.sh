@@ -78,6 +78,12 @@ cp "$dir/flag.trace" "$dir/ranks7.trace"
 printf '\x80\x96\x98\x00' | dd of="$dir/ranks7.trace" bs=1 seek=24 conv=notrunc status=none
 ( ulimit -v 200000; expect_2 "10^7 ranks" "rank 1 of 10000000 is missing" summary "$dir/ranks7.trace" )
 expect_2 "bad flag" "error" export --format svg -o "$dir/x" "$dir/flag.trace"
+# A write that fails part-way (here the file-size limit, as a full disk would) leaves the
+# previous output as it was and no temporary file beside it.
+printf 'previous result\n' >"$dir/kept.html"
+( trap '' XFSZ; ulimit -f 8; expect_2 "write fails" "cannot write" html -o "$dir/kept.html" "$dir/flag.trace" )
+[ "$(cat "$dir/kept.html")" = "previous result" ] || fail "a failed html write damaged the previous output"
+[ -z "$(find "$dir" -name 'kept.html.tmp.*')" ] || fail "a failed html write left its temporary file"
 expect_2 "compare one trace" "2 required" compare "$dir/flag.trace"
 if [ $# -ge 3 ]; then
   ordorun=$(realpath "$3")

@@ -8,8 +8,12 @@
 // FILE is a trace file, or the base path of a multi-rank trace (BASE.rank0, BASE.rank1, ...).
 // Exit status: 0 ok, 2 bad input (unreadable, truncated, corrupt or too new a file; bad flags).
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 
 #include "analysis.hpp"
 #include "compare.hpp"
@@ -20,11 +24,29 @@ namespace {
 
 using namespace ordo::tracefile;
 
+// Written beside the path and renamed into place, so that a failed write (a full disk, a
+// killed process) leaves the previous file as it was rather than a truncated one.
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) throw TraceError("cannot write '" + path + "'; give a writable output path with -o");
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  const auto refuse = [&](const std::string& why) {
+    std::remove(temporary.c_str());
+    return TraceError("cannot write '" + path + "' (" + why +
+                      "); give a writable output path with -o");
+  };
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw refuse(std::strerror(errno));
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      ::close(fd);
+      throw refuse(std::strerror(e));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) throw refuse(std::strerror(errno));
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) throw refuse(std::strerror(errno));
 }
 
 int run(int argc, char** argv) {
