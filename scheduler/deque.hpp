@@ -139,6 +139,9 @@ class Deque {
 
   std::optional<T> pop() {
     std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
+    // Empty for sure (only the owner moves bottom, and top only grows): answer without the
+    // stores and the fence, which an idle owner would otherwise pay on every look.
+    if (top_.load(std::memory_order_relaxed) > b) return std::nullopt;
     Array* a = array_.load(std::memory_order_relaxed);
     bottom_.store(b, std::memory_order_relaxed);
     // seq_cst: pairs with the fence in steal(); orders our bottom store before the top load.
@@ -160,6 +163,11 @@ class Deque {
   }
 
   Stolen steal() {
+    // Looks empty: answer without the fence. Relaxed loads suffice: an empty answer is a
+    // snapshot anyway, and a searcher that must not miss a push (the pool's parking) fences
+    // before it looks.
+    if (top_.load(std::memory_order_relaxed) >= bottom_.load(std::memory_order_relaxed))
+      return {Steal::empty, T{}};
     // acquire: pairs with the CAS of the previous thief (or pop) that advanced top.
     std::int64_t t = top_.load(std::memory_order_acquire);
     // seq_cst: pairs with the fence in pop() (see the protocol at the top).

@@ -73,6 +73,7 @@ constexpr std::uint32_t kInboxEvery = 32;
 // between: a yield is a system call, and one per poll cost halo throughput
 // (docs/benchmarks.md, "Figures behind defaults").
 constexpr unsigned kPollsPerYield = 8;
+constexpr unsigned kLooksPerClock = 8;  // spin_while_idle reads the clock this rarely
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -171,6 +172,7 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
   else if (oversubscribed) bind_note_ = "off (oversubscribed)";
   else if (bind_ == Bind::share) bind_note_ = "on (each worker to the whole share)";
   else bind_note_ = "on";
+  if (!is_oversubscribed()) idle_spin_ = config.idle_spin;
 
   // Pool nodes: the topology's nodes that have a worker, in topology order.
   for (std::size_t pu : map)
@@ -364,6 +366,20 @@ bool Pool::find(Worker& w, Item& item) {
   return false;
 }
 
+// An idle worker with a core of its own searches with a pause between looks for idle_spin_
+// before it starts yielding: a yield is a system call, and an item pushed while the worker is
+// in one waits for it to return (the hand-off of one task per step between two workers).
+bool Pool::spin_while_idle(Worker& w, Item& item) {
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + idle_spin_;
+  for (unsigned n = 1; !stop_.load(std::memory_order_relaxed); ++n) {
+    cpu_relax();
+    if (find(w, item)) return true;
+    if (n % kLooksPerClock == 0 && Clock::now() >= until) return false;
+  }
+  return false;
+}
+
 // An idle worker polls (yielding the core every kPollsPerYield polls, for oversubscribed
 // machines) until it finds an item or the poller has had nothing for idle_spin(). A worker that finds another
 // thread polling stops at once and goes the usual way (a short search, then parking): one
@@ -447,6 +463,7 @@ void Pool::worker_main(Worker& w) {
     // acquire: pairs with set_poller().
     Poller* poller = poller_.load(std::memory_order_acquire);
     if (!found && poller) found = poll_while_idle(w, *poller, item);
+    if (!found && !poller && idle_spin_.count() > 0) found = spin_while_idle(w, item);
     for (int r = 0; !found && r < kSpinRounds; ++r) {
       std::this_thread::yield();
       found = find(w, item);

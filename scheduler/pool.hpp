@@ -100,6 +100,11 @@ struct PoolConfig {
   bool steal_far = true;   // thieves may take work queued on other NUMA nodes
   bool verbose = false;    // print the mode and the worker map on stderr at start-up
   std::size_t deque_capacity = 256;  // initial capacity of each worker's deque (it grows)
+  // How long an idle worker keeps searching, with a pause and no system call between looks,
+  // before it starts yielding and then parks. Not when threads share cores (the searcher would
+  // keep the producer of its next item off the core) nor with a poller (which has its own).
+  // Zero: yield at once (tests use it to reach parking quickly).
+  std::chrono::nanoseconds idle_spin = std::chrono::microseconds(20);
 };
 
 class Pool {
@@ -191,6 +196,7 @@ class Pool {
   void worker_main(Worker& w);
   bool find(Worker& w, Item& item);
   bool poll_while_idle(Worker& w, Poller& p, Item& item);
+  bool spin_while_idle(Worker& w, Item& item);
   bool take_inbox(unsigned node, Item& item);
   bool steal_from(Worker& thief, unsigned victim, Item& item);
   void run(Worker& w, Item item);
@@ -210,6 +216,7 @@ class Pool {
   bool binds_threads_ = false;  // bind_ is applied (this machine, hwloc, asked for)
   std::vector<std::size_t> share_pus_;  // this process's units (indices into topo_->pus())
   bool steal_far_ = true;
+  std::chrono::nanoseconds idle_spin_{0};  // PoolConfig::idle_spin, 0 when oversubscribed
   std::string bind_note_;  // why binding is off, for describe()
   std::string share_note_;          // this process's share, for describe(); empty: the machine
   std::string oversubscribed_note_;  // what shares cores, for describe(); empty: nothing

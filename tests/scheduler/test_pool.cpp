@@ -117,9 +117,12 @@ TEST_CASE("every item of a task tree runs exactly once, for any worker count", "
 
 TEST_CASE("parked workers wake for each item pushed from outside", "[pool]") {
   // One item at a time, each after the previous finished: the workers are idle or parking at
-  // every push, which is where a lost wake-up would hang this test.
+  // every push, which is where a lost wake-up would hang this test. Without the idle spin they
+  // reach parking within a few yields of each item; with it, only during the pauses below.
   PoolConfig cfg;
   cfg.workers = 3;
+  cfg.idle_spin = GENERATE(std::chrono::nanoseconds{0}, PoolConfig{}.idle_spin);
+  CAPTURE(cfg.idle_spin.count());
   auto pool = std::make_unique<Pool>(cfg);
   CountingObserver obs(pool->size());
   pool->set_observer(&obs);
