@@ -298,8 +298,9 @@ void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint3
 
 void Engine::execute(sched::Item item, unsigned worker) {
   tl_worker = worker;
+  std::uint64_t uncounted = 0;
   for (;;) {
-    execute_one(item, worker);
+    execute_one(item, worker, uncounted);
     // A handed-off successor means this instance was not the run's last, so the engine is
     // still alive; otherwise nothing below touches it.
     if (tl_next < 0) break;
@@ -308,7 +309,7 @@ void Engine::execute(sched::Item item, unsigned worker) {
   }
 }
 
-void Engine::execute_one(sched::Item item, unsigned worker) {
+void Engine::execute_one(sched::Item item, unsigned worker, std::uint64_t& uncounted) {
   if (item & kRange) {
     run_range(static_cast<std::uint32_t>((item >> 31) & 0x7fffffff),
               static_cast<std::uint32_t>(item & 0x7fffffff), worker);
@@ -340,7 +341,16 @@ void Engine::execute_one(sched::Item item, unsigned worker) {
   else
     for (std::uint32_t l : locks) release(l, task, k, worker);
   tl_engine = nullptr;
-  instance_done();
+  // With a successor handed off to this worker, the run cannot end before that successor
+  // completes: count this instance with the chain's last one, so that a chain pays one
+  // read-modify-write of the counter every worker shares instead of one per instance. (Across
+  // ranks instance_done also counts in-flight items one by one: no deferral there.)
+  if (tl_next >= 0 && !net_) {
+    ++uncounted;
+    return;
+  }
+  instance_done(1 + uncounted);
+  uncounted = 0;
 }
 
 void Engine::run_range(std::uint32_t begin, std::uint32_t end, unsigned worker) {

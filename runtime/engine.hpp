@@ -225,7 +225,7 @@ class Engine final : public sched::Executor {
   // `location` is for.
   std::uint64_t granted_iteration(std::uint32_t task, std::uint32_t location) const;
   void ready(std::uint32_t task);
-  void execute_one(sched::Item item, unsigned worker);
+  void execute_one(sched::Item item, unsigned worker, std::uint64_t& uncounted);
   // Access-free dataflow tasks (one process only) take no part in locking: each step, raise_limit
   // pushes one *range item* per run of consecutive such tasks, and a worker runs every task of
   // the range for the step's iterations [free_from_, free_to_), splitting off halves for
@@ -295,10 +295,11 @@ class Engine final : public sched::Executor {
   std::mutex hold_mu_;
   std::vector<std::uint32_t> held_;  // ready instances at or beyond limit_, guarded by hold_mu_
 
-  std::atomic<std::uint64_t> completed_{0};
+  // On a line of its own: every worker adds to it, and ready() reads limit_ above.
+  alignas(64) std::atomic<std::uint64_t> completed_{0};
   // completed_ value that ends the current step. Atomic: a worker of the previous step may
   // still compare against it while the caller sets the next one (its count is below both).
-  std::atomic<std::uint64_t> target_{0};
+  alignas(64) std::atomic<std::uint64_t> target_{0};
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   bool done_ = false;  // guarded by done_mu_
