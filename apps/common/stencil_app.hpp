@@ -5,9 +5,10 @@
 //   [ranks=R control_messages=M when R > 1: M is rank 0's control messages in the run]
 //   peak_rss=B0,B1,.. (each rank's peak resident bytes, VmHWM, at the end)
 // (bandwidth_fraction only when the grid is larger than the last-level cache).
-// Across ranks every rank runs the app unchanged: each verifies and writes (its slab of the
-// one .npy) only the blocks it holds, the ranks agree on one verdict, and rank 0 alone prints
-// the result line (docs/distributed.md, "Apps across ranks").
+// Across ranks every rank runs the app unchanged: each fills (from the app's values or its rows
+// of the --input .npy), verifies and writes (its slab of the one .npy) only the blocks it
+// holds, so no rank holds a global grid but --verify's reference; the ranks agree on one
+// verdict, and rank 0 alone prints the result line (docs/distributed.md, "Apps across ranks").
 // An app describes itself with an AppDesc (spec, kernel, initial grids) and calls
 // run_stencil_app from main.
 #pragma once
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -68,6 +70,13 @@ struct AppDesc {
   std::string summary;
   std::size_t dims = 2;
   std::string default_size, default_blocks;
+  std::uint64_t default_iters = 100;
+  // Named problems (--dataset NAME sets --size and --iters; PolyBench's sizes): none by default.
+  struct Dataset {
+    std::string name, size;
+    std::uint64_t iters;
+  };
+  std::vector<Dataset> datasets;
   bool has_order = false;    // --order k (wave3d)
   bool supports_tb = true;   // Jacobi apps; Gauss-Seidel ones refuse --tb > 1
   // Completes "--tb D: <name> ..." when supports_tb is false.
@@ -78,81 +87,78 @@ struct AppDesc {
   bool layer_tuning = true;
   std::function<stencil::Spec(const AppParams&)> spec;
   std::function<stencil::Kernel(const AppParams&)> kernel;
-  // The initial newest level when no --input is given.
-  std::function<std::vector<double>(const AppParams&)> init;
-  // Older time levels (1 .. time_levels-1) from the newest; default: copies of it.
-  std::function<std::vector<double>(const AppParams&, std::size_t level,
-                                    const std::vector<double>& u0)> older;
-  // Coefficient grid i; needed when the spec declares aux_grids.
-  std::function<std::vector<double>(const AppParams&, std::size_t i)> aux;
+  // The initial value at a global coordinate when no --input is given, for every time level
+  // (no rank builds a global grid: each fills the blocks it holds).
+  std::function<stencil::PointValue(const AppParams&)> initial;
+  // Coefficient grid i at a global coordinate; needed when the spec declares aux_grids.
+  std::function<stencil::PointValue(const AppParams&, std::size_t i)> aux;
   // Optional hand-written sequential reference (newest level after iters steps); default:
   // stencil::reference with the app's kernel over one global array.
   std::function<std::vector<double>(const AppParams&, const std::vector<double>& u0,
                                     std::uint64_t iters)> reference;
   // For an app that is not a single-stage stencil (harris: a pipeline): builds and runs its
-  // own graph instead of the layer's. It loads u0, runs `steps` steps on `runtime` (calling
-  // progress(done) between pieces), and returns the grid. Across ranks it places block b on
-  // rank b * ranks / blocks like the layer (the driver has refused more ranks than blocks) and
-  // tells where each block's results are: `grid` is the result on the blocks whose
-  // block_home is this rank.
+  // own graph instead of the layer's. It fills its blocks from u0, runs `steps` steps on
+  // `runtime` (calling progress(done) between pieces), and returns the seconds and a visitor
+  // of the result's blocks this rank holds (which keeps the graph alive). Across ranks it
+  // places block b on rank b * ranks / blocks like the layer (the driver has refused more
+  // ranks than blocks).
   struct FastResult {
-    std::vector<double> grid;
     double seconds = 0;
-    std::vector<unsigned> block_home;  // per block, row-major over the block grid
+    std::function<void(const stencil::BoxVisit&)> visit_blocks;
   };
-  std::function<FastResult(const AppParams&, const std::vector<double>& u0,
-                           ordo::Runtime& runtime, std::uint64_t steps,
+  std::function<FastResult(const AppParams&, const stencil::BoxFill& u0, ordo::Runtime& runtime,
+                           std::uint64_t steps,
                            const std::function<void(std::uint64_t done)>& progress)>
       fast_path;
-  // --input loads coefficient grid 0 (harris: the image) instead of the newest level; the
-  // reference then receives that grid as u0.
-  bool input_is_aux = false;
   // Bytes the kernel must move per point per iteration (reads of every grid + the write).
   double bytes_per_point = 16;
   // Layer steps per app iteration (gsrb3d: a red and a black half-sweep).
   std::uint64_t steps_per_iter = 1;
 };
 
-// Calls f(at, len) for every row (run along the last dimension) of block b, row-major index
-// over p.blocks: `len` points starting at global element `at` (C order).
-template <class F>
-void for_each_block_row(const AppParams& p, std::size_t b, F&& f) {
-  const std::size_t d = p.size.size();
-  std::vector<std::size_t> ext(d), origin(d), x(d, 0);
-  for (std::size_t k = d; k-- > 0;) {
-    const std::size_t i = b % p.blocks[k];
-    origin[k] = stencil::block_low(i, p.size[k], p.blocks[k]);
-    ext[k] = stencil::block_low(i + 1, p.size[k], p.blocks[k]) - origin[k];
-    b /= p.blocks[k];
-  }
-  for (;;) {
-    std::size_t at = 0;
-    for (std::size_t k = 0; k < d; ++k) at = at * p.size[k] + origin[k] + x[k];
-    f(at, ext[d - 1]);
-    std::size_t k = d - 1;  // odometer over the dimensions before the last
-    for (;;) {
-      if (k == 0) return;
-      --k;
-      if (++x[k] < ext[k]) break;
-      x[k] = 0;
-    }
-  }
+// The index of global coordinate c in a C-order array of p's size.
+inline std::size_t global_index(const AppParams& p, stencil::Coord c) {
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < p.size.size(); ++k)
+    at = at * p.size[k] + static_cast<std::size_t>(c[k]);
+  return at;
 }
 
-// A global grid (C order over p.size) holding the blocks this rank holds, as visit_held
-// gives them (Stencil::get_blocks, Pipeline::get_blocks), and zeros elsewhere: get() refuses
-// across ranks, and verify and output need only this rank's blocks.
-inline std::vector<double> held_blocks_grid(
-    const AppParams& p, const std::function<void(const stencil::BoxVisit&)>& visit_held) {
-  std::vector<double> grid(p.points());
-  visit_held([&](const stencil::ConstBox& box) {
-    stencil::for_each_box_row(box, [&](const double* row, stencil::Coord c, std::size_t len) {
-      std::size_t at = 0;
-      for (std::size_t k = 0; k < p.size.size(); ++k)
-        at = at * p.size[k] + static_cast<std::size_t>(c[k]);
-      std::copy_n(row, len, &grid[at]);
+// A fill from the value at each coordinate.
+inline stencil::BoxFill point_fill(stencil::PointValue value) {
+  return [value = std::move(value)](const stencil::Box& b) {
+    stencil::for_each_box_row(b, [&](double* row, stencil::Coord first, std::size_t len) {
+      std::array<std::int64_t, stencil::kMaxDims> x{};
+      std::copy(first.begin(), first.end(), x.begin());
+      for (std::size_t j = 0; j < len; ++j, ++x[b.dims - 1])
+        row[j] = value(stencil::Coord(x.data(), b.dims));
     });
-  });
+  };
+}
+
+// A fill that reads the rows of each box from elements [first, first + points) of an .npy file
+// (one time level of it): a seek and a read per row, nothing else of the file.
+inline stencil::BoxFill npy_fill(const AppParams& p, const NpyFile& file, std::size_t first) {
+  return [&p, &file, first](const stencil::Box& b) {
+    stencil::for_each_box_row(b, [&](double* row, stencil::Coord c, std::size_t len) {
+      file.read(first + global_index(p, c), std::span<double>(row, len));
+    });
+  };
+}
+
+// The whole grid from a fill: for --verify's sequential reference only.
+inline std::vector<double> global_grid(const AppParams& p, const stencil::BoxFill& fill) {
+  std::vector<double> grid(p.points());
+  stencil::Box box;
+  box.dims = p.size.size();
+  std::ptrdiff_t stride = 1;
+  for (std::size_t k = box.dims; k-- > 0;) {
+    box.hi[k] = static_cast<std::int64_t>(p.size[k]);
+    box.stride[k] = stride;
+    stride *= static_cast<std::ptrdiff_t>(p.size[k]);
+  }
+  box.data = grid.data();
+  fill(box);
   return grid;
 }
 
@@ -165,15 +171,21 @@ inline double hash01(std::uint64_t i) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
+// hash01 of each point's index in the grid: the apps' pseudo-random initial values.
+inline stencil::PointValue hashed_values(const AppParams& p, std::uint64_t scale = 1,
+                                         std::uint64_t offset = 0) {
+  return [p, scale, offset](stencil::Coord c) { return hash01(global_index(p, c) * scale + offset); };
+}
+
 inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   CLI::App cli{app.summary, "ordo-" + app.name};
   std::string size_text = app.default_size, blocks_text = app.default_blocks;
-  std::uint64_t iters = 100;
+  std::uint64_t iters = app.default_iters;
   unsigned workers = 0;  // 0: the runtime's default, one per core of this rank's share
   bool verify = false;
   std::size_t tb = 1;
   int order = 2;
-  std::string input, output, trace_path;
+  std::string input, output, trace_path, dataset;
   auto* size_opt =
       cli.add_option("--size", size_text,
                      app.dims == 1 ? "grid size N" : "grid size NxM.. (slowest first)")
@@ -181,22 +193,39 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--blocks", blocks_text,
                  "block grid BxC..; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
-  cli.add_option("--iters", iters, "time steps")->check(ordo::cli::Integer(1, max_iters))->capture_default_str();
+  auto* iters_opt = cli.add_option("--iters", iters, "time steps")
+                        ->check(ordo::cli::Integer(1, max_iters))
+                        ->capture_default_str();
+  if (!app.datasets.empty()) {
+    std::vector<std::string> names;
+    std::string sizes;
+    for (const auto& d : app.datasets) {
+      names.push_back(d.name);
+      sizes += (sizes.empty() ? "" : ", ") + d.name + " " + d.size + " x " + std::to_string(d.iters);
+    }
+    cli.add_option("--dataset", dataset,
+                   "a named problem: --size and --iters (" + sizes + "); --iters overrides")
+        ->check(CLI::IsMember(names))
+        ->excludes(size_opt);
+  }
   cli.add_option("--workers", workers,
                  "worker threads (default: one per core of this process's share of the host, "
                  "docs/scheduler.md)")
       ->check(ordo::cli::Integer(1, max_workers));
-  cli.add_flag("--verify", verify, "compare bit for bit with a sequential reference");
+  cli.add_flag("--verify", verify,
+               "compare bit for bit with a sequential reference; that reference holds the whole "
+               "grid on every rank (a test mode: without it no rank holds more than its blocks)");
   cli.add_option("--tb", tb, "temporal blocking depth (halos of depth*h, exchanged every depth "
                              "steps)")
       ->check(ordo::cli::Integer(1, 1u << 20))
       ->capture_default_str();
   cli.add_option("--input", input,
-                 "initial grid (.npy, float64, C order); apps with several time levels also "
-                 "take them stacked along a first axis, newest first");
+                 "initial grid (.npy, float64, C order; each rank reads its own blocks only); "
+                 "apps with several time levels also take them stacked along a first axis, "
+                 "newest first");
   cli.add_option("--output", output,
-                 "write the final grid (.npy); apps with several time levels write them all, "
-                 "stacked along a first axis, newest first");
+                 "write the final grid (.npy; each rank writes its own blocks); apps with "
+                 "several time levels write them all, stacked along a first axis, newest first");
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->type_name("FILE");
@@ -224,32 +253,44 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     throw Error("--tb " + std::to_string(tb) + ": " + app.name + " " + app.no_tb_reason);
   if (app.has_order && (order < 2 || order > 12 || order % 2 != 0))
     throw Error("--order " + std::to_string(order) + " is out of range: give 2, 4, 6, 8, 10 or 12");
+  bool size_given = size_opt->count() > 0;
+  for (const auto& d : app.datasets)
+    if (d.name == dataset) {
+      size_text = d.size;
+      size_given = true;
+      if (iters_opt->count() == 0) iters = d.iters;
+    }
   // "Cannot write here" is found now, not after the run (output_file.hpp).
   std::optional<OutputFile> output_file;
   if (!output.empty()) output_file.emplace(output);
 
   AppParams p;
-  NpyArray in;
+  // --input: only its header is read here, and checked against --size before any data is; each
+  // rank then reads the rows of its own blocks (npy_fill).
+  std::optional<NpyFile> in;
+  std::vector<std::size_t> in_shape;
   std::size_t in_levels = 1;  // time levels in the input file: (L, size...) holds L of them
   if (!input.empty()) {
-    in = read_npy(input);
-    if (in.shape.size() == app.dims + 1) {
-      in_levels = in.shape[0];
-      in.shape.erase(in.shape.begin());
+    in.emplace(input);
+    in_shape = in->header().shape;
+    if (in_shape.size() == app.dims + 1) {
+      in_levels = in_shape[0];
+      in_shape.erase(in_shape.begin());
     }
-    if (in.shape.size() != app.dims)
-      throw Error("--input '" + input + "' has " + std::to_string(in.shape.size()) +
-                  " dimension(s) (" + join_shape(in.shape) + "); " + app.name + " needs " +
+    if (in_shape.size() != app.dims)
+      throw Error("--input '" + input + "' has " + std::to_string(in_shape.size()) +
+                  " dimension(s) (" + join_shape(in_shape) + "); " + app.name + " needs " +
                   std::to_string(app.dims) + " (or one more for several time levels)");
-    if (size_opt->count() == 0) size_text = join_shape(in.shape);
+    if (!size_given) size_text = join_shape(in_shape);
   }
   p.size = parse_shape(size_text, app.dims, "--size");
   p.blocks = parse_shape(blocks_text, app.dims, "--blocks");
   p.tb = tb;
   p.order = order;
-  if (!input.empty() && in.shape != p.size)
-    throw Error("--input '" + input + "' has shape " + join_shape(in.shape) +
-                " but --size is " + size_text + "; give matching sizes or leave --size out");
+  if (in && in_shape != p.size)
+    throw Error("--input '" + input + "' has shape " + join_shape(in_shape) + " but --size is " +
+                size_text + (dataset.empty() ? "" : " (--dataset " + dataset + ")") +
+                "; give matching sizes or leave --size out");
   for (std::size_t d = 0; d < app.dims; ++d)
     if (p.blocks[d] > p.size[d])
       throw Error("--blocks " + blocks_text + " has more blocks than points in dimension " +
@@ -279,40 +320,21 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   std::optional<stencil::Stencil> st;
   if (!fast) st.emplace(g, spec, kernel);  // checks the spec (halo vs block, ...)
 
-  // Initial time levels, newest first: from the file (one grid per level, or only the newest:
-  // then the older ones are derived from it, e.g. "at rest") or from the app.
+  // Where the initial time levels (newest first) and coefficient grids come from: the file (one
+  // grid per level, or only the newest: then the older ones start equal to it, "at rest") or
+  // the app's values at each coordinate.
   if (in_levels != 1 && in_levels != spec.time_levels)
     throw Error("--input '" + input + "' holds " + std::to_string(in_levels) +
                 " time levels; " + app.name + " reads " + std::to_string(spec.time_levels) +
                 " (give one grid, or all of them stacked along a new first axis)");
-  std::vector<std::vector<double>> levels;
-  std::vector<double> input_aux;
-  if (app.input_is_aux && !input.empty()) {
-    if (in_levels != 1)
-      throw Error("--input '" + input + "': " + app.name + " reads one grid");
-    input_aux = std::move(in.data);
-    input.clear();
-  }
-  if (input.empty()) {
-    levels.push_back(app.init(p));
-  } else {
-    const std::size_t n = p.points();
-    for (std::size_t l = 0; l < in_levels; ++l)
-      levels.emplace_back(in.data.begin() + static_cast<std::ptrdiff_t>(l * n),
-                          in.data.begin() + static_cast<std::ptrdiff_t>((l + 1) * n));
-  }
-  for (std::size_t l = levels.size(); l < spec.time_levels; ++l)
-    levels.push_back(app.older ? app.older(p, l, levels[0]) : levels[0]);
-  std::vector<std::vector<double>> aux;
-  for (std::size_t i = 0; i < spec.aux_grids; ++i)
-    aux.push_back(i == 0 && !input_aux.empty() ? input_aux : app.aux(p, i));
-  if (st) {
-    for (std::size_t l = 0; l < levels.size(); ++l) st->set(levels[l], l);
-    for (std::size_t i = 0; i < aux.size(); ++i) st->set_aux(i, aux[i]);
-  }
+  std::vector<stencil::BoxFill> levels;
+  for (std::size_t l = 0; l < spec.time_levels; ++l)
+    levels.push_back(in ? npy_fill(p, *in, (l < in_levels ? l : 0) * p.points())
+                        : point_fill(app.initial(p)));
+  std::vector<stencil::BoxFill> aux;
+  for (std::size_t i = 0; i < spec.aux_grids; ++i) aux.push_back(point_fill(app.aux(p, i)));
 
   const std::uint64_t steps = iters * app.steps_per_iter;
-  double seconds = 0;
   const bool progress = isatty(STDERR_FILENO) != 0;
   auto show = [&](std::uint64_t done) {
     if (!progress) return;
@@ -321,8 +343,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                  100.0 * static_cast<double>(done) / static_cast<double>(steps));
     if (done == steps) std::fprintf(stderr, "\r\033[K");
   };
-  // Across ranks (ordorun, mpirun, srun) every rank runs this same code (SPMD) and ends up
-  // with the final values of its own blocks only; block b lives on rank b * ranks / blocks.
+  // Across ranks (ordorun, mpirun, srun) every rank runs this same code (SPMD): it places the
+  // blocks (block b on rank b * ranks / blocks), fills, runs and reads only its own.
   ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
   workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
@@ -334,46 +356,43 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                 "one block; give at least " + std::to_string(ranks) +
                 " blocks (e.g. " + std::to_string(ranks) + " along the first dimension) or "
                 "start fewer ranks");
-  std::vector<double> result;
-  std::vector<unsigned> home(nblocks, 0);
+  double seconds = 0;
+  // Visits the blocks of a result time level this rank holds.
+  std::function<void(const stencil::BoxVisit&, std::size_t level)> visit_blocks;
   const std::uint64_t control_before = rt.control_messages();
   if (fast) {
     auto r = app.fast_path(p, levels[0], rt, steps, show);
-    result = std::move(r.grid);
     seconds = r.seconds;
-    home = std::move(r.block_home);
-    if (home.size() != nblocks)  // an invariant of AppDesc::fast_path
-      throw std::logic_error(app.name + ": its own graph reported " +
-                             std::to_string(home.size()) + " block homes for " +
-                             std::to_string(nblocks) + " blocks");
+    visit_blocks = [v = std::move(r.visit_blocks)](const stencil::BoxVisit& f, std::size_t) { v(f); };
   } else {
+    st->place(rt);
+    for (std::size_t l = 0; l < levels.size(); ++l) st->set(levels[l], l);
+    for (std::size_t i = 0; i < aux.size(); ++i) st->set_aux(i, aux[i]);
     seconds = run_in_pieces(steps, tb, [&](std::uint64_t n) { return st->run(rt, n).seconds; },
                             show);
+    visit_blocks = [&](const stencil::BoxVisit& f, std::size_t level) { st->get_blocks(f, level); };
   }
   const std::uint64_t control_messages = rt.control_messages() - control_before;
-  auto own_blocks = [&](std::size_t level) {
-    return held_blocks_grid(p, [&](const stencil::BoxVisit& v) { st->get_blocks(v, level); });
-  };
-  if (!fast) {
-    result = own_blocks(0);
-    for (std::size_t b = 0; b < nblocks; ++b) home[b] = st->home_rank(b);
-  }
-  std::vector<std::size_t> mine;  // the blocks whose results this rank holds
-  for (std::size_t b = 0; b < nblocks; ++b)
-    if (home[b] == rank) mine.push_back(b);
 
   // Each rank checks its own blocks against the whole sequential reference (small grids).
   int outcome = 0;  // 1: this rank's blocks differ from the reference
   if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
-    std::vector<double> want =
-        app.reference ? app.reference(p, app.input_is_aux ? aux.at(0) : levels[0], iters)
-                      : stencil::reference(spec, kernel, levels, aux, steps)[0];
-    if (want.size() != result.size()) outcome |= 1;
+    std::vector<double> want;
+    if (app.reference) {
+      want = app.reference(p, global_grid(p, levels[0]), iters);
+    } else {
+      std::vector<std::vector<double>> level_grids, aux_grids;
+      for (const auto& f : levels) level_grids.push_back(global_grid(p, f));
+      for (const auto& f : aux) aux_grids.push_back(global_grid(p, f));
+      want = stencil::reference(spec, kernel, level_grids, aux_grids, steps)[0];
+    }
+    if (want.size() != p.points()) outcome |= 1;
     if (outcome == 0)
-      for (std::size_t b : mine)
-        for_each_block_row(p, b, [&](std::size_t at, std::size_t len) {
-          if (std::memcmp(&want[at], &result[at], len * sizeof(double)) != 0) outcome |= 1;
+      visit_blocks([&](const stencil::ConstBox& b) {
+        stencil::for_each_box_row(b, [&](const double* row, stencil::Coord c, std::size_t len) {
+          if (std::memcmp(&want[global_index(p, c)], row, len * sizeof(double)) != 0) outcome |= 1;
         });
+      }, 0);
   }
   // One verdict for the job: every rank learns every rank's outcome (bit 0: this rank's blocks
   // differ from the reference) and its peak resident memory so far (peak_rss.hpp).
@@ -389,21 +408,19 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     peaks.push_back(e.peak_rss);
   }
   // Each rank writes the rows of its own blocks, every time level (newest first, so that
-  // --input restarts the run exactly); the file appears whole or not at all (output_file.hpp).
+  // --input restarts the run exactly), straight from the blocks; the file appears whole or not
+  // at all (output_file.hpp).
   if (output_file) {
-    std::vector<std::vector<double>> older;  // levels 1.. (kept alive for the writes)
-    for (std::size_t l = 1; l < spec.time_levels; ++l) older.push_back(own_blocks(l));
     std::vector<std::size_t> shape = p.size;
     if (spec.time_levels > 1) shape.insert(shape.begin(), spec.time_levels);
     std::vector<NpySegment> segments;
     const std::size_t n = p.points();
-    for (std::size_t l = 0; l < spec.time_levels; ++l) {
-      const std::vector<double>& grid = l == 0 ? result : older[l - 1];
-      for (std::size_t b : mine)
-        for_each_block_row(p, b, [&](std::size_t at, std::size_t len) {
-          segments.push_back({l * n + at, std::span<const double>(&grid[at], len)});
+    for (std::size_t l = 0; l < spec.time_levels; ++l)
+      visit_blocks([&](const stencil::ConstBox& b) {
+        stencil::for_each_box_row(b, [&](const double* row, stencil::Coord c, std::size_t len) {
+          segments.push_back({l * n + global_index(p, c), std::span<const double>(row, len)});
         });
-    }
+      }, l);
     output_file->write(rt, shape, std::move(segments));
   }
   std::string verdict = "skipped";

@@ -94,20 +94,23 @@ st::PipelineSpec harris_pipeline(const ordo::app::AppParams& p) {
   return s;
 }
 
-// The graph: the pipeline, the image loaded, `steps` iterations, R gathered.
-ordo::app::AppDesc::FastResult run_pipeline(const ordo::app::AppParams& p,
-                                            const std::vector<double>& img,
+// The graph: the pipeline placed, the image loaded into this rank's blocks, `steps`
+// iterations; the result keeps the graph for the driver to read R's blocks from.
+ordo::app::AppDesc::FastResult run_pipeline(const ordo::app::AppParams& p, const st::BoxFill& img,
                                             ordo::Runtime& rt, std::uint64_t steps,
                                             const std::function<void(std::uint64_t)>& progress) {
-  ordo::Graph g;
-  st::Pipeline pipe(g, harris_pipeline(p));
+  struct Held {
+    ordo::Graph graph;
+    std::optional<st::Pipeline> pipe;
+  };
+  auto held = std::make_shared<Held>();
+  st::Pipeline& pipe = held->pipe.emplace(held->graph, harris_pipeline(p));
+  pipe.place(rt);
   pipe.set("img", img);
   ordo::app::AppDesc::FastResult out;
   out.seconds = ordo::app::run_in_pieces(
       steps, 1, [&](std::uint64_t n) { return pipe.run(rt, n).seconds; }, progress);
-  out.grid = ordo::app::held_blocks_grid(
-      p, [&](const st::BoxVisit& visit) { pipe.get_blocks("R", visit); });
-  for (std::size_t b = 0; b < pipe.block_count(); ++b) out.block_home.push_back(pipe.home_rank("R", b));
+  out.visit_blocks = [held](const st::BoxVisit& visit) { held->pipe->get_blocks("R", visit); };
   return out;
 }
 
@@ -158,16 +161,14 @@ std::vector<double> reference(const ordo::app::AppParams& p, const std::vector<d
   return r;
 }
 
-std::vector<double> image(const ordo::app::AppParams& p) {
+st::PointValue image(const ordo::app::AppParams& p) {
   // Bright rectangles on a dark background with a little noise: corners to find.
-  std::vector<double> u(p.points());
-  const std::size_t n = p.size[0], m = p.size[1];
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < m; ++j) {
-      const bool box = ((i / 16) % 3 == 1) && ((j / 16) % 3 == 1);
-      u[i * m + j] = (box ? 1.0 : 0.0) + 0.05 * ordo::app::hash01(i * m + j);
-    }
-  return u;
+  const std::size_t m = p.size[1];
+  return [m](st::Coord c) {
+    const auto i = static_cast<std::size_t>(c[0]), j = static_cast<std::size_t>(c[1]);
+    const bool box = ((i / 16) % 3 == 1) && ((j / 16) % 3 == 1);
+    return (box ? 1.0 : 0.0) + 0.05 * ordo::app::hash01(i * m + j);
+  };
 }
 
 }  // namespace
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
   // printed when two grids exceed the last-level cache; the pipeline holds ten).
   app.spec = [](const ordo::app::AppParams&) { return st::Spec{}; };
   app.kernel = [](const ordo::app::AppParams&) { return st::Kernel{}; };
-  app.init = image;  // --input replaces it
+  app.initial = image;  // --input replaces it
   app.reference = reference;
   app.fast_path = run_pipeline;
   // Every grid but the image written once and read once from memory: 9 writes + 9 reads.

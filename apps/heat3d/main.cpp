@@ -86,7 +86,9 @@ int main(int argc, char** argv) {
       });
     };
   };
-  app.init = [](const ordo::app::AppParams& p) { return std::vector<double>(p.points(), kHeatOther); };
+  app.initial = [](const ordo::app::AppParams&) -> st::PointValue {
+    return [](st::Coord) { return kHeatOther; };
+  };
   app.reference = [](const ordo::app::AppParams& p, const std::vector<double>& u0,
                      std::uint64_t iters) {
     return ordo::app::reference_heat3d(p.size[0], p.size[1], p.size[2], iters, u0);

@@ -21,11 +21,7 @@ int main(int argc, char** argv) {
   app.kernel = [](const ordo::app::AppParams&) {
     return ordo::app::weighted_sum_kernel(st::von_neumann(4, 1), 0.5, 0.0625);
   };
-  app.init = [](const ordo::app::AppParams& p) {
-    std::vector<double> u(p.points());
-    for (std::size_t i = 0; i < u.size(); ++i) u[i] = ordo::app::hash01(i);
-    return u;
-  };
+  app.initial = [](const ordo::app::AppParams& p) { return ordo::app::hashed_values(p); };
   app.bytes_per_point = 16;
   return ordo::app::guarded_main("ordo-jacobi4d",
                                  [&] { return ordo::app::run_stencil_app(app, argc, argv); });

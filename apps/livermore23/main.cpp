@@ -37,17 +37,11 @@ int main(int argc, char** argv) {
       });
     };
   };
-  app.init = [](const ordo::app::AppParams& p) {
-    std::vector<double> u(p.points());
-    for (std::size_t i = 0; i < u.size(); ++i) u[i] = ordo::app::hash01(i);
-    return u;
-  };
+  app.initial = [](const ordo::app::AppParams& p) { return ordo::app::hashed_values(p); };
   // Coefficients in [0, 0.25): the four neighbour weights sum below 1, so za stays bounded.
-  app.aux = [](const ordo::app::AppParams& p, std::size_t g) {
-    std::vector<double> c(p.points());
-    for (std::size_t i = 0; i < c.size(); ++i)
-      c[i] = 0.25 * ordo::app::hash01(i * 7 + g + 1000003u * (g + 1));
-    return c;
+  app.aux = [](const ordo::app::AppParams& p, std::size_t g) -> ordo::stencil::PointValue {
+    auto h = ordo::app::hashed_values(p, 7, g + 1000003u * (g + 1));
+    return [h](ordo::stencil::Coord c) { return 0.25 * h(c); };
   };
   app.bytes_per_point = 8.0 * 7;  // za and five coefficients read, za' written
   return ordo::app::guarded_main("ordo-livermore23",

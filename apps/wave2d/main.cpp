@@ -34,16 +34,13 @@ int main(int argc, char** argv) {
       });
     };
   };
-  app.init = [](const ordo::app::AppParams& p) {
-    std::vector<double> u(p.points());
+  app.initial = [](const ordo::app::AppParams& p) -> ordo::stencil::PointValue {
     const double ci = 0.5 * static_cast<double>(p.size[0]), cj = 0.5 * static_cast<double>(p.size[1]);
     const double w = 0.01 * static_cast<double>(p.size[0] * p.size[1]) + 1.0;
-    for (std::size_t i = 0; i < p.size[0]; ++i)
-      for (std::size_t j = 0; j < p.size[1]; ++j) {
-        const double di = static_cast<double>(i) - ci, dj = static_cast<double>(j) - cj;
-        u[i * p.size[1] + j] = std::exp(-(di * di + dj * dj) / w);
-      }
-    return u;
+    return [ci, cj, w](ordo::stencil::Coord c) {
+      const double di = static_cast<double>(c[0]) - ci, dj = static_cast<double>(c[1]) - cj;
+      return std::exp(-(di * di + dj * dj) / w);
+    };
   };
   app.bytes_per_point = 24;
   return ordo::app::guarded_main("ordo-wave2d",

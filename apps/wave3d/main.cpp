@@ -62,19 +62,14 @@ int main(int argc, char** argv) {
       });
     };
   };
-  app.init = [](const ordo::app::AppParams& p) {
-    std::vector<double> u(p.points());
-    std::size_t idx = 0;
+  app.initial = [](const ordo::app::AppParams& p) -> ordo::stencil::PointValue {
     const double w = 0.05 * static_cast<double>(p.size[0] * p.size[1]) + 1.0;
-    for (std::size_t i = 0; i < p.size[0]; ++i)
-      for (std::size_t j = 0; j < p.size[1]; ++j)
-        for (std::size_t k = 0; k < p.size[2]; ++k) {
-          const double di = static_cast<double>(i) - 0.5 * static_cast<double>(p.size[0]);
-          const double dj = static_cast<double>(j) - 0.5 * static_cast<double>(p.size[1]);
-          const double dk = static_cast<double>(k) - 0.5 * static_cast<double>(p.size[2]);
-          u[idx++] = std::exp(-(di * di + dj * dj + dk * dk) / w);
-        }
-    return u;
+    return [p, w](ordo::stencil::Coord c) {
+      const double di = static_cast<double>(c[0]) - 0.5 * static_cast<double>(p.size[0]);
+      const double dj = static_cast<double>(c[1]) - 0.5 * static_cast<double>(p.size[1]);
+      const double dk = static_cast<double>(c[2]) - 0.5 * static_cast<double>(p.size[2]);
+      return std::exp(-(di * di + dj * dj + dk * dk) / w);
+    };
   };
   app.bytes_per_point = 24;
   return ordo::app::guarded_main("ordo-wave3d",

@@ -11,6 +11,11 @@
   ranks_test.py ORDORUN restart BIN RANKS -- ARGS...
       3 steps across RANKS ranks to a file, 4 more from it (--input) across RANKS ranks: the
       same bytes as 7 steps on one rank.
+  ranks_test.py ORDORUN slab_input BIN HALO -- ARGS...
+      --input by slabs: on 1, 2 and 3 ranks (under strace), each rank reads from the --input
+      file only the rows of its own blocks and their halos (HALO points wide; counted from its
+      pread64 calls on the file), together they read all of it, and the --output equals the
+      one-rank output byte for byte. Skipped where strace cannot trace.
   ranks_test.py ORDORUN too_few_blocks BIN RANKS -- ARGS...
       more ranks than blocks: exit 2 and the message from every rank, no hang, no file.
   ranks_test.py ORDORUN output_error BIN RANKS -- ARGS...
@@ -33,6 +38,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -148,6 +154,87 @@ def case_restart(binary, n, args):
             fail(line)
         same_file(ref, b, "3 + 4 steps across %d ranks" % n)
         print("restart across %d ranks: identical to 7 steps on one rank" % n)
+
+
+def block_ranges(size, blocks):
+    """Per block (row-major over the block grid): [(lo, hi)] per dimension, lo = i*n//b."""
+    out = [[]]
+    for n, b in zip(size, blocks):
+        out = [r + [(i * n // b, (i + 1) * n // b)] for r in out for i in range(b)]
+    return out
+
+
+def input_bytes_read(trace, path):
+    """Bytes that the traced process read from `path` with pread64 past offset 0 (the data; the
+    header check reads the file's first 64 KiB at offset 0), from an strace -f log."""
+    fds, total = set(), 0
+    for line in trace.splitlines():
+        m = re.match(r"^(\d+) +openat\(AT_FDCWD, \"([^\"]*)\", .*\) = (\d+)$", line)
+        if m and m.group(2) == path:
+            fds.add((m.group(1), m.group(3)))
+            continue
+        m = re.match(r"^(\d+) +close\((\d+)\)", line)
+        if m:
+            fds.discard((m.group(1), m.group(2)))
+            continue
+        m = re.match(r"^(\d+) +pread64\((\d+), .*, (\d+), (\d+)\) += (\d+)$", line)
+        if m and (m.group(1), m.group(2)) in fds and int(m.group(4)) > 0:
+            total += int(m.group(5))
+    return total
+
+
+def case_slab_input(binary, halo, args):
+    halo = int(halo)
+    strace = shutil.which("strace")
+    if strace is None:
+        mp.skip("strace is not installed (Debian package strace)")
+    probe = subprocess.run([strace, "-o", "/dev/null", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        mp.skip("strace cannot trace here: " + probe.stderr.strip())
+    size = [int(x) for x in args[args.index("--size") + 1].split("x")]
+    blocks = [int(x) for x in args[args.index("--blocks") + 1].split("x")]
+    ranges = block_ranges(size, blocks)
+    points = 1
+    for n in size:
+        points *= n
+    with tempfile.TemporaryDirectory() as d:
+        args = random_input(args, d)
+        path = os.path.realpath(args[args.index("--input") + 1])
+        ref = os.path.join(d, "ref.npy")
+        p, _ = run([binary] + args + ["--workers", "1", "--verify", "--output", ref])
+        if "verify=ok" not in check_job(p, 1, "one rank"):
+            fail("one rank did not verify")
+        for n in (1, 2, 3):
+            out = os.path.join(d, "out%d.npy" % n)
+            prefix = os.path.join(d, "trace%d" % n)
+            # One log per rank: strace -f follows the rank's threads into the same file.
+            wrapped = ["sh", "-c", 'p=$1; shift; exec "$0" -f -e trace=openat,pread64,close '
+                       '-o "$p.$ORDO_RANK" "$@"', strace, prefix, binary] + args + [
+                           "--workers", "1", "--output", out]
+            p, _ = run(ordorun(n, wrapped, timeout=120), env=mp.ucx_env("shm,self"), timeout=180)
+            check_job(p, n, "%d rank(s) under strace" % n)
+            same_file(ref, out, "%d rank(s)" % n)
+            total = 0
+            for r in range(n):
+                with open("%s.%d" % (prefix, r)) as f:
+                    got = input_bytes_read(f.read(), path)
+                # Rank r's blocks (b * n // blocks == r), each with its halo, clipped to the grid.
+                mine = 0
+                for b, rg in enumerate(ranges):
+                    if b * n // len(ranges) != r:
+                        continue
+                    box = 1
+                    for (lo, hi), ext in zip(rg, size):
+                        box *= min(hi + halo, ext) - max(lo - halo, 0)
+                    mine += box
+                if got == 0 or got > 8 * mine:
+                    fail("%d rank(s): rank %d read %d bytes of the input's data; its blocks and "
+                         "halos hold %d" % (n, r, got, 8 * mine))
+                print("%d rank(s): rank %d read %d bytes of %d (its blocks and halos: %d)"
+                      % (n, r, got, 8 * points, 8 * mine))
+                total += got
+            if total < 8 * points:
+                fail("%d rank(s): the ranks read %d bytes of the input's %d" % (n, total, 8 * points))
 
 
 def case_too_few_blocks(binary, n, args):
@@ -351,7 +438,8 @@ def main():
     rest = sys.argv[3:]
     sep = rest.index("--")
     pos, args = rest[:sep], rest[sep + 1:]
-    cases = {"det": case_det, "restart": case_restart, "too_few_blocks": case_too_few_blocks,
+    cases = {"det": case_det, "restart": case_restart, "slab_input": case_slab_input,
+             "too_few_blocks": case_too_few_blocks,
              "output_error": case_output_error, "output_atomic": case_output_atomic, "cores": case_cores,
              "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
     if case not in cases:
