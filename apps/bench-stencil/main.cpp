@@ -24,6 +24,12 @@
 // the 88 bytes per point an iteration of CG streams (kBytesPerPoint's counting, per sweep: q = A p
 // reads p and writes q, 16; x += alpha p, r -= alpha q reads four and writes two, 48;
 // p = r + beta p reads two and writes one, 24).
+// Two more systems on request, for comparisons across versions and sizes in the same run:
+//   --also NAME=BIN   another build of ordo-<app> (an older version, say) with ordo's flags;
+//                     prints NAME_vs_openmp and ordo_vs_NAME
+//   --divisible       ordo on the nearest size that --ordo-blocks divides (each extent rounded
+//                     to the nearest multiple); prints uneven_vs_divisible, the ratio of
+//                     Gstencils/s, i.e. per point
 //
 // --ranks compares processes with threads instead (run_ranks): heat2d as 1 rank x 2 workers,
 // 2 ranks x 1 worker under ordorun, and the MPI baseline on 2 ranks; then ordo's halo
@@ -354,7 +360,8 @@ int run(int argc, char** argv) {
   std::string app = "heat2d", size, bin_dir, ordo_blocks, mpirun = "mpirun";
   std::uint64_t iters = 0;
   unsigned workers = 2, tb = 4, reps = 0, timeout_s = 600;
-  bool quick = false, ranks = false;
+  bool quick = false, ranks = false, divisible = false;
+  std::vector<std::string> also;
   std::string halo_bytes;
   unsigned halo_window = 8;
   double halo_mib = 0;
@@ -391,6 +398,11 @@ int run(int argc, char** argv) {
   cli.add_option("--ordo-blocks", ordo_blocks, "--blocks passed to the ordo app (default: "
                  "the app's own)");
   cli.add_option("--mpirun", mpirun, "MPI launcher")->capture_default_str();
+  cli.add_option("--also", also, "NAME=BIN: run another build of ordo-<app> (an older version) "
+                 "as system NAME with ordo's flags; prints NAME_vs_openmp and ordo_vs_NAME")
+      ->type_name("NAME=BIN");
+  cli.add_flag("--divisible", divisible, "also run ordo on the nearest size that --ordo-blocks "
+               "divides; prints uneven_vs_divisible (Gstencils/s, i.e. per point)");
   cli.add_option("--timeout", timeout_s, "seconds after which one run is killed")
       ->check(ordo::cli::Integer(1, 1u << 24))
       ->capture_default_str();
@@ -429,6 +441,36 @@ int run(int argc, char** argv) {
   }
 
   const double bytes_per_point = cg ? kCgBytesPerPoint : kBytesPerPoint;
+  // --divisible: each extent rounded to the nearest multiple of its block count (up on a tie).
+  std::string divisible_size;
+  if (divisible) {
+    if (ordo_blocks.empty())
+      throw ordo::Error("--divisible needs --ordo-blocks (the block grid whose multiples to use)");
+    const auto ext = ordo::app::parse_shape(size, dims, "--size");
+    const auto blk = ordo::app::parse_shape(ordo_blocks, dims, "--ordo-blocks");
+    std::vector<std::size_t> near(dims);
+    for (std::size_t d = 0; d < dims; ++d) {
+      const std::size_t down = ext[d] / blk[d] * blk[d];
+      near[d] = down == 0 || ext[d] - down >= down + blk[d] - ext[d] ? down + blk[d] : down;
+    }
+    divisible_size = ordo::app::join_shape(near);
+  }
+  std::vector<std::pair<std::string, std::string>> also_bins;  // name, binary
+  for (const std::string& a : also) {
+    const auto eq = a.find('=');
+    if (eq == 0 || eq == std::string::npos || eq + 1 == a.size())
+      throw ordo::Error("--also " + a + ": give NAME=BIN (a name for the system and the binary "
+                        "of ordo-" + app + " to run)");
+    const std::string name = a.substr(0, eq), bin = a.substr(eq + 1);
+    if (name == "ordo" || name == "ordo-tb" || name == "openmp" || name == "mpi" ||
+        name == "ordo-divisible" || name.find_first_of(" =") != std::string::npos)
+      throw ordo::Error("--also " + a + ": the name " + name + " is taken or has a space or '='; "
+                        "choose another");
+    if (access(bin.c_str(), X_OK) != 0)
+      throw ordo::Error("--also " + a + ": " + bin + " is not an executable file");
+    also_bins.emplace_back(name, bin);
+  }
+
   const std::string w = std::to_string(workers);
   const std::vector<std::string> common{"--size", size, "--iters", std::to_string(iters),
                                         "--workers", w};
@@ -453,6 +495,19 @@ int run(int argc, char** argv) {
     }
     systems.push_back(ordo_sys);
     systems.push_back(tb_sys);
+    if (divisible) {
+      System div{"ordo-divisible", {}, ordo_sys.skip_reason, {}, {}};
+      if (!ordo_sys.argv.empty()) {
+        div.argv = ordo_sys.argv;
+        div.argv[2] = divisible_size;  // after the binary: --size SIZE
+      }
+      systems.push_back(div);
+    }
+    for (const auto& [name, bin] : also_bins) {
+      std::vector<std::string> a = with({bin}, common);
+      if (!ordo_blocks.empty()) a = with(a, {"--blocks", ordo_blocks});
+      systems.push_back(System{name, a, {}, {}, {}});
+    }
   }
   {
     System s{"openmp", {}, {}, {}, {}};
@@ -539,6 +594,13 @@ int run(int argc, char** argv) {
   fmt::print("{} ordo_vs_openmp={}\n", head, fmt_ratio(ordo, omp));
   fmt::print("{} ordo_vs_mpi={}\n", head, fmt_ratio(ordo, mpi));
   fmt::print("{} ordo_vs_best_baseline={}\n", head, fmt_ratio(ordo, std::max(omp, mpi)));
+  for (const auto& [name, bin] : also_bins) {
+    fmt::print("{} {}_vs_openmp={}\n", head, name, fmt_ratio(gst(name), omp));
+    fmt::print("{} ordo_vs_{}={}\n", head, name, fmt_ratio(ordo, gst(name)));
+  }
+  if (divisible)
+    fmt::print("{} uneven_vs_divisible={} uneven_size={} divisible_size={} blocks={}\n", head,
+               fmt_ratio(ordo, gst("ordo-divisible")), size, divisible_size, ordo_blocks);
   // Median of the per-round ratios (each ordo run against the triad next to it).
   fmt::print("{} bandwidth_fraction={}\n", head,
              fractions.empty() ? fmt_ratio(0, bound_gst) : fmt::format("{:.3f}", median(fractions)));

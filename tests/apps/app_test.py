@@ -6,17 +6,22 @@
   app_test.py roundtrip BIN ARGS...     .npy written, read back, continued: same bits as one run
   app_test.py steady BIN                heat2d converges to the analytic discrete solution
   app_test.py harris BIN ARGS...        ordo-harris's .npy output equals a Python Harris
+  app_test.py polybench BIN DATASET ARGS...  ordo-heat3d-polybench's .npy output equals
+                                        PolyBench's heat-3d loop written in Python
   app_test.py badnpy BIN TEXT           an input of the wrong rank or truncated exits 2
   app_test.py refuse BIN TEXT ARGS...   exit 2 with TEXT, within 10 s and 256 MiB (no run, no
                                         allocation that the bad input decides)
   app_test.py lyingnpy BIN              .npy headers that claim more than the file holds, or a
                                         shape past 2^64 elements: refused like `refuse`
+  app_test.py inputshape BIN           an --input of another shape than --size: refused like
+                                        `refuse`, before its 256 MiB of data are read
   app_test.py output BIN ARGS...        --output is atomic: a run killed while writing, or one
                                         that cannot write, leaves the previous file byte for
                                         byte; a directory that cannot be written is refused
                                         before the run
 """
 import math
+import random
 import os
 import re
 import resource
@@ -27,7 +32,7 @@ import tempfile
 import time
 
 LINE = re.compile(
-    r"^app=(\w+) size=(\d+(x\d+)*) blocks=(\d+(x\d+)*) iters=\d+ workers=\d+ seconds=[0-9.]+ "
+    r"^app=([\w-]+) size=(\d+(x\d+)*) blocks=(\d+(x\d+)*) iters=\d+ workers=\d+ seconds=[0-9.]+ "
     r"gstencils=[0-9.]+ verify=(ok|fail|skipped)( bandwidth_fraction=[0-9.]+)?( tb=\d+)?"
     r"( ranks=\d+ control_messages=\d+)? peak_rss=[1-9]\d*(,[1-9]\d*)*$")
 
@@ -197,6 +202,63 @@ def cmd_harris(binary, args):
     print("ordo-harris output equals the Python Harris response bit for bit (%dx%d)" % (n, m))
 
 
+POLYBENCH = {"mini": (10, 20), "small": (20, 40), "medium": (40, 100)}  # N, TSTEPS (heat-3d.h)
+
+
+def polybench_heat3d(n, tsteps, interior=None):
+    """PolyBench/C 4.2 heat-3d in Python (same operations in the same order) from its
+    initialisation, the interior replaced by `interior` if given: A's interior at the end."""
+    idx = lambda i, j, k: (i * n + j) * n + k  # noqa: E731
+    a = [float(i + j + (n - k)) * 10 / n for i in range(n) for j in range(n) for k in range(n)]
+    inner = [(i, j, k) for i in range(1, n - 1) for j in range(1, n - 1) for k in range(1, n - 1)]
+    if interior is not None:
+        for x, (i, j, k) in enumerate(inner):
+            a[idx(i, j, k)] = interior[x]
+    b = list(a)
+    for _ in range(tsteps):
+        for src, dst in ((a, b), (b, a)):
+            for i, j, k in inner:
+                c = src[idx(i, j, k)]
+                dst[idx(i, j, k)] = (
+                    0.125 * (src[idx(i + 1, j, k)] - 2.0 * c + src[idx(i - 1, j, k)])
+                    + 0.125 * (src[idx(i, j + 1, k)] - 2.0 * c + src[idx(i, j - 1, k)])
+                    + 0.125 * (src[idx(i, j, k + 1)] - 2.0 * c + src[idx(i, j, k - 1)])
+                    + c)
+    return [a[idx(i, j, k)] for i, j, k in inner]
+
+
+def cmd_polybench(binary, dataset, args):
+    """PolyBench's initialisation is linear, so its Laplacian is almost zero and the grid hardly
+    changes: a second run starts from a pseudo-random interior (--input), where every term of
+    the kernel shows in the bits."""
+    n, tsteps = POLYBENCH[dataset]
+    m = n - 2
+    rng = random.Random(4242)
+    interior = [rng.uniform(-10.0, 10.0) for _ in range(m * m * m)]
+    for start in (None, interior):
+        with tempfile.TemporaryDirectory() as d:
+            out, src = os.path.join(d, "a.npy"), os.path.join(d, "in.npy")
+            extra = []
+            if start is not None:
+                write_npy(src, [m, m, m], start)
+                extra = ["--input", src]
+            rc, so, se = run([binary, "--dataset", dataset, "--output", out] + extra + args)
+            if rc != 0:
+                fail("exit %d\n%s%s" % (rc, so, se))
+            line = result_line(so)
+            shape, got = read_npy(out)
+        what = "--dataset %s%s" % (dataset, "" if start is None else " --input (random interior)")
+        if shape != (m, m, m) or (" iters=%d " % tsteps) not in line:
+            fail("%s: shape %r, line %r (PolyBench: N=%d, TSTEPS=%d)" % (what, shape, line, n, tsteps))
+        want = polybench_heat3d(n, tsteps, start)
+        bad = [i for i in range(len(want)) if struct.pack("<d", got[i]) != struct.pack("<d", want[i])]
+        if bad:
+            i = bad[0]
+            fail("%s: %d of %d points differ from PolyBench's loop; first at %d: %r != %r"
+                 % (what, len(bad), len(want), i, got[i], want[i]))
+        print("ordo-heat3d-polybench %s equals PolyBench's heat-3d bit for bit" % what)
+
+
 def cmd_badnpy(binary, text):
     with tempfile.TemporaryDirectory() as d:
         flat, cut = os.path.join(d, "flat.npy"), os.path.join(d, "cut.npy")
@@ -244,7 +306,7 @@ def npy_with_header(path, shape_text, data_bytes):
     d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode("latin1"))
-        f.write(b"\0" * data_bytes)
+        f.truncate(f.tell() + data_bytes)  # zeros, sparse
 
 
 def cmd_lyingnpy(binary):
@@ -258,6 +320,16 @@ def cmd_lyingnpy(binary):
         refused([binary, "--input", path], "larger than any file", mib=128)
         npy_with_header(path, "(99999999999999999999999,)", 64)
         refused([binary, "--input", path], "larger than any file", mib=128)
+
+
+def cmd_inputshape(binary):
+    """An --input whose shape differs from --size is refused before its data is read: a
+    (sparse) 4096 x 8192 grid, 256 MiB of data, against --size 64x64, within 10 s and 128 MiB."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "big.npy")
+        npy_with_header(path, "(4096, 8192)", 4096 * 8192 * 8)
+        refused([binary, "--input", path, "--size", "64x64"],
+                "has shape 4096x8192 but --size is 64x64", mib=128)
 
 
 def read_bytes(path):
@@ -356,6 +428,10 @@ def main():
         cmd_steady(binary)
     elif mode == "harris":
         cmd_harris(binary, sys.argv[3:])
+    elif mode == "inputshape":
+        cmd_inputshape(binary)
+    elif mode == "polybench":
+        cmd_polybench(binary, sys.argv[3], sys.argv[4:])
     elif mode == "badnpy":
         cmd_badnpy(binary, sys.argv[3])
     elif mode == "refuse":
