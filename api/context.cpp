@@ -7,7 +7,10 @@
 
 namespace ordo {
 
-std::uint64_t Context::iteration() const { return impl_.instance.iteration; }
+// Counted on from the checkpoint a restart resumed from (rt::Graph::first_iteration).
+std::uint64_t Context::iteration() const {
+  return impl_.instance.graph->first_iteration() + impl_.instance.iteration;
+}
 unsigned Context::worker() const { return impl_.instance.worker; }
 
 namespace {
@@ -72,7 +75,9 @@ std::uint32_t fiber_access(const detail::FiberContextImpl& impl, std::uint64_t g
 
 }  // namespace
 
-std::uint64_t FiberContext::iteration() const { return impl_.instance.iteration; }
+std::uint64_t FiberContext::iteration() const {
+  return impl_.instance.graph->first_iteration() + impl_.instance.iteration;
+}
 unsigned FiberContext::worker() const { return impl_.instance.worker; }
 
 void* FiberContext::acquire_bytes(std::uint64_t graph, std::uint32_t location, Mode mode,

@@ -43,7 +43,7 @@ void GraphImpl::check_handle(std::uint64_t handle_graph, std::uint32_t location,
 }
 
 rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t channel,
-                               bool share_memory) {
+                               bool share_memory, const std::function<bool(rt::Engine&)>& load) {
   if (engine) return *engine;
   const unsigned ranks = with ? with->size() : 1;
   for (const rt::LocationDesc& l : graph.locations())
@@ -69,7 +69,7 @@ rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t chan
   }
   net = std::move(with);
   engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan), net.get(), channel,
-                                        share_memory);
+                                        share_memory, load);
   return *engine;
 }
 

@@ -39,8 +39,10 @@ class GraphImpl {
   // Compiles the lock plans and builds the engine on first use. Throws Error.
   // `net`: the Runtime's transport when it is one rank of several, with the graph's channel;
   // `share_memory`: whether this rank shares location memory with the ranks of its host.
+  // `load`: the engine's (a restart fills the home locations before anything is granted).
   rt::Engine& prepare(std::shared_ptr<rt::Net> net = nullptr, std::uint32_t channel = 0,
-                      bool share_memory = false);
+                      bool share_memory = false,
+                      const std::function<bool(rt::Engine&)>& load = {});
   // Compiles without keeping the result. Throws Error.
   void check() const;
   // Throws Error unless `location` is a location of this graph named by one of its handles

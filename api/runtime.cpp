@@ -2,6 +2,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "api/checkpoint.hpp"
 #include "api/errors.hpp"
 #include "api/graph_impl.hpp"
 #include "api/settings.hpp"
@@ -67,6 +68,7 @@ struct Runtime::Impl {
         pool_config(workers_config(s, *boot)),
         net(connect_ranks(std::move(boot), s)),
         pool(pool_config) {
+    if (!s.checkpoint_dir.empty()) detail::prepare_checkpoint_dir(s.checkpoint_dir);
     // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
     if (net) pool.set_poller(net.get());
     if (s.trace_path.empty()) return;
@@ -124,7 +126,31 @@ struct Runtime::Impl {
     return done;
   }
 
+  // The engine's pause that writes the checkpoints (none when they are off); a failed one
+  // ends the run and is thrown by checked().
+  std::optional<rt::Engine::Pause> checkpoints(Graph& graph, rt::Engine& engine) {
+    checkpoint_error.clear();
+    if (settings.checkpoint_dir.empty()) return std::nullopt;
+    rt::Engine::Pause p;
+    p.every = settings.checkpoint_every;
+    p.at = [this, &graph, &engine](std::uint64_t iteration) {
+      checkpoint_error = detail::write_checkpoint(engine, detail::impl_of(graph).graph,
+                                                  settings.checkpoint_dir, iteration);
+      if (!checkpoint_error.empty())
+        checkpoint_error = "the checkpoint of iteration " + std::to_string(iteration) + " in '" +
+                           settings.checkpoint_dir + "' failed: " + checkpoint_error +
+                           "; the run stopped there (the previous checkpoint is kept)";
+      return checkpoint_error.empty();
+    };
+    return p;
+  }
+  std::uint64_t checked(std::uint64_t iterations) const {
+    if (!checkpoint_error.empty()) throw Error(checkpoint_error);
+    return iterations;
+  }
+
   detail::Settings settings;
+  std::string checkpoint_error;
   // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
   // unparks recorded when the pool stops) still find them.
   std::unique_ptr<sched::StackPool> stacks;
@@ -195,11 +221,13 @@ RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = failing_typed([&] {
+  const auto pause = impl_->checkpoints(graph, engine);
+  stats.iterations = impl_->checked(failing_typed([&] {
     return impl_->traced(graph, engine, iterations, [&] {
-      return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get());
+      return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get(),
+                        pause ? &*pause : nullptr);
     });
-  });
+  }));
   stats.seconds = seconds_since(t0);
   return stats;
 }
@@ -213,15 +241,39 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  stats.iterations = failing_typed([&] {
+  const auto pause = impl_->checkpoints(graph, engine);
+  stats.iterations = impl_->checked(failing_typed([&] {
     return impl_->traced(graph, engine, until.max_iterations, [&] {
       return engine.run(impl_->pool, until.max_iterations,
                         [&](std::uint64_t) { return until.done(graph); }, until.check_every,
-                        impl_->stacks.get());
+                        impl_->stacks.get(), pause ? &*pause : nullptr);
     });
-  });
+  }));
   stats.seconds = seconds_since(t0);
   return stats;
+}
+
+std::uint64_t Runtime::restart(Graph& graph, const std::string& dir) {
+  if (sched::Pool::current_worker() >= 0)
+    throw Error("Runtime::restart called from inside a task body; restart from outside any task");
+  detail::GraphImpl& g = detail::impl_of(graph);
+  if (g.engine)
+    throw Error("Runtime::restart: this graph has run already; restart a graph before its "
+                "first run");
+  if (dir.empty()) throw Error("Runtime::restart: the checkpoint directory is empty; name one");
+  std::string error;
+  auto load = [&](rt::Engine& engine) {
+    error = detail::load_checkpoint(engine, g.graph, dir);
+    return error.empty();
+  };
+  // As prepare_run builds the engine; a graph the ranks built differently is reported by the
+  // first run, as without a restart.
+  if (impl_->net)
+    g.prepare(impl_->net, impl_->next_channel++, impl_->settings.shared_memory, load);
+  else
+    g.prepare(nullptr, 0, false, load);
+  if (!error.empty()) throw Error("cannot restart: " + error);
+  return g.graph.first_iteration();
 }
 
 }  // namespace ordo

@@ -170,6 +170,28 @@ Settings resolve(const RuntimeOptions& o) {
   s.transport.net_devices = t.net_devices;
   if (s.transport.net_devices.empty())
     if (const char* v = env("ORDO_NET_DEVICES")) s.transport.net_devices = v;
+  s.checkpoint_dir = o.checkpoint_dir;
+  if (s.checkpoint_dir.empty())
+    if (const char* v = env("ORDO_CHECKPOINT_DIR")) s.checkpoint_dir = v;
+  s.checkpoint_every = o.checkpoint_every;
+  if (s.checkpoint_every == 0)
+    if (const char* v = env("ORDO_CHECKPOINT_EVERY")) {
+      const auto n = number(v, std::uint64_t{1} << 62);
+      if (!n || *n == 0)
+        throw Error(quoted("ORDO_CHECKPOINT_EVERY", v) +
+                    " is not a number of iterations in [1, 2^62]; unset it to write no "
+                    "checkpoints");
+      s.checkpoint_every = *n;
+    }
+  if (s.checkpoint_dir.empty() != (s.checkpoint_every == 0))
+    throw Error(s.checkpoint_dir.empty()
+                    ? "checkpoints every " + std::to_string(s.checkpoint_every) +
+                          " iterations, but no directory for them; give "
+                          "RuntimeOptions::checkpoint_dir or ORDO_CHECKPOINT_DIR"
+                    : "a checkpoint directory ('" + s.checkpoint_dir +
+                          "') but no interval; give RuntimeOptions::checkpoint_every or "
+                          "ORDO_CHECKPOINT_EVERY (iterations between checkpoints)");
+
   // The user's own UCX_RNDV_THRESH is UCX's to apply; ordo's default threshold yields to it.
   s.transport.keep_ucx_rndv_threshold = env("UCX_RNDV_THRESH") != nullptr;
   return s;

@@ -32,6 +32,8 @@ struct Settings {
   std::chrono::milliseconds startup_timeout{0};
   comm::TransportOptions transport;
   comm::Launch launch;
+  std::string checkpoint_dir;         // empty: no checkpoints
+  std::uint64_t checkpoint_every = 0; // iterations; > 0 exactly when checkpoint_dir is set
 };
 
 // Decides every setting from `options`, the environment and the defaults, in that order.

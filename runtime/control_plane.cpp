@@ -288,6 +288,13 @@ constexpr std::uint64_t kNoRank = ~std::uint64_t{0};
 
 }  // namespace
 
+std::uint64_t graph_fingerprint(const Graph& graph) {
+  const ControlPlane::Bytes d = describe(graph);
+  Hasher whole;
+  whole.add(d.data(), d.size());
+  return whole.h;
+}
+
 std::optional<std::string> graph_difference(ControlPlane& control, const Graph& graph) {
   const ControlPlane::Bytes mine = describe(graph);
   Hasher whole;

@@ -140,4 +140,8 @@ class ControlPlane {
 // finds, so every rank reports the same words.
 std::optional<std::string> graph_difference(ControlPlane& control, const Graph& graph);
 
+// One number for the description graph_difference compares (names, sizes, placements and
+// accesses of every location and task): checkpoints name the graph they belong to by it.
+std::uint64_t graph_fingerprint(const Graph& graph);
+
 }  // namespace ordo::rt

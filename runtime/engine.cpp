@@ -27,7 +27,8 @@ Plan runnable(Plan plan) {
 
 }  // namespace
 
-Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool share)
+Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool share,
+               const std::function<bool(Engine&)>& load)
     : graph_(graph),
       plan_(runnable(std::move(plan))),
       locks_(new LockState[plan_.locks.size()]),
@@ -81,10 +82,14 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
     dist_ = std::make_unique<Distributed>(*this, *net_, channel_);
     local_tasks_ = dist_->dist.local_tasks;
     dist_->remote.attach();
-    start_distributed(share);
+    start_distributed(share, load);
     return;
   }
   provide_storage();
+  if (load && storage_error_.empty() && !load(*this)) {
+    broken_ = true;
+    return;
+  }
   for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
     const LockPlan& lp = plan_.locks[l];
     if (!lp.locked) continue;
@@ -93,7 +98,7 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
   }
 }
 
-void Engine::start_distributed(bool share) {
+void Engine::start_distributed(bool share, const std::function<bool(Engine&)>& load) {
   Distributed& d = *dist_;
   if (auto difference = graph_difference(d.control, graph_))
     fail({Failure::Kind::mismatch, d.dist.rank, *difference, nullptr});
@@ -105,6 +110,13 @@ void Engine::start_distributed(bool share) {
     fail({Failure::Kind::protocol, error->rank, error->what, nullptr});
   if (has_failed()) return;
   release_shared_replicas();
+  // After shared memory's set-up (a home fills the buffer its peers map), before any GRANT
+  // copies a home's bytes. `load` agrees across ranks itself (gather), so every rank stops
+  // here or none.
+  if (load && !load(*this)) {
+    broken_ = true;
+    return;
+  }
   for (std::uint32_t t = 0; t < plan_.tasks; ++t)
     if (d.dist.task_rank[t] == d.dist.rank &&
         (tasks_[t].requests == 0 || (fibers_ && fibers_->drives(t))))
@@ -525,7 +537,8 @@ void Engine::wait_step_done() {
 
 std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
                           const std::function<bool(std::uint64_t)>& until,
-                          std::uint64_t check_every, sched::StackPool* stacks) {
+                          std::uint64_t check_every, sched::StackPool* stacks,
+                          const Pause* pause) {
   // Bad input, the same refusal on every rank (engine_storage.cpp).
   if (!storage_error_.empty()) throw std::runtime_error(storage_error_);
   if (has_failed()) rethrow_failure();  // e.g. the ranks did not build the same graph
@@ -546,8 +559,15 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     fibers_->set_stacks(stacks);  // no fiber is active between runs: each run may bring its own
   }
   pool.attach(*this);
+  if (pause && pause->every == 0) pause = nullptr;
+  const std::uint64_t first = graph_.first_iteration();
+  std::uint64_t next_check = until ? std::min(start + check_every, end) : end;
   while (done_iterations_ < end) {
-    std::uint64_t stop = until ? std::min(done_iterations_ + check_every, end) : end;
+    std::uint64_t stop = next_check;
+    if (pause) {
+      const std::uint64_t next_pause = ((first + done_iterations_) / pause->every + 1) * pause->every;
+      stop = std::min(stop, next_pause - first);
+    }
     target_.store(ntasks * stop, std::memory_order_relaxed);
     {
       std::lock_guard lock(done_mu_);
@@ -561,10 +581,12 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     }
     done_iterations_ = stop;
     if (aborted_.load(std::memory_order_relaxed)) break;
-    if (until) {
+    if (pause && (first + stop) % pause->every == 0 && !pause->at(first + stop)) break;
+    if (until && stop == next_check) {
       bool stop_here = until(done_iterations_);
       if (dist_) stop_here = dist_->control.all(stop_here).value_or(true);  // stopped: stop
       if (stop_here) break;
+      next_check = std::min(stop + check_every, end);
     }
   }
   if (failed_) {
@@ -584,5 +606,16 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
   return done_iterations_ - start;
 }
 
-}  // namespace ordo::rt
+std::optional<std::vector<std::string>> Engine::gather(const std::string& mine) {
+  if (!dist_) return std::vector<std::string>{mine};
+  auto theirs = dist_->control.exchange(std::as_bytes(std::span(mine.data(), mine.size())));
+  if (!theirs) return std::nullopt;
+  std::vector<std::string> all;
+  all.reserve(theirs->size());
+  for (const auto& bytes : *theirs)
+    all.emplace_back(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  all[rank()] = mine;  // the exchange leaves this rank's own entry empty
+  return all;
+}
 
+}  // namespace ordo::rt

@@ -126,8 +126,12 @@ class Engine final : public sched::Executor {
   // `share`: share the memory of locations with the ranks of this host that share
   // theirs (when the graph keeps them in a SharedArena); false: copy them.
   // Throws std::length_error for a graph of more than kMaxTasks tasks.
+  // `load` (optional) runs once every rank has built its engine and before any location is
+  // granted (across ranks: before the initial GRANTs carry their bytes), so it may fill this
+  // rank's home locations (a restart); returning false leaves the engine broken() with nothing
+  // granted. It may call gather() (every rank calls `load`, or none).
   Engine(Graph& graph, Plan plan, Net* net = nullptr, std::uint32_t channel = 0,
-         bool share = true);
+         bool share = true, const std::function<bool(Engine&)>& load = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -140,9 +144,24 @@ class Engine final : public sched::Executor {
   // RunError. The engine is unusable afterwards (see broken()).
   // Fiber tasks take their stacks from `stacks`; nullptr: a pool of the default stack size
   // that the engine owns.
+  // `pause` (optional): the run also stops between the iterations whose number (counted from
+  // Graph::first_iteration()) is a multiple of `pause->every`, and calls `pause->at` there with
+  // that number, on the caller's thread, while no instance runs and (across ranks) no message
+  // is in flight; returning false ends the run there. Every rank pauses at the same iterations,
+  // so `at` may call gather(). `until` is still checked every `check_every` iterations of this
+  // run, as without pauses.
+  struct Pause {
+    std::uint64_t every = 0;  // 0: never
+    std::function<bool(std::uint64_t iteration)> at;
+  };
   std::uint64_t run(sched::Pool& pool, std::uint64_t iterations,
                     const std::function<bool(std::uint64_t)>& until, std::uint64_t check_every,
-                    sched::StackPool* stacks = nullptr);
+                    sched::StackPool* stacks = nullptr, const Pause* pause = nullptr);
+
+  // Across ranks, every rank's `mine` (in rank order), or nullopt when the run was stopped by a
+  // failure; one process: {mine}. Collective: on the caller's thread, between runs, in `load`
+  // or in a pause, where every rank calls it in the same order.
+  std::optional<std::vector<std::string>> gather(const std::string& mine);
 
   std::uint64_t iterations_done() const { return done_iterations_; }
   unsigned rank() const { return dist_ ? dist_->dist.rank : 0; }
@@ -262,7 +281,7 @@ class Engine final : public sched::Executor {
   // A fiber instance of `task` ended (every handle released): the next may start.
   void fiber_done(std::uint32_t task, std::uint64_t iteration);
   // Across ranks, at construction: the graph check, shared memory, the initial grants.
-  void start_distributed(bool share);
+  void start_distributed(bool share, const std::function<bool(Engine&)>& load);
 
   // The one failure path (failure.hpp): records the first failure, tells the other ranks of
   // this rank's own (a body exception: ABORT; a protocol error: fatal ABORT, which they take

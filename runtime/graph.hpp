@@ -180,6 +180,12 @@ class Graph {
 
   void set_home(std::uint32_t location, std::int32_t rank) { locations_[location].home = rank; }
 
+  // The iteration the graph's first run starts at: 0, or the checkpoint's a restart resumed
+  // from. Bodies see it added to the engine's own count (Context::iteration()), so a resumed
+  // run computes what the uninterrupted one did; the engine's counts start at 0 either way.
+  std::uint64_t first_iteration() const { return first_iteration_; }
+  void set_first_iteration(std::uint64_t k) { first_iteration_ = k; }
+
   const std::vector<LocationDesc>& locations() const { return locations_; }
   // A location's memory as this process's tasks see it: its own buffer, or during a run of a
   // rank that shares the home's memory, the home's (set_view). Null while this rank holds no
@@ -280,6 +286,7 @@ class Graph {
   std::vector<AccessDesc> accesses_;
   std::vector<std::uint32_t> offsets_;
   std::uint32_t task_count_ = 0;
+  std::uint64_t first_iteration_ = 0;
   NameIndex names_;
   // Positions in accesses_ of the accesses of members wider than kLinearScan, hashed by
   // (member's first position, location).

@@ -50,7 +50,8 @@ Env clean() {
              {"ORDO_STORE", nullptr},         {"ORDO_RANK", nullptr},
              {"ORDO_SIZE", nullptr},          {"ORDO_LOCAL_RANK", nullptr},
              {"ORDO_LOCAL_SIZE", nullptr},    {"ORDO_STORE_TOKEN", nullptr},
-             {"PMIX_RANK", nullptr},          {"PMIX_NAMESPACE", nullptr}};
+             {"PMIX_RANK", nullptr},          {"PMIX_NAMESPACE", nullptr},
+             {"ORDO_CHECKPOINT_DIR", nullptr}, {"ORDO_CHECKPOINT_EVERY", nullptr}};
 }
 
 }  // namespace
@@ -70,6 +71,8 @@ TEST_CASE("without options or environment every setting has its built-in default
   CHECK(s.transport.net_devices.empty());
   CHECK_FALSE(s.transport.keep_ucx_rndv_threshold);
   CHECK(s.launch.kind == comm::Launch::Kind::single);
+  CHECK(s.checkpoint_dir.empty());
+  CHECK(s.checkpoint_every == 0);
 }
 
 TEST_CASE("the environment gives each setting's default", "[settings]") {
@@ -78,8 +81,11 @@ TEST_CASE("the environment gives each setting's default", "[settings]") {
           {"ORDO_FIBER_STACK", "1M"},     {"ORDO_TRACE", "/tmp/x.trace"},
           {"ORDO_TRACE_BUFFER", "8"},     {"ORDO_SHARED_MEMORY", "on"},
           {"ORDO_PROGRESS_SPIN_US", "0"}, {"ORDO_TIMEOUT", "2.5"},
-          {"ORDO_NET_DEVICES", "lo"},     {"UCX_RNDV_THRESH", "8"}};
+          {"ORDO_NET_DEVICES", "lo"},     {"UCX_RNDV_THRESH", "8"},
+          {"ORDO_CHECKPOINT_DIR", "/tmp/ckpt"}, {"ORDO_CHECKPOINT_EVERY", "25"}};
   const detail::Settings s = detail::resolve({});
+  CHECK(s.checkpoint_dir == "/tmp/ckpt");
+  CHECK(s.checkpoint_every == 25);
   CHECK(s.pool.pus == std::vector<unsigned>{0, 2, 3});
   CHECK(s.pool.verbose);
   CHECK(s.fiber_stack_size == 1 << 20);
@@ -102,8 +108,11 @@ TEST_CASE("a RuntimeOptions field wins over its environment variable", "[setting
   Env e = clean();
   Env set{{"ORDO_PUS", "0"},          {"ORDO_VERBOSE", "1"},       {"ORDO_FIBER_STACK", "1M"},
           {"ORDO_TRACE", "/tmp/env"}, {"ORDO_TRACE_BUFFER", "8"},  {"ORDO_SHARED_MEMORY", "1"},
-          {"ORDO_PROGRESS_SPIN_US", "7"}, {"ORDO_TIMEOUT", "9"},   {"ORDO_NET_DEVICES", "eth9"}};
+          {"ORDO_PROGRESS_SPIN_US", "7"}, {"ORDO_TIMEOUT", "9"},   {"ORDO_NET_DEVICES", "eth9"},
+          {"ORDO_CHECKPOINT_DIR", "/tmp/env"}, {"ORDO_CHECKPOINT_EVERY", "9"}};
   RuntimeOptions o;
+  o.checkpoint_dir = "/tmp/option";
+  o.checkpoint_every = 4;
   o.workers = 3;
   o.processing_units = {5, 4};
   o.verbose = false;
@@ -125,6 +134,8 @@ TEST_CASE("a RuntimeOptions field wins over its environment variable", "[setting
   CHECK(s.transport.spin == std::chrono::microseconds(3));
   CHECK(s.startup_timeout == std::chrono::seconds(4));
   CHECK(s.transport.net_devices == "lo");
+  CHECK(s.checkpoint_dir == "/tmp/option");
+  CHECK(s.checkpoint_every == 4);
 }
 
 TEST_CASE("an unusable setting is an Error naming the variable or field", "[settings]") {
@@ -141,7 +152,9 @@ TEST_CASE("an unusable setting is an Error naming the variable or field", "[sett
                         Case{"ORDO_SHARED_MEMORY", "maybe", "ORDO_SHARED_MEMORY='maybe' is not understood"},
                         Case{"ORDO_PROGRESS_SPIN_US", "abc", "ORDO_PROGRESS_SPIN_US='abc' is not a number"},
                         Case{"ORDO_PROGRESS_SPIN_US", "-5", "ORDO_PROGRESS_SPIN_US='-5' is not"},
-                        Case{"ORDO_TIMEOUT", "0", "ORDO_TIMEOUT='0' is not a positive number"}}) {
+                        Case{"ORDO_TIMEOUT", "0", "ORDO_TIMEOUT='0' is not a positive number"},
+                        Case{"ORDO_CHECKPOINT_EVERY", "0", "ORDO_CHECKPOINT_EVERY='0' is not a number"},
+                        Case{"ORDO_CHECKPOINT_EVERY", "1e3", "ORDO_CHECKPOINT_EVERY='1e3' is not"}}) {
     INFO(c.name << "=" << c.value);
     Env bad{{c.name, c.value}};
     CHECK_THROWS_AS(detail::resolve({}), Error);
@@ -153,6 +166,13 @@ TEST_CASE("an unusable setting is an Error naming the variable or field", "[sett
   o = {};
   o.transport.startup_timeout = std::chrono::milliseconds(-1);
   CHECK_THROWS_WITH(detail::resolve(o), Contains("startup_timeout is negative"));
+  // Checkpoints need both a directory and an interval.
+  o = {};
+  o.checkpoint_every = 5;
+  CHECK_THROWS_WITH(detail::resolve(o), Contains("no directory for them"));
+  o = {};
+  o.checkpoint_dir = "/tmp/ckpt";
+  CHECK_THROWS_WITH(detail::resolve(o), Contains("but no interval"));
 }
 
 TEST_CASE("the launcher's variables say who this process is", "[settings]") {

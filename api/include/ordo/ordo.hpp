@@ -670,6 +670,13 @@ struct RuntimeOptions {
   // its locations in shareable memory where the environment's default says: false here turns
   // sharing off, true cannot turn it on.)
   std::optional<bool> shared_memory{};
+  // Checkpoints (docs/checkpoint.md): every `checkpoint_every` iterations of a graph (counted
+  // from its first, restarts included), between two iterations, each rank writes its home
+  // locations into a new checkpoint in `checkpoint_dir` (created if missing), and the older
+  // one is removed once the new one is complete. Empty / 0: ORDO_CHECKPOINT_DIR /
+  // ORDO_CHECKPOINT_EVERY; both unset: no checkpoints. Give both or neither.
+  std::string checkpoint_dir{};
+  std::uint64_t checkpoint_every = 0;
   TransportOptions transport{};
 };
 
@@ -753,6 +760,15 @@ class Runtime {
     });
     return out;
   }
+  // Resumes `graph` from the newest complete checkpoint in `dir` (written by an earlier run of
+  // the same program on as many ranks, RuntimeOptions::checkpoint_dir): loads the contents of
+  // every location after that iteration, and the graph's runs continue from there exactly as
+  // the uninterrupted run did (Context::iteration() counts on from it). Call it on every rank,
+  // after declaring the graph and setting its initial contents, before its first run. Returns
+  // the checkpoint's iteration; run the remaining ones. Throws Error naming what does not
+  // match: no complete checkpoint in `dir`, one of another graph or another rank count, or a
+  // part missing, truncated or not this checkpoint's.
+  std::uint64_t restart(Graph& graph, const std::string& dir);
 
  private:
   // `out(n)` sizes the result for n elements and returns where they go (receiving ranks only).
