@@ -229,6 +229,18 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->type_name("FILE");
+  std::string checkpoint_dir, restart_dir;
+  std::uint64_t checkpoint_every = 0;
+  cli.add_option("--checkpoint", checkpoint_dir,
+                 "write checkpoints into DIR (docs/checkpoint.md); needs --checkpoint-every")
+      ->type_name("DIR");
+  cli.add_option("--checkpoint-every", checkpoint_every,
+                 "iterations of the graph between two checkpoints (with --tb D: D steps each)")
+      ->check(ordo::cli::Integer(1, max_iters));
+  cli.add_option("--restart", restart_dir,
+                 "resume from the newest complete checkpoint in DIR, written by the same "
+                 "command on as many ranks; the result is the uninterrupted run's")
+      ->type_name("DIR");
   std::string stores = "cached";
   std::size_t tile_bytes = 0;
   if (app.layer_tuning) {
@@ -249,6 +261,12 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
         ->capture_default_str();
   if (int rc = parse_cli(cli, argc, argv); rc >= 0) return rc;
 
+  if (checkpoint_dir.empty() != (checkpoint_every == 0))
+    throw Error(checkpoint_dir.empty() ? "--checkpoint-every needs --checkpoint DIR"
+                                       : "--checkpoint needs --checkpoint-every N (iterations)");
+  if ((!checkpoint_dir.empty() || !restart_dir.empty()) && app.fast_path)
+    throw Error(app.name + " runs its own pipeline, which takes no checkpoints; leave out "
+                "--checkpoint and --restart");
   if (tb > 1 && !app.supports_tb)
     throw Error("--tb " + std::to_string(tb) + ": " + app.name + " " + app.no_tb_reason);
   if (app.has_order && (order < 2 || order > 12 || order % 2 != 0))
@@ -345,7 +363,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   };
   // Across ranks (ordorun, mpirun, srun) every rank runs this same code (SPMD): it places the
   // blocks (block b on rank b * ranks / blocks), fills, runs and reads only its own.
-  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
+  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers,
+                                        .trace_path = trace_path,
+                                        .checkpoint_dir = checkpoint_dir,
+                                        .checkpoint_every = checkpoint_every});
   workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
   std::size_t nblocks = 1;
@@ -368,8 +389,25 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     st->place(rt);
     for (std::size_t l = 0; l < levels.size(); ++l) st->set(levels[l], l);
     for (std::size_t i = 0; i < aux.size(); ++i) st->set_aux(i, aux[i]);
-    seconds = run_in_pieces(steps, tb, [&](std::uint64_t n) { return st->run(rt, n).seconds; },
-                            show);
+    // A restart loads the checkpoint's blocks (their headers count the steps done) over the
+    // initial ones just set, and the run does the remaining steps.
+    std::uint64_t steps_left = steps;
+    if (!restart_dir.empty()) {
+      rt.restart(g, restart_dir);
+      const std::uint64_t done = st->steps_done();
+      if (done > steps)
+        throw Error("--restart " + restart_dir + ": its newest checkpoint is after step " +
+                    std::to_string(done) + ", beyond the " + std::to_string(steps) +
+                    " steps asked; give the --iters of the run that wrote it");
+      steps_left = steps - done;
+      if (rt.rank() == 0)
+        std::fprintf(stderr, "ordo-%s: resumed after step %llu of %llu from '%s'\n",
+                     app.name.c_str(), static_cast<unsigned long long>(done),
+                     static_cast<unsigned long long>(steps), restart_dir.c_str());
+    }
+    if (steps_left > 0)
+      seconds = run_in_pieces(steps_left, tb,
+                              [&](std::uint64_t n) { return st->run(rt, n).seconds; }, show);
     visit_blocks = [&](const stencil::BoxVisit& f, std::size_t level) { st->get_blocks(f, level); };
   }
   const std::uint64_t control_messages = rt.control_messages() - control_before;

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""--checkpoint / --restart of the stencil apps (multiprocess suite): a killed job loses nothing.
+
+  checkpoint_app_test.py ORDORUN BIN RANKS TLS -- ARGS...
+      1. `ordorun -n RANKS BIN ARGS --output plain.npy`: the uninterrupted run.
+      2. The same with --checkpoint DIR --checkpoint-every 25 --output out.npy, started in the
+         background; once a checkpoint is complete (its manifest exists) the last rank is sent
+         SIGKILL from outside, as a dying node would be: ordorun must end the job with a
+         non-zero status and out.npy must not exist.
+      3. The same command plus --restart DIR: exit 0, "resumed after step k of n" with
+         0 < k < n, and out.npy byte-identical to plain.npy.
+      4. Refusals, each exit 2 with the message naming the mismatch: the checkpoint restarted
+         with other --blocks (another graph), on another number of ranks, --checkpoint without
+         --checkpoint-every.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "comm"))
+import multiprocess as mp  # noqa: E402  (run, fail, ucx_env)
+
+
+def rank_pids(ordorun_pid, binary):
+    """Rank number -> pid of the ranks ordorun started on this host (ORDO_RANK in their
+    environment)."""
+    ranks = {}
+    name = os.path.basename(binary)
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            if not argv or os.path.basename(argv[0].decode(errors="replace")) != name:
+                continue
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
+            if env.get(b"ORDO_STORE") is None:
+                continue
+            ranks[int(env[b"ORDO_RANK"])] = int(pid)
+        except (OSError, ValueError, KeyError):
+            continue
+    return ranks
+
+
+def has_complete_checkpoint(ckpt):
+    if not os.path.isdir(ckpt):
+        return False
+    return any(os.path.exists(os.path.join(ckpt, d, "manifest"))
+               for d in os.listdir(ckpt) if d.startswith("ckpt-"))
+
+
+def main():
+    sep = sys.argv.index("--")
+    ordorun, binary, ranks, tls = sys.argv[1:sep]
+    args = sys.argv[sep + 1:]
+    ranks = int(ranks)
+    env = mp.ucx_env(tls + ",self")
+    tmp = tempfile.mkdtemp(prefix="ordo-ckpt-app-%d-" % os.getpid())
+    try:
+        plain, out = os.path.join(tmp, "plain.npy"), os.path.join(tmp, "out.npy")
+        ckpt = os.path.join(tmp, "ckpt")
+        run = [ordorun, "--timeout", "120", "-n", str(ranks), binary] + args
+        p, _ = mp.run(run + ["--output", plain], env=env, timeout=240)
+        if p.returncode != 0:
+            mp.fail("the uninterrupted run exited %d" % p.returncode)
+
+        with_ckpt = run + ["--checkpoint", ckpt, "--checkpoint-every", "25", "--output", out]
+        print("$ %s  (killed once a checkpoint is complete)" % " ".join(with_ckpt))
+        job = subprocess.Popen(with_ckpt, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        killed = None
+        while time.monotonic() < deadline and job.poll() is None:
+            if has_complete_checkpoint(ckpt):
+                pids = rank_pids(job.pid, binary)
+                if ranks - 1 in pids:
+                    os.kill(pids[ranks - 1], signal.SIGKILL)
+                    killed = pids[ranks - 1]
+                    break
+            time.sleep(0.005)
+        try:
+            stdout, stderr = job.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            mp.fail("the job did not end after rank %d was killed (a hang)" % (ranks - 1))
+        print("-> exit %d\nstdout:\n%sstderr:\n%s" % (job.returncode, stdout, stderr))
+        if killed is None:
+            mp.fail("the run ended (exit %d) before a rank could be killed after its first "
+                    "checkpoint; give it more --iters" % job.returncode)
+        if job.returncode == 0:
+            mp.fail("ordorun exited 0 although rank %d was killed" % (ranks - 1))
+        if os.path.exists(out):
+            mp.fail("the killed job left %s" % out)
+        print("rank %d (pid %d) killed after a complete checkpoint; the job ended with exit %d"
+              % (ranks - 1, killed, job.returncode))
+
+        p, _ = mp.run(with_ckpt + ["--restart", ckpt], env=env, timeout=240)
+        if p.returncode != 0:
+            mp.fail("the restarted run exited %d" % p.returncode)
+        m = re.search(r"resumed after step (\d+) of (\d+)", p.stderr)
+        if not m or not 0 < int(m.group(1)) < int(m.group(2)):
+            mp.fail("the restarted run did not say it resumed part-way (after step k of n, "
+                    "0 < k < n)")
+        with open(plain, "rb") as a, open(out, "rb") as b:
+            if a.read() != b.read():
+                mp.fail("the restarted run's --output differs from the uninterrupted run's")
+        print("restarted after step %s of %s: --output byte-identical to the uninterrupted "
+              "run's" % m.groups())
+
+        def refused(cmd, words, what):
+            p, _ = mp.run(cmd, env=env)
+            if p.returncode != 2:
+                mp.fail("%s: expected exit 2, got %d" % (what, p.returncode))
+            for w in words:
+                if w not in p.stderr:
+                    mp.fail("%s: the message does not say %r" % (what, w))
+            print("%s: refused, exit 2" % what)
+
+        blocks = args.index("--blocks")
+        other = list(args)
+        other[blocks + 1] = "1x" + str(ranks)  # a block grid of as many blocks as ranks
+        refused([ordorun, "--timeout", "60", "-n", str(ranks), binary] + other +
+                ["--restart", ckpt], ["belongs to another graph"], "other --blocks")
+        refused([ordorun, "--timeout", "60", "-n", str(ranks + 1), binary] + args +
+                ["--restart", ckpt], ["rank(s), and this job has %d" % (ranks + 1)],
+                "another number of ranks")
+        refused(run + ["--checkpoint", ckpt], ["--checkpoint needs --checkpoint-every"],
+                "--checkpoint alone")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
