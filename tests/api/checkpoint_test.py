@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "comm"))
-import multiprocess as mp  # noqa: E402  (run, fail, ucx_env)
+import multiprocess as mp  # noqa: E402  (run, fail, ucx_env, expect_refusal)
 
 ITERS, EVERY, DIE_AT = "30", "4", "13"
 
@@ -30,16 +30,6 @@ def read_outputs(prefix, ranks):
         with open("%s.%d" % (prefix, r), "rb") as f:
             out.append(f.read())
     return out
-
-
-def expect_refusal(cmd, env, words, what):
-    p, _ = mp.run(cmd, env=env)
-    if p.returncode != 2:
-        mp.fail("%s: expected exit 2, got %d" % (what, p.returncode))
-    for w in words:
-        if w not in p.stderr:
-            mp.fail("%s: the message does not say %r" % (what, w))
-    print("%s: refused (exit 2), naming it" % what)
 
 
 def main():
@@ -82,24 +72,24 @@ def main():
         ckpt = os.path.join(tmp, "2-shm", "ckpt")
         env = mp.ucx_env("shm,self")
         two = [ordorun, "--timeout", "60", "-n", "2", binary, "--iters", ITERS]
-        expect_refusal(two + ["--blocks", "6", "--restart", ckpt], env,
+        mp.expect_refusal(two + ["--blocks", "6", "--restart", ckpt], env,
                        ["belongs to another graph"], "another graph")
-        expect_refusal([ordorun, "--timeout", "60", "-n", "1", binary, "--iters", ITERS,
+        mp.expect_refusal([ordorun, "--timeout", "60", "-n", "1", binary, "--iters", ITERS,
                         "--restart", ckpt], env,
                        ["written by 2 rank(s), and this job has 1"], "another rank count")
         newest = sorted(d for d in os.listdir(ckpt) if d.startswith("ckpt-"))[-1]
         part = os.path.join(ckpt, newest, "rank-1.part")
         with open(part, "r+b") as f:
             f.truncate(os.path.getsize(part) - 8)
-        expect_refusal(two + ["--restart", ckpt], env,
+        mp.expect_refusal(two + ["--restart", ckpt], env,
                        ["rank 1:", "is incomplete", "truncated"], "a truncated part")
         os.remove(os.path.join(ckpt, newest, "manifest"))
-        expect_refusal(two + ["--restart", ckpt], env,
+        mp.expect_refusal(two + ["--restart", ckpt], env,
                        ["only incomplete checkpoints", "manifest is missing"],
                        "a checkpoint without its manifest")
         empty = os.path.join(tmp, "empty")
         os.makedirs(empty)
-        expect_refusal(two + ["--restart", empty], env, ["holds no checkpoint"],
+        mp.expect_refusal(two + ["--restart", empty], env, ["holds no checkpoint"],
                        "a directory without checkpoints")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -23,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "comm"))
-import multiprocess as mp  # noqa: E402  (run, fail, ucx_env)
+import multiprocess as mp  # noqa: E402  (run, fail, ucx_env, expect_refusal)
 
 
 def rank_pids(ordorun_pid, binary):
@@ -112,25 +112,17 @@ def main():
         print("restarted after step %s of %s: --output byte-identical to the uninterrupted "
               "run's" % m.groups())
 
-        def refused(cmd, words, what):
-            p, _ = mp.run(cmd, env=env)
-            if p.returncode != 2:
-                mp.fail("%s: expected exit 2, got %d" % (what, p.returncode))
-            for w in words:
-                if w not in p.stderr:
-                    mp.fail("%s: the message does not say %r" % (what, w))
-            print("%s: refused, exit 2" % what)
-
         blocks = args.index("--blocks")
         other = list(args)
         other[blocks + 1] = "1x" + str(ranks)  # a block grid of as many blocks as ranks
-        refused([ordorun, "--timeout", "60", "-n", str(ranks), binary] + other +
-                ["--restart", ckpt], ["belongs to another graph"], "other --blocks")
-        refused([ordorun, "--timeout", "60", "-n", str(ranks + 1), binary] + args +
-                ["--restart", ckpt], ["rank(s), and this job has %d" % (ranks + 1)],
-                "another number of ranks")
-        refused(run + ["--checkpoint", ckpt], ["--checkpoint needs --checkpoint-every"],
-                "--checkpoint alone")
+        mp.expect_refusal([ordorun, "--timeout", "60", "-n", str(ranks), binary] + other +
+                          ["--restart", ckpt], env, ["belongs to another graph"], "other --blocks")
+        mp.expect_refusal([ordorun, "--timeout", "60", "-n", str(ranks + 1), binary] + args +
+                          ["--restart", ckpt], env,
+                          ["rank(s), and this job has %d" % (ranks + 1)],
+                          "another number of ranks")
+        mp.expect_refusal(run + ["--checkpoint", ckpt], env,
+                          ["--checkpoint needs --checkpoint-every"], "--checkpoint alone")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -62,6 +62,17 @@ def run(cmd, env=None, timeout=120):
     return p, elapsed
 
 
+def expect_refusal(cmd, env, words, what):
+    """Runs cmd, which must exit 2 with each of `words` in its stderr."""
+    p, _ = run(cmd, env=env)
+    if p.returncode != 2:
+        fail("%s: expected exit 2, got %d" % (what, p.returncode))
+    for w in words:
+        if w not in p.stderr:
+            fail("%s: the message does not say %r" % (what, w))
+    print("%s: refused (exit 2), naming it" % what)
+
+
 def check_pingpong(p, n, expect_rndv=True):
     if p.returncode != 0:
         fail("pingpong exited %d" % p.returncode)
