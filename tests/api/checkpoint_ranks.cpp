@@ -31,6 +31,7 @@ struct Args {
   std::uint64_t every = 0;
   std::uint64_t die_at = 0;  // 0: never
   unsigned die_rank = 0;
+  bool until = false;  // run_until, checking a condition that never holds every 3 iterations
 };
 
 Args parse(int argc, char** argv) {
@@ -48,6 +49,7 @@ Args parse(int argc, char** argv) {
     else if (f == "--out") a.out = v;
     else if (f == "--die-at") a.die_at = std::stoull(v);
     else if (f == "--die-rank") a.die_rank = static_cast<unsigned>(std::stoul(v));
+    else if (f == "--until") a.until = v == "1";
     else throw std::runtime_error("unknown flag " + f);
   }
   return a;
@@ -94,8 +96,22 @@ int run(const Args& a) {
 
   std::uint64_t first = 0;
   if (!a.restart.empty()) first = rt.restart(g, a.restart);
-  if (first < a.iters) rt.run(g, a.iters - first);
-  if (rank == 0) std::printf("resumed_at=%llu\n", static_cast<unsigned long long>(first));
+  std::uint64_t checks = 0;
+  if (first < a.iters && a.until) {
+    ordo::Until u;
+    u.done = [&](const ordo::Graph&) {
+      ++checks;
+      return false;
+    };
+    u.check_every = 3;
+    u.max_iterations = a.iters - first;
+    rt.run_until(g, u);
+  } else if (first < a.iters) {
+    rt.run(g, a.iters - first);
+  }
+  if (rank == 0)
+    std::printf("resumed_at=%llu checks=%llu\n", static_cast<unsigned long long>(first),
+                static_cast<unsigned long long>(checks));
 
   if (!a.out.empty()) {
     std::vector<double> bytes;

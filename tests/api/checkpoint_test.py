@@ -9,7 +9,8 @@ On 1 and 2 ranks (2 ranks: UCX shared memory and TCP on loopback, locations shar
      iteration 13, so ordorun ends the job with a non-zero status;
   3. the same command plus --restart DIR must say it resumed at 12 (the newest complete
      checkpoint) and end with files byte-identical to the uninterrupted run's.
-Then the refusals, each exit 2 with a message naming the mismatch: a checkpoint of another
+run_until with checkpoints checks its condition as often as without and ends with the same
+bytes. Then the refusals, each exit 2 with a message naming the mismatch: a checkpoint of another
 graph (other --blocks), of another rank count (2 ranks' checkpoint on 1 rank), one left
 incomplete (its manifest removed; a part truncated), and a directory with no checkpoint.
 """
@@ -67,6 +68,28 @@ def main():
                         % what)
             print("%s: killed in iteration %s, resumed at 12, %d byte(s) identical to the "
                   "uninterrupted run" % (what, DIE_AT, sum(len(b) for b in got)))
+
+        # run_until with checkpoints: its condition is still checked every 3 iterations of the
+        # run (10 checks in 30 iterations) between the checkpoints every 4, and the result is
+        # the run without checkpoints'.
+        for ranks in (1, 2):
+            env = mp.ucx_env("shm,self")
+            case = os.path.join(tmp, "until-%d" % ranks)
+            os.makedirs(case)
+            base = [ordorun, "--timeout", "60", "-n", str(ranks), binary, "--iters", ITERS,
+                    "--until", "1"]
+            outs = []
+            for extra in ([], ["--checkpoint", os.path.join(case, "ckpt"), "--every", EVERY]):
+                prefix = os.path.join(case, "ck" if extra else "plain")
+                p, _ = mp.run(base + extra + ["--out", prefix], env=env)
+                if p.returncode != 0 or "checks=10" not in p.stdout:
+                    mp.fail("run_until on %d rank(s)%s: exit %d, expected checks=10" % (
+                        ranks, " with checkpoints" if extra else "", p.returncode))
+                outs.append(read_outputs(prefix, ranks))
+            if outs[0] != outs[1]:
+                mp.fail("run_until on %d rank(s): checkpoints changed the result" % ranks)
+            print("run_until on %d rank(s): 10 checks with and without checkpoints, same bytes"
+                  % ranks)
 
         # Refusals, from the 2-rank checkpoint (the restarted run wrote checkpoints up to 28).
         ckpt = os.path.join(tmp, "2-shm", "ckpt")
