@@ -57,7 +57,12 @@ std::optional<PeerMemory> parse_memory(std::span<const std::byte> in,
   m.pid = static_cast<std::int64_t>(get_u64(in, 0));
   const std::uint64_t n = get_u64(in, 8);
   if (n == 0) return in.size() == 16 ? std::optional(m) : std::nullopt;
-  if (in.size() != 16 + (n - 1) * 24 + locs.size() * 16) return std::nullopt;
+  // The peer's numbers are checked against the bytes before any arithmetic on them: a chunk
+  // count or an offset near 2^64 would otherwise wrap past the checks (a loop of 2^61 chunks,
+  // a location mapped before its chunk).
+  if (in.size() < 16 || n - 1 > (in.size() - 16) / 24 ||
+      in.size() != 16 + (n - 1) * 24 + locs.size() * 16)
+    return std::nullopt;
   m.arena = true;
   for (std::uint64_t c = 0; c + 1 < n; ++c)
     m.chunks.push_back({static_cast<int>(get_u64(in, 16 + c * 24)), get_u64(in, 24 + c * 24),
@@ -65,9 +70,11 @@ std::optional<PeerMemory> parse_memory(std::span<const std::byte> in,
   const std::size_t table = 16 + (n - 1) * 24;
   for (std::size_t l = 0; l < locs.size(); ++l) {
     const std::uint64_t chunk = get_u64(in, table + l * 16), offset = get_u64(in, table + l * 16 + 8);
-    if (chunk > m.chunks.size() ||
-        (chunk != 0 && offset + locs[l].elem_size * locs[l].count > m.chunks[chunk - 1].size))
-      return std::nullopt;
+    if (chunk > m.chunks.size()) return std::nullopt;
+    if (chunk != 0) {
+      const std::uint64_t size = m.chunks[chunk - 1].size;
+      if (offset > size || locs[l].elem_size * locs[l].count > size - offset) return std::nullopt;
+    }
     m.slots.emplace_back(chunk, offset);
   }
   return m;

@@ -858,3 +858,59 @@ TEST_CASE("a rank that takes a peer for lost tells that peer it stops", "[distri
   CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)") &&
                              Catch::Contains("rank 0 stopped: " + text));
 }
+
+// A peer's description of its shared location memory is read from the wire: numbers near 2^64
+// in it must be refused, not wrapped past the checks. Rank 1's first set-up round (control
+// round 4 at construction, after the graph check and the two storage rounds) is forged before
+// the engines start, so rank 0 takes it for rank 1's: a chunk count that wrapped the length
+// check made rank 0 push 2^61 chunks (memory until the OOM killer), an offset that wrapped the
+// bound check left rank 1's location mapped 8 bytes before the chunk.
+TEST_CASE("a peer's shared-memory description with wrapping numbers is refused, naming it",
+          "[distributed]") {
+  auto u64 = [](std::vector<std::byte>& out, std::uint64_t v) {
+    const auto* p = reinterpret_cast<const std::byte*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+  };
+  constexpr std::uint64_t kLocations = 2;  // x on rank 0, y on rank 1
+  std::vector<std::vector<std::byte>> forged(2);
+  // (pid, chunks + 1 = 2^61 + 1): (n - 1) * 24 wraps to 0, so the length matched a table alone.
+  u64(forged[0], static_cast<std::uint64_t>(::getpid()));
+  u64(forged[0], (std::uint64_t{1} << 61) + 1);
+  for (std::uint64_t l = 0; l < kLocations; ++l) {
+    u64(forged[0], 0);
+    u64(forged[0], 0);
+  }
+  // One chunk of a page; y (rank 1's, 32 bytes) at offset 2^64 - 8, which wrapped to 24.
+  u64(forged[1], static_cast<std::uint64_t>(::getpid()));
+  u64(forged[1], 2);
+  u64(forged[1], 3);  // fd
+  u64(forged[1], 4096);
+  u64(forged[1], 1);  // inode
+  u64(forged[1], 0);  // x: private
+  u64(forged[1], 0);
+  u64(forged[1], 1);  // y: chunk 0
+  u64(forged[1], ~std::uint64_t{0} - 7);
+  for (const auto& description : forged) {
+    LoopbackHub hub(2, false, true);
+    std::vector<std::byte> message(sizeof(rt::wire::Header));
+    const rt::wire::Header h{rt::wire::Kind::control, 0, 0, 0, 0};
+    std::memcpy(message.data(), &h, sizeof h);
+    u64(message, 4);  // the round
+    message.insert(message.end(), description.begin(), description.end());
+    hub.inject(1, 0, 1, message);
+    std::vector<Rank> rs(2);
+    for (Rank& r : rs) r.graph = rt::Graph(true);
+    auto f = run_failing(hub, rs, 1, 3, [](rt::Graph& g, unsigned) {
+      auto x = g.add_location("x", 8, 4, typeid(long));
+      auto y = g.add_location("y", 8, 4, typeid(long));
+      g.set_home(x, 0);
+      g.set_home(y, 1);
+      g.add_task({"wx", {{x, rt::Mode::write}}, [](const rt::Instance&) {}});
+      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
+    });
+    CHECK_THAT(f[0].get(), Catch::StartsWith("RunError(protocol, rank 1)") &&
+                               Catch::Contains("rank 1 described its shared memory in " +
+                                               std::to_string(description.size()) + " bytes"));
+    CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)"));
+  }
+}
