@@ -71,6 +71,12 @@ TEST_CASE("single bootstrap is rank 0 of 1", "[comm]") {
 TEST_CASE("store bootstrap reports an unusable address", "[comm]") {
   CHECK_THROWS_AS(Bootstrap::store(0, 1, "no-port-here", std::chrono::milliseconds(100)), CommError);
   CHECK_THROWS_AS(Bootstrap::store(2, 2, "127.0.0.1:1", std::chrono::milliseconds(100)), CommError);
+  // A local rank the launcher got wrong is refused before connecting, naming the variables.
+  for (auto [local_rank, local_size] : {std::pair{2, 2}, {-1, 2}, {0, 0}, {0, 3}})
+    CHECK_THROWS_WITH(Bootstrap::store(0, 2, "127.0.0.1:1", std::chrono::milliseconds(100), "",
+                                       local_rank, local_size),
+                      Catch::Contains("is not a valid rank of this host") &&
+                          Catch::Contains("ORDO_LOCAL_RANK and ORDO_LOCAL_SIZE"));
   // Nothing listens on port 1: a clear error after the timeout, not a hang.
   CHECK_THROWS_WITH(Bootstrap::store(0, 2, "127.0.0.1:1", std::chrono::milliseconds(300)),
                     Catch::Contains("cannot reach ordorun's store"));
