@@ -45,7 +45,9 @@ void write_file(const std::string& path, const std::string& text) {
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw refuse(std::strerror(errno));
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
+  if (::close(fd) != 0 && synced == 0) throw refuse(std::strerror(errno));
+  if (synced != 0) throw refuse(std::strerror(synced));
   if (std::rename(temporary.c_str(), path.c_str()) != 0) throw refuse(std::strerror(errno));
 }
 
