@@ -262,6 +262,25 @@ TEST_CASE("stencil spec errors say what is wrong", "[stencil]") {
   s.tb_depth = 1;
   s.neighbourhood = st::moore(2, 1);
   CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("axis-aligned"));
+  // In place: no streaming stores (a step writes back lines it has just read), and temporal
+  // blocking only for a kernel of one time level.
+  s.neighbourhood = st::von_neumann(2, 1);
+  s.traversal = st::Traversal::jacobi_in_place;
+  s.stores = st::Stores::streaming;
+  CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("streaming stores go with the "
+                                                          "double-buffered Jacobi"));
+  s.stores = st::Stores::cached;
+  s.tb_depth = 2;
+  s.time_levels = 2;
+  CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("temporal blocking in place reads one "
+                                                          "time level (this kernel reads 2)"));
+  s.time_levels = 1;
+  ordo::Graph blocked, levels;  // each accepted stencil declares its locations in its own graph
+  CHECK_NOTHROW(st::Stencil(blocked, s, k));
+  s.tb_depth = 1;
+  s.time_levels = 2;
+  CHECK_NOTHROW(st::Stencil(levels, s, k));
+  s.time_levels = 1;
   s.traversal = st::Traversal::jacobi;
   s.neighbourhood = st::von_neumann(2, 2);
   s.halo = 1;
