@@ -164,6 +164,18 @@ void Stencil::Impl::declare(const std::set<Ix>& dirs) {
   }
 }
 
+void Stencil::Impl::check_level(std::size_t level) const {
+  if (level >= levels)
+    throw Error("stencil '" + spec.name + "': level " + std::to_string(level) +
+                " out of range; the stencil has " + std::to_string(levels) + " time level(s)");
+}
+
+const double* Stencil::Impl::held_level(std::size_t b, std::size_t level) const {
+  std::span<const double> main = std::as_const(*graph).data(locs[b].main);
+  const auto rot = static_cast<std::uint64_t>(main[0]);
+  return level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level));
+}
+
 void Stencil::Impl::pack_exports(
     std::size_t b, std::span<const double> main,
     const std::function<std::span<double>(Location<double>)>& out) const {
@@ -240,9 +252,7 @@ void Stencil::set(const PointValue& value, std::size_t level) {
 void Stencil::set(const BoxFill& fill, std::size_t level) {
   Impl& m = *impl_;
   if (!fill) throw Error("stencil '" + m.spec.name + "': set() got an empty function");
-  if (level >= m.levels)
-    throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
-                " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
+  m.check_level(level);
   for (std::size_t b = 0; b < m.grid.count(); ++b) {
     if (!m.holds(b)) continue;
     std::span<double> main = m.graph->data(m.locs[b].main);
@@ -283,23 +293,14 @@ void Stencil::set_aux(std::size_t index, const BoxFill& fill) {
 
 void Stencil::get_blocks(const BoxVisit& visit, std::size_t level) const {
   const Impl& m = *impl_;
-  if (level >= m.levels)
-    throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
-                " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
-  const Graph& g = *m.graph;
-  for (std::size_t b = 0; b < m.grid.count(); ++b) {
-    if (!m.holds(b)) continue;
-    std::span<const double> main = g.data(m.locs[b].main);
-    const auto rot = static_cast<std::uint64_t>(main[0]);
-    m.grid.visit(b, m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level)), visit);
-  }
+  m.check_level(level);
+  for (std::size_t b = 0; b < m.grid.count(); ++b)
+    if (m.holds(b)) m.grid.visit(b, m.held_level(b, level), visit);
 }
 
 std::vector<double> Stencil::get(std::size_t level) const {
   const Impl& m = *impl_;
-  if (level >= m.levels)
-    throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
-                " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
+  m.check_level(level);
   for (std::size_t b = 0; b < m.grid.count(); ++b)
     if (!m.holds(b))
       throw Error("stencil '" + m.spec.name + "': get() across ranks: this rank holds only its "
@@ -308,29 +309,16 @@ std::vector<double> Stencil::get(std::size_t level) const {
                   "gather(runtime, rank) or gather(runtime, ordo::kAllRanks) on every rank, or "
                   "read this rank's blocks with get_blocks()");
   std::vector<double> out(points());
-  const Graph& g = *m.graph;
-  for (std::size_t b = 0; b < m.grid.count(); ++b) {
-    std::span<const double> main = g.data(m.locs[b].main);
-    const auto rot = static_cast<std::uint64_t>(main[0]);
-    m.grid.gather(b, m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level)), out);
-  }
+  for (std::size_t b = 0; b < m.grid.count(); ++b) m.grid.gather(b, m.held_level(b, level), out);
   return out;
 }
 
 std::vector<double> Stencil::gather(Runtime& runtime, unsigned to, std::size_t level) const {
   const Impl& m = *impl_;
-  if (level >= m.levels)
-    throw Error("stencil '" + m.spec.name + "': level " + std::to_string(level) +
-                " out of range; the stencil has " + std::to_string(m.levels) + " time level(s)");
-  const Graph& g = *m.graph;
+  m.check_level(level);
   return core::gather_grid(
-      runtime, m.grid, m.placement,
-      [&](std::size_t b) {
-        std::span<const double> main = g.data(m.locs[b].main);
-        const auto rot = static_cast<std::uint64_t>(main[0]);
-        return m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level));
-      },
-      to, "stencil '" + m.spec.name + "' level " + std::to_string(level));
+      runtime, m.grid, m.placement, [&](std::size_t b) { return m.held_level(b, level); }, to,
+      "stencil '" + m.spec.name + "' level " + std::to_string(level));
 }
 
 std::size_t Stencil::block_count() const { return impl_->grid.count(); }

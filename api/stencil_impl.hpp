@@ -112,6 +112,11 @@ struct Stencil::Impl {
   }
   // Whether this rank holds block b (every block before placement).
   bool holds(std::size_t b) const { return placement.holds(b); }
+  // Throws Error unless `level` is one of the stencil's time levels (0: the newest).
+  void check_level(std::size_t level) const;
+  // Time level `level` of block b, which this rank holds, between runs (Graph::data), as
+  // level_data gives it.
+  const double* held_level(std::size_t b, std::size_t level) const;
   void place(unsigned rank, unsigned ranks);
 
   // The compute task of block b (stencil_compute.cpp).
