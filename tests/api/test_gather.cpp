@@ -5,6 +5,7 @@
 // dist_stencils (multiprocess suite).
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -58,6 +59,21 @@ TEST_CASE("a gather to a rank the job does not have is refused, naming the ranks
   ordo::Graph other;
   auto foreign = other.location<double>("a", 4);
   CHECK_THROWS_AS(rt.gather(g, foreign), ordo::Error);
+}
+
+// Location<T> is typed, so only a handle whose bytes were copied into another T's reaches a
+// location with the wrong type; the gather and Graph::data refuse it rather than reinterpret.
+TEST_CASE("a location gathered or read as another type is refused") {
+  ordo::Runtime rt({.workers = 1});
+  ordo::Graph g;
+  auto a = g.location<double>("a", 4);
+  g.task("t", {ordo::write(a)}, [](ordo::Context&) {});
+  rt.run(g, 1);
+  const auto as_long = std::bit_cast<ordo::Location<std::int64_t>>(a);
+  CHECK_THROWS_WITH(rt.gather(g, as_long), Contains("Runtime::gather: location 'a' holds another "
+                                                    "element type"));
+  CHECK_THROWS_WITH(g.data(as_long), Contains("location 'a' holds another element type"));
+  CHECK(rt.gather(g, a).size() == 4);
 }
 
 TEST_CASE("Graph::data and the gather refuse a task body; it uses its Context") {
