@@ -62,7 +62,7 @@ void check_graph(const rt::Instance& inst, std::uint64_t handle_graph, std::uint
 std::uint32_t fiber_access(const detail::FiberContextImpl& impl, std::uint64_t graph,
                            std::uint32_t location, const char* verb) {
   const rt::Instance& inst = impl.instance;
-  check_graph(inst, graph, impl.graph, location, verb);
+  if (graph != impl.graph) check_graph(inst, graph, impl.graph, location, verb);
   if (!inst.engine->on_own_fiber(inst))
     throw Error("task '" + inst.graph->task_name(inst.task) + "' " + verb + " location " +
                 location_name(*inst.graph, location) +
@@ -84,25 +84,26 @@ void* FiberContext::acquire_bytes(std::uint64_t graph, std::uint32_t location, M
                                   const std::type_info& type) {
   const rt::Instance& inst = impl_.instance;
   const std::uint32_t access = fiber_access(impl_, graph, location, "acquires");
-  const std::string name = inst.graph->task_name(inst.task);
+  // Built only for a message: a name is a string, and acquire and release run per access.
+  auto name = [&] { return inst.graph->task_name(inst.task); };
   const rt::LocationDesc& loc = inst.graph->locations()[location];
   if (mode == Mode::write && inst.accesses[access].mode != rt::Mode::write)
-    throw Error("task '" + name + "' calls acquire_write on location '" + loc.name +
+    throw Error("task '" + name() + "' calls acquire_write on location '" + loc.name +
                 "' but declared it with read(); declare it with write(), or use acquire_read");
   if (*loc.type != type) wrong_type(inst, location, "acquires");
   // The C++ runtime keeps the exceptions being handled in per-thread state, which a fiber
   // resuming on another thread would corrupt (docs/fibers.md, rule 3).
   if (std::uncaught_exceptions() > 0 || std::current_exception())
-    throw Error("task '" + name + "' acquires location '" + loc.name +
+    throw Error("task '" + name() + "' acquires location '" + loc.name +
                 "' inside a catch block or during stack unwinding; acquire may move the fiber "
                 "to another thread, which the exception being handled cannot follow. Leave the "
                 "handler first, then acquire");
   switch (inst.engine->hold(inst, access)) {
     case rt::Engine::Hold::held:
-      throw Error("task '" + name + "' acquires location '" + loc.name + "' twice in iteration " +
+      throw Error("task '" + name() + "' acquires location '" + loc.name + "' twice in iteration " +
                   std::to_string(inst.iteration) + " without releasing it; acquire once and keep the span");
     case rt::Engine::Hold::released:
-      throw Error("task '" + name + "' acquires location '" + loc.name +
+      throw Error("task '" + name() + "' acquires location '" + loc.name +
                   "' again after releasing it in iteration " +
                   std::to_string(inst.iteration) +
                   "; a release hands the location on (its next grant is for iteration " +
@@ -118,16 +119,16 @@ void* FiberContext::acquire_bytes(std::uint64_t graph, std::uint32_t location, M
 void FiberContext::release_location(std::uint64_t graph, std::uint32_t location) {
   const rt::Instance& inst = impl_.instance;
   const std::uint32_t access = fiber_access(impl_, graph, location, "releases");
-  const std::string name = inst.graph->task_name(inst.task);
+  auto name = [&] { return inst.graph->task_name(inst.task); };
   const rt::LocationDesc& loc = inst.graph->locations()[location];
   switch (inst.engine->hold(inst, access)) {
     case rt::Engine::Hold::requested:
-      throw Error("task '" + name + "' releases location '" + loc.name +
+      throw Error("task '" + name() + "' releases location '" + loc.name +
                   "', which it has not acquired in iteration " + std::to_string(inst.iteration) +
                   "; acquire it first, or leave it: what the body does not release is released "
                   "when it returns");
     case rt::Engine::Hold::released:
-      throw Error("task '" + name + "' releases location '" + loc.name +
+      throw Error("task '" + name() + "' releases location '" + loc.name +
                   "' twice in iteration " + std::to_string(inst.iteration) +
                   "; release each acquired location once");
     case rt::Engine::Hold::held:
