@@ -214,7 +214,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   };
   std::ptrdiff_t held = -1;  // the rows [held - h, held) of the previous slab are deferred
   const std::ptrdiff_t j_end = d >= 3 ? hi[1] : lo[1] + 1;
-  for (std::ptrdiff_t j0 = d >= 3 ? lo[1] : lo[1]; j0 < j_end; j0 += d >= 3 ? J : 1) {
+  for (std::ptrdiff_t j0 = lo[1]; j0 < j_end; j0 += d >= 3 ? J : 1) {
     const std::ptrdiff_t j1 = d >= 3 ? std::min(j0 + J, hi[1]) : hi[1];
     const bool defer = deferred != nullptr && j1 < hi[1];
     // The previous slab's deferred rows of plane q, to their place (q - shift or q + shift):
@@ -255,7 +255,6 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
     held = defer ? j1 : -1;
   }
   main[1 + target] = static_cast<double>(to);
-  blk.ahead = pad.stride[0];
   // The values beyond fixed ends of the grid, at the block's new place.
   if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
   const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
@@ -269,15 +268,15 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
 void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& blk,
                                  std::uint64_t rot, std::size_t S, const std::vector<Ix>& slo,
                                  const std::vector<Ix>& shi) const {
-  const Pad& pad = grid.block(b).pad;
-  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
-  // The buffer the group overwrites (the oldest level; with one level, the only one).
-  double* const target = level_data(b, main, rot, 1);
-  const Base target_base = base_of(target, 0);
   if (S == 1) {
     sweep_shifted(b, main, blk, rot, slo[0], shi[0]);
     return;
   }
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  // The buffer the group overwrites (with one level, the only one).
+  double* const target = level_data(b, main, rot, 1);
+  const Base u_base = base_of(target, 0);
 
   // Temporal blocking: the wavefront of windows described at the top.
   const auto H = static_cast<std::ptrdiff_t>(pad.h);
@@ -320,7 +319,6 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
       hi[k] = shi[s][k] + rim_hi[k];
     }
   };
-  const Base u_base = target_base;
   for (std::ptrdiff_t q = q0; q < q1; q += P) {
     for (std::size_t s = 0; s < S; ++s) {
       const auto lag = static_cast<std::ptrdiff_t>(s) * h;
