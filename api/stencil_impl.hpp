@@ -1,13 +1,15 @@
 // The single-stage stencil's state, shared by the files that implement it: stencil.cpp (the
-// spec, the locations and tasks, loading and reading grids, placement) and
+// spec, the locations and tasks, loading and reading grids, placement),
 // stencil_compute.cpp (what a compute task does: halo unpacking, time steps, cache tiles,
-// streaming stores). Internal to api/; not installed.
+// streaming stores) and stencil_in_place.cpp (Traversal::jacobi_in_place). Internal to api/;
+// not installed.
 //
 // Locations per block b (all on b's rank):
 //   main[b]    header (steps done, then each buffer's plane shift; kHeader doubles) + NB
-//              padded buffers of the block's prod(B + 2H) doubles (in-place: + shift planes): Jacobi NB = time_levels + 1 (rotating; the spare one
-//              receives u^{t+1}), in-place Jacobi NB = time_levels (u^{t+1} overwrites the
-//              oldest), Gauss-Seidel NB = 1 (in place).
+//              padded buffers of the block (geometry::Pad; in place, + shift planes each):
+//              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
+//              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
+//              Gauss-Seidel NB = 1 (in place).
 //   aux[b]     the coefficient grids, padded, written once by set_aux().
 //   x[b,o]     for each direction o in {-1,0,1}^d \ 0 that a neighbour n = b+o reads: the
 //              time_levels copies of b's edge region facing n, packed (core::Exchange).
@@ -43,6 +45,8 @@ namespace ordo::stencil {
 
 namespace detail_stencil {
 inline constexpr std::size_t kHeader = 8;  // doubles before the first buffer (64-byte aligned)
+static_assert(kHeader >= 1 + (kMaxLevels + 1),
+              "the header holds the steps done and a shift per buffer");
 
 // Between runs only: how many kernel steps the next graph iteration runs.
 struct Shared {
