@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -107,6 +108,35 @@ Tiling choose_tiling(std::size_t d, const Ix& padded, std::size_t steps, std::pt
 }
 
 }  // namespace
+
+namespace detail_stencil {
+
+namespace {
+
+class Scratch {
+ public:
+  double* get(std::size_t n) {
+    if (n > size_) {
+      data_.reset(new double[n]);  // default-initialised: untouched until used
+      size_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<double[]> data_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace
+
+double* thread_scratch(std::size_t slot, std::size_t n) {
+  thread_local std::vector<std::unique_ptr<Scratch>> s;
+  while (s.size() <= slot) s.push_back(std::make_unique<Scratch>());
+  return s[slot]->get(n);
+}
+
+}  // namespace detail_stencil
 
 void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   const core::BlockGeom& geo = grid.block(b);
@@ -232,8 +262,7 @@ void Stencil::Impl::run_range(std::size_t b, Block& blk, bool stream) const {
   }
   // Pieces whose output spans at most kScratchDoubles: rows along dimension d-2 (every
   // slower coordinate fixed), cut along the last dimension too when one row is longer.
-  thread_local std::vector<double> scratch;
-  if (scratch.size() < kScratchDoubles) scratch.resize(kScratchDoubles);
+  double* const scratch = detail_stencil::thread_scratch(0, kScratchDoubles);
   const std::size_t last = d - 1;
   const Ix lo = blk.lo, hi = blk.hi;
   double* const out = blk.out;
@@ -269,11 +298,11 @@ void Stencil::Impl::run_range(std::size_t b, Block& blk, bool stream) const {
         // writes out[first .. first + (nr-1)*row_stride + nc), i.e. scratch[0 .. that size),
         // which is at most kScratchDoubles. Integer arithmetic, so no out-of-range pointer is
         // formed by pointer arithmetic here.
-        blk.out = reinterpret_cast<double*>(reinterpret_cast<std::uintptr_t>(scratch.data()) -
+        blk.out = reinterpret_cast<double*>(reinterpret_cast<std::uintptr_t>(scratch) -
                                             static_cast<std::uintptr_t>(first) * sizeof(double));
         kernel(blk);
         for (std::ptrdiff_t i = 0; i < nr; ++i)
-          stream_copy(out + first + i * row_stride, scratch.data() + i * row_stride,
+          stream_copy(out + first + i * row_stride, scratch + i * row_stride,
                       static_cast<std::size_t>(nc));
       }
     }

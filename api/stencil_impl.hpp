@@ -48,6 +48,12 @@ inline constexpr std::size_t kHeader = 8;  // doubles before the first buffer (6
 static_assert(kHeader >= 1 + (kMaxLevels + 1),
               "the header holds the steps done and a shift per buffer");
 
+// At least n doubles of this thread's memory for `slot`, reused from task to task and
+// allocated without being written, so that only what a task touches takes pages; a call for
+// more than a slot holds replaces its contents. Slot 0: the streaming pieces (run_range);
+// 1 and up: the in-place sweeps (stencil_in_place.cpp).
+double* thread_scratch(std::size_t slot, std::size_t n);
+
 // Between runs only: how many kernel steps the next graph iteration runs.
 struct Shared {
   std::size_t steps_per_iteration = 1;

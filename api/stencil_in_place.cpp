@@ -43,29 +43,6 @@ using core::Ix;
 using geometry::for_each_point;
 using geometry::Pad;
 
-// Memory of one worker thread reused from task to task, allocated without being written, so
-// that only what a sweep touches takes pages.
-class Scratch {
- public:
-  double* get(std::size_t n) {
-    if (n > size_) {
-      data_.reset(new double[n]);  // default-initialised: untouched until used
-      size_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<double[]> data_;
-  std::size_t size_ = 0;
-};
-
-Scratch& scratch(std::size_t i) {
-  thread_local std::vector<std::unique_ptr<Scratch>> s;
-  while (s.size() <= i) s.push_back(std::make_unique<Scratch>());
-  return *s[i];
-}
-
 // An address `base` such that base + pad.at(x) * 8 is point x, held as an integer: the window
 // it describes covers only some planes, so base itself may lie outside any object. safety: it
 // becomes a pointer only with an offset that lands inside the window (addr), or as a kernel's
@@ -204,7 +181,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   const std::ptrdiff_t units = (planes + P - 1) / P;
   const std::ptrdiff_t slot = d >= 3 ? h * pad.stride[1] : 0;  // one plane's deferred rows
   double* const deferred =
-      d >= 3 && J < hi[1] - lo[1] ? scratch(1).get(static_cast<std::size_t>(planes * slot)) : nullptr;
+      d >= 3 && J < hi[1] - lo[1] ? detail_stencil::thread_scratch(1, static_cast<std::size_t>(planes * slot)) : nullptr;
   auto run = [&](const Ix& ulo, const Ix& uhi, double* o) {
     if (is_empty(d, ulo, uhi)) return;
     blk.lo = ulo;
@@ -297,7 +274,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   const std::ptrdiff_t window_size = K * pad.stride[0];
   std::vector<double*> window(S - 1);
   std::vector<std::ptrdiff_t> first(S - 1);  // plane held by slot 0 of each window
-  for (std::size_t s = 0; s + 1 < S; ++s) window[s] = scratch(2 + s).get(static_cast<std::size_t>(window_size));
+  for (std::size_t s = 0; s + 1 < S; ++s) window[s] = detail_stencil::thread_scratch(2 + s, static_cast<std::size_t>(window_size));
   auto window_base = [&](std::size_t s) { return base_of(window[s], (first[s] + H) * pad.stride[0]); };
   // The planes each step covers: its range, and for a window the fixed planes beyond it.
   std::vector<std::ptrdiff_t> from(S), to(S);
