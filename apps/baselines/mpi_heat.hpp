@@ -133,12 +133,10 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
     o.blocks.assign(D, 1);
     o.blocks[0] = static_cast<std::size_t>(ranks);
   }
+  app::check_blocks_fit(o.size, o.blocks, app::join_shape(o.size), app::join_shape(o.blocks));
   std::size_t product = 1;
   for (std::size_t d = 0; d < D; ++d) {
     product *= o.blocks[d];
-    if (o.blocks[d] > o.size[d])
-      throw Error("--blocks " + app::join_shape(o.blocks) + " has more blocks than points in " +
-                  "dimension " + std::to_string(d) + " of --size " + app::join_shape(o.size));
     if (o.size[d] + 2 > static_cast<std::size_t>(INT_MAX))
       throw Error("--size " + app::join_shape(o.size) + ": an extent exceeds MPI's int counts");
   }

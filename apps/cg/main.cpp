@@ -259,12 +259,7 @@ int run(int argc, char** argv) {
   ordo::app::AppParams ap;
   ap.size = ordo::app::parse_shape(size_text, 2, "--size");
   ap.blocks = ordo::app::parse_shape(blocks_text, 2, "--blocks");
-  for (std::size_t d = 0; d < 2; ++d)
-    if (ap.blocks[d] > ap.size[d])
-      throw ordo::Error("--blocks " + blocks_text + " has more blocks than points in dimension " +
-                        std::to_string(d) + " of --size " + size_text + " (" +
-                        std::to_string(ap.blocks[d]) + " > " + std::to_string(ap.size[d]) +
-                        "): give at most " + std::to_string(ap.size[d]) + " blocks there");
+  ordo::app::check_blocks_fit(ap.size, ap.blocks, size_text, blocks_text);
   // x, r, q and p (with halos) in the graph; --verify's reference holds as many again.
   ordo::app::check_grid_fits(ap.size, verify ? 8 : 4, "--size " + size_text);
   const Problem pb{ap.size[0], ap.size[1], ap.blocks[0], ap.blocks[1]};
@@ -278,11 +273,7 @@ int run(int argc, char** argv) {
   ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
   workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
-  if (ranks > pb.blocks())  // the same verdict on every rank, before any rank runs: no hang
-    throw ordo::Error("--blocks " + blocks_text + " gives " + std::to_string(pb.blocks()) +
-                      " block(s) for " + std::to_string(ranks) +
-                      " ranks: every rank needs at least one block; give at least " +
-                      std::to_string(ranks) + " blocks or start fewer ranks");
+  ordo::app::check_every_rank_has_a_block(ranks, ap.blocks, blocks_text);
 
   const double rr0 = initial_rr(rt, pb);
   Solver s(pb, ranks, rr0);

@@ -82,6 +82,31 @@ inline std::string join_shape(const std::vector<std::size_t>& s) {
   return out;
 }
 
+// Refuses a block grid with more blocks than points along a dimension (an empty block).
+inline void check_blocks_fit(const std::vector<std::size_t>& size,
+                             const std::vector<std::size_t>& blocks, const std::string& size_text,
+                             const std::string& blocks_text) {
+  for (std::size_t d = 0; d < size.size() && d < blocks.size(); ++d)
+    if (blocks[d] > size[d])
+      throw Error("--blocks " + blocks_text + " has more blocks than points in dimension " +
+                  std::to_string(d) + " of --size " + size_text + " (" +
+                  std::to_string(blocks[d]) + " > " + std::to_string(size[d]) +
+                  "): give at most " + std::to_string(size[d]) + " blocks there");
+}
+
+// Refuses more ranks than blocks (block b goes to rank b * ranks / blocks): every rank reaches
+// the same verdict before any rank runs, so none waits for a rank that gave up.
+inline void check_every_rank_has_a_block(unsigned ranks, const std::vector<std::size_t>& blocks,
+                                         const std::string& blocks_text) {
+  std::size_t count = 1;
+  for (std::size_t b : blocks) count *= b;
+  if (ranks > count)
+    throw Error("--blocks " + blocks_text + " gives " + std::to_string(count) + " block(s) for " +
+                std::to_string(ranks) + " ranks: every rank needs at least one block; give at "
+                "least " + std::to_string(ranks) + " blocks (e.g. " + std::to_string(ranks) +
+                " along the first dimension) or start fewer ranks");
+}
+
 // Runs an app's main body with the exit-status policy: ordo::Error, CLI errors and running out
 // of memory print a message and return 2 (1 means "verification failed"); other exceptions
 // print and return 1.

@@ -309,12 +309,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     throw Error("--input '" + input + "' has shape " + join_shape(in_shape) + " but --size is " +
                 size_text + (dataset.empty() ? "" : " (--dataset " + dataset + ")") +
                 "; give matching sizes or leave --size out");
-  for (std::size_t d = 0; d < app.dims; ++d)
-    if (p.blocks[d] > p.size[d])
-      throw Error("--blocks " + blocks_text + " has more blocks than points in dimension " +
-                  std::to_string(d) + " of --size " + size_text + " (" +
-                  std::to_string(p.blocks[d]) + " > " + std::to_string(p.size[d]) +
-                  "): give at most " + std::to_string(p.size[d]) + " blocks there");
+  check_blocks_fit(p.size, p.blocks, size_text, blocks_text);
 
   stencil::Spec spec = app.spec(p);
   // Every time level, the coefficient grids and the result, before any is allocated.
@@ -369,14 +364,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                                         .checkpoint_every = checkpoint_every});
   workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
-  std::size_t nblocks = 1;
-  for (auto b : p.blocks) nblocks *= b;
-  if (ranks > nblocks)  // the same verdict on every rank, before any rank runs: no hang
-    throw Error("--blocks " + blocks_text + " gives " + std::to_string(nblocks) +
-                " block(s) for " + std::to_string(ranks) + " ranks: every rank needs at least "
-                "one block; give at least " + std::to_string(ranks) +
-                " blocks (e.g. " + std::to_string(ranks) + " along the first dimension) or "
-                "start fewer ranks");
+  check_every_rank_has_a_block(ranks, p.blocks, blocks_text);
   double seconds = 0;
   // Visits the blocks of a result time level this rank holds.
   std::function<void(const stencil::BoxVisit&, std::size_t level)> visit_blocks;
