@@ -204,9 +204,13 @@ int run(int argc, char** argv) {
   cli.add_option("--blocks3d", o.blocks3d, "heat3d block grid (default: the app's)");
   cli.add_option("--ranks", ranks, "rank counts (1 runs without ordorun)")->capture_default_str();
   cli.add_option("--tb", o.tb, "temporal-blocking depth of the one-rank run (1: none)")
+      ->check(ordo::cli::Integer(1, 1u << 20))
       ->capture_default_str();
-  cli.add_option("--iters", o.iters, "time steps per run")->capture_default_str();
+  cli.add_option("--iters", o.iters, "time steps per run")
+      ->check(ordo::cli::Integer(1, ordo::app::max_iters))
+      ->capture_default_str();
   cli.add_option("--timeout", o.timeout_s, "seconds per run before it is killed")
+      ->check(ordo::cli::Integer(1, 1u << 24))
       ->capture_default_str();
   cli.add_option("--bin-dir", o.bin_dir, "folder of the app binaries (default: the build tree "
                                          "or install beside this one)");
@@ -225,8 +229,6 @@ int run(int argc, char** argv) {
   if (o.size3d.empty()) o.size3d = quick ? "64x64x64" : "512x512x512";
   if (quick && ranks == "1,2,4") ranks = "1,2";
   o.ranks = ordo::bench::parse_size_list(ranks, "--ranks", {1, 1024, 1});
-  if (o.iters == 0) throw ordo::Error("--iters 0: run at least one step");
-  if (o.tb == 0) throw ordo::Error("--tb 0: the depth is at least 1");
   bool ok = true;
   for (const std::string& a : o.apps) ok = bench_app(o, a) && ok;
   return ok ? 0 : 1;
