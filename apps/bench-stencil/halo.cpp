@@ -59,7 +59,6 @@ int run(int argc, char** argv) {
       ordo::bench::parse_size_list(bytes_list, "--bytes", {8, std::uint64_t{1} << 30, 8});
   if (window == 0) throw ordo::Error("--window 0: use at least one location pair");
   if (!(mib > 0)) throw ordo::Error("--mib must be positive");
-  if (workers == 0) throw ordo::Error("--workers 0: use at least one worker");
 
   ordo::Runtime rt({.workers = workers});
   if (rt.ranks() != 2)

@@ -417,7 +417,6 @@ int run(int argc, char** argv) {
               : dims == 2 ? (quick ? "3072x3072" : "8192x8192")
                           : (quick ? "192x192x192" : "512x512x512");
   ordo::app::parse_shape(size, dims, "--size");  // validates; the apps parse it again
-  if (tb == 0) throw ordo::Error("--tb 0: the depth is at least 1 (1 = no temporal blocking)");
   // Default steps rounded up to whole temporal-blocking groups: a last group of 2 steps at
   // depth 8 moves a whole group's bytes for a quarter of its work, which would charge the
   // ordo-tb run for the choice of step count (heat3d x 10 at D=8: 1.8x OpenMP; x 16: 2.5x).
@@ -426,12 +425,9 @@ int run(int argc, char** argv) {
     if (!cg) iters = (iters + tb - 1) / tb * tb;
   }
   if (reps == 0) reps = quick && !ranks ? 1 : 3;
-  if (workers == 0) throw ordo::Error("--workers 0: use at least one worker");
   if (!bin_dir.empty() && !fs::is_directory(bin_dir))
     throw ordo::Error("--bin-dir " + bin_dir + " is not a folder");
   if (ranks) {
-    if (halo_window == 0) throw ordo::Error("--halo-window 0: use at least one halo");
-    if (halo_mib < 0) throw ordo::Error("--halo-mib must be positive");
     if (halo_mib == 0) halo_mib = quick ? 8 : 256;
     if (halo_bytes.empty())
       halo_bytes = quick ? "8192,65536,1048576" : "8192,16384,65536,262144,1048576,4194304";
