@@ -23,12 +23,11 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include "app_cli.hpp"
 #include "bench_numbers.hpp"
 #include "bench_process.hpp"
-#include "cli_number.hpp"
 #include "result_line.hpp"
 
 namespace {
@@ -55,14 +54,13 @@ std::optional<double> number(const ordo::bench::AppResult& r, const std::string&
   return ordo::bench::parse_number(it->second);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::string ranks_text = "2,4,8,16", bin_dir, mpirun = "mpirun";
   std::uint64_t iters = 20, rows = 8, cols = 64;
   unsigned reps = 1, timeout_s = 600;
-  CLI::App cli{"ordo-bench-scale: control messages, start-up and run time of heat2d against the "
-               "number of ranks on this host (tiny blocks, one worker per rank)"};
+  CLI::App cli{"Control messages, start-up and run time of heat2d against the number of ranks "
+               "on this host (tiny blocks, one worker per rank)",
+               "ordo-bench-scale"};
   cli.add_option("--ranks", ranks_text, "rank counts, comma-separated (each 2..1024)")
       ->capture_default_str();
   cli.add_option("--iters", iters, "heat2d iterations per run")
@@ -83,26 +81,15 @@ int main(int argc, char** argv) {
   cli.add_option("--bin-dir", bin_dir, "where ordo-heat2d and ordorun are (default: the build "
                                        "tree or install this program is in)");
   cli.add_option("--mpirun", mpirun, "MPI launcher for the baseline")->capture_default_str();
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return cli.exit(e) == 0 ? 0 : 2;
-  }
-  std::vector<std::size_t> counts;
-  try {
-    counts = ordo::bench::parse_size_list(ranks_text, "--ranks", {2, 1024, 1});
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ordo-bench-scale: %s\n", e.what());
-    return 2;
-  }
+  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  const std::vector<std::size_t> counts =
+      ordo::bench::parse_size_list(ranks_text, "--ranks", {2, 1024, 1});
 
   const auto app = find_binary("ordo-heat2d", bin_dir);
   const auto ordorun = ordo::bench::find_ordorun(bin_dir);
-  if (!app || !ordorun) {
-    std::fprintf(stderr, "ordo-bench-scale: %s not found; build it, or give --bin-dir\n",
-                 !app ? "ordo-heat2d" : "ordorun");
-    return 2;
-  }
+  if (!app || !ordorun)
+    throw ordo::Error(std::string(!app ? "ordo-heat2d" : "ordorun") +
+                      " not found; build it, or give --bin-dir");
   const auto mpi_bin = find_binary("ordo-mpi-heat2d", bin_dir);
   const auto launcher = find_in_path(mpirun);
   if (!mpi_bin)
@@ -186,4 +173,10 @@ int main(int argc, char** argv) {
                median(measures[most].messages) / median(measures[4].messages),
                static_cast<double>(most - 1) / 3.0);
   return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ordo::app::guarded_main("ordo-bench-scale", [&] { return run(argc, argv); });
 }
