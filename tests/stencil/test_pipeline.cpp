@@ -17,6 +17,7 @@
 
 #include <ordo/stencil.hpp>
 
+#include "jacobi5_pipeline.hpp"
 #include "stencil_check.hpp"
 
 using ordo::test::same_bits;
@@ -291,21 +292,7 @@ TEST_CASE("pipeline results do not depend on the block grid or the workers", "[p
 TEST_CASE("a feedback pipeline is the single-stage Jacobi stencil", "[pipeline]") {
   // w = 5-point(u); u = w: the pipeline's feedback read of u (written by the later stage)
   // gives one Jacobi step per iteration, bit-identical to ordo::stencil::Stencil.
-  const auto point = [](const double* u, std::ptrdiff_t at, std::ptrdiff_t n) {
-    return 0.2 * ((((u[at] + u[at - n]) + u[at + n]) + u[at - 1]) + u[at + 1]);
-  };
-  st::PipelineSpec p;
-  p.size = {20, 15};
-  p.blocks = {4, 3};
-  p.stages.push_back({"relax", {"u"}, {"w"}, st::von_neumann(2, 1),
-                      [&](const st::StageBlock& b) {
-                        st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-                          for (std::size_t i = 0; i < len; ++i)
-                            b.out[0][at + std::ptrdiff_t(i)] =
-                                point(b.in[0], at + std::ptrdiff_t(i), b.stride[0]);
-                        });
-                      }});
-  p.stages.push_back({"back", {"w"}, {"u"}, {}, copy_kernel()});
+  const st::PipelineSpec p = ordo::test::jacobi5_pipeline({20, 15}, {4, 3});
   st::Spec s;
   s.size = p.size;
   s.blocks = {2, 5};
@@ -319,12 +306,7 @@ TEST_CASE("a feedback pipeline is the single-stage Jacobi stencil", "[pipeline]"
   CHECK(pipe.halo("u") == 1);
   CHECK(pipe.halo("w") == 0);
   pipe.set("u", u0);
-  st::Stencil sten(g2, s, [&](const st::Block& b) {
-    st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-      for (std::size_t i = 0; i < len; ++i)
-        b.out[at + std::ptrdiff_t(i)] = point(b.in[0], at + std::ptrdiff_t(i), b.stride[0]);
-    });
-  });
+  st::Stencil sten(g2, s, ordo::test::jacobi5_kernel());
   sten.set(u0);
   pipe.run(rt, 4);
   pipe.run(rt, 5);
