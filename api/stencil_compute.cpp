@@ -23,18 +23,6 @@ namespace {
 using core::Ix;
 using geometry::for_each_point;
 
-// Default working-set budget of a cache tile: half of a core's share of the last-level cache,
-// at least the L2 (docs/benchmarks.md has the measurements behind it).
-std::size_t default_tile_bytes() {
-  static const std::size_t v = [] {
-    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    const CacheSizes& c = cache_sizes();
-    const std::size_t l2 = c.l2 ? c.l2 : std::size_t{1} << 20;
-    return std::max(l2, c.last_level / (2 * cores));
-  }();
-  return v;
-}
-
 // Streaming pieces: the kernel writes at most this much into the per-thread scratch before
 // the layer copies it out (in L2; big enough that a kernel's per-call overhead, e.g. harris'
 // recomputed rim, stays small).
@@ -138,6 +126,16 @@ double* thread_scratch(std::size_t slot, std::size_t n) {
 
 }  // namespace detail_stencil
 
+std::size_t default_tile_bytes() {
+  static const std::size_t v = [] {
+    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    const CacheSizes& c = cache_sizes();
+    const std::size_t l2 = c.l2 ? c.l2 : std::size_t{1} << 20;
+    return std::max(l2, c.last_level / (2 * cores));
+  }();
+  return v;
+}
+
 void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   const core::BlockGeom& geo = grid.block(b);
   const geometry::Pad& pad = geo.pad;
@@ -198,7 +196,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   for (std::size_t k = 0; k < d; ++k)
     padded[k] = pad.ext[k] + 2 * static_cast<std::ptrdiff_t>(pad.h);
   const double point_bytes = 8.0 * static_cast<double>(nb + spec.aux_grids);
-  const double budget = static_cast<double>(spec.tile_bytes ? spec.tile_bytes : default_tile_bytes());
+  const double budget = static_cast<double>(tile_budget());
   const auto lag = static_cast<std::ptrdiff_t>(spec.halo);
   const Tiling t = choose_tiling(d, padded, S, lag, lag, point_bytes, budget);
   if (t.dims == 0) {

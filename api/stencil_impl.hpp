@@ -120,6 +120,8 @@ struct Stencil::Impl {
     const geometry::Pad& pad = grid.block(b).pad;
     return pad.count + static_cast<std::size_t>(shift * pad.stride[0]);
   }
+  // Working set of one cache tile or in-place window set: Spec::tile_bytes, or the default.
+  std::size_t tile_budget() const;
   // Whether this rank holds block b (every block before placement).
   bool holds(std::size_t b) const { return placement.holds(b); }
   // Throws Error unless `level` is one of the stencil's time levels (0: the newest).
@@ -147,6 +149,13 @@ struct Stencil::Impl {
   void pack_exports(std::size_t b, std::span<const double> main,
                     const std::function<std::span<double>(Location<double>)>& out) const;
 };
+
+// Default working-set budget of a cache tile: half of a core's share of the last-level cache,
+// at least the L2 (docs/benchmarks.md has the measurements behind it).
+std::size_t default_tile_bytes();
+inline std::size_t Stencil::Impl::tile_budget() const {
+  return spec.tile_bytes ? spec.tile_bytes : default_tile_bytes();
+}
 
 // The spec with its defaults: the neighbourhood (von Neumann of the halo's radius, at least
 // 1) and the halo (the neighbourhood's reach, at least 1).

@@ -189,7 +189,10 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
     blk.out = o + pad.base;
     kernel(blk);
   };
-  std::ptrdiff_t held = -1;  // the rows [held - h, held) of the previous slab are deferred
+  // Whether the previous slab deferred its last rows, [held - h, held) (negative rows too: a
+  // temporal-blocking step's range reaches into the halo).
+  bool holding = false;
+  std::ptrdiff_t held = 0;
   const std::ptrdiff_t j_end = d >= 3 ? hi[1] : lo[1] + 1;
   for (std::ptrdiff_t j0 = lo[1]; j0 < j_end; j0 += d >= 3 ? J : 1) {
     const std::ptrdiff_t j1 = d >= 3 ? std::min(j0 + J, hi[1]) : hi[1];
@@ -198,7 +201,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
     // the planes this slab still reads there are the ones within h of it.
     std::ptrdiff_t next = down ? lo[0] : hi[0] - 1;  // the next plane to commit, sweep order
     auto commit_to = [&](std::ptrdiff_t limit) {
-      for (; held >= 0 && (down ? next <= limit : next >= limit); next += down ? 1 : -1) {
+      for (; holding && (down ? next <= limit : next >= limit); next += down ? 1 : -1) {
         Ix clo = lo, chi = hi;
         clo[0] = next;
         chi[0] = next + 1;
@@ -229,7 +232,8 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
       }
     }
     commit_to(down ? hi[0] - 1 : lo[0]);
-    held = defer ? j1 : -1;
+    holding = defer;
+    held = j1;
   }
   main[1 + target] = static_cast<double>(to);
   // The values beyond fixed ends of the grid, at the block's new place.
@@ -272,6 +276,20 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   const std::ptrdiff_t keep = 2 * h;  // planes behind the front that the next step still reads
   const std::ptrdiff_t K = P + keep + std::max<std::ptrdiff_t>(8, 4 * keep);  // window planes
   const std::ptrdiff_t window_size = K * pad.stride[0];
+  // The wavefront's working set: the S-1 windows and the planes of the buffer (and of each
+  // coefficient grid) between its first and last step. Beyond the budget (large
+  // cross-sections) every window would run out of memory, streaming 2(S-1) more grids' worth
+  // per group than the sweep itself: one shifted sweep per step is then cheaper (the deep halo
+  // still saves S-1 exchanges of every S).
+  const double window_bytes =
+      8.0 * static_cast<double>(pad.stride[0]) *
+      static_cast<double>(static_cast<std::ptrdiff_t>(S - 1) * K +
+                          static_cast<std::ptrdiff_t>(1 + spec.aux_grids) *
+                              (static_cast<std::ptrdiff_t>(S + 1) * h + P));
+  if (window_bytes > static_cast<double>(tile_budget())) {
+    for (std::size_t s = 0; s < S; ++s) sweep_shifted(b, main, blk, rot + s, slo[s], shi[s]);
+    return;
+  }
   std::vector<double*> window(S - 1);
   std::vector<std::ptrdiff_t> first(S - 1);  // plane held by slot 0 of each window
   for (std::size_t s = 0; s + 1 < S; ++s) window[s] = detail_stencil::thread_scratch(2 + s, static_cast<std::size_t>(window_size));

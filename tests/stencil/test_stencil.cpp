@@ -345,6 +345,14 @@ TEST_CASE("in-place Jacobi equals the double buffer on long blocks", "[stencil]"
       {{33, 17, 6}, {2, 1, 1}, st::von_neumann(3, 1), 2, 1, 4000, st::Boundary::periodic},
       {{64, 5}, {1, 1}, st::von_neumann(2, 1), 1, 4, 0, st::Boundary::fixed},
       {{50, 11, 6}, {1, 1, 2}, st::moore(3, 1), 1, 3, 0, st::Boundary::periodic},
+      // Windows beyond the budget (tile_bytes 1): temporal blocking as one shifted sweep per
+      // step over the shrinking ranges, which reach into the halo along the slabs' dimension
+      // (dimension 1) when it has several blocks or is periodic: slabs of negative rows.
+      {{60, 9, 7}, {2, 1, 2}, st::moore(3, 1), 1, 3, 1, st::Boundary::fixed},
+      {{45, 10}, {2, 2}, st::von_neumann(2, 2), 1, 2, 1, st::Boundary::periodic},
+      {{4, 21, 12}, {1, 3, 3}, st::von_neumann(3, 1), 1, 3, 1, st::Boundary::fixed},
+      {{7, 15, 13}, {1, 2, 2}, st::moore(3, 1), 1, 3, 1, st::Boundary::periodic},
+      {{14, 15, 13}, {2, 2, 2}, st::moore(3, 1), 1, 3, 1, st::Boundary::fixed},
   };
   std::mt19937 rng(31337);
   ordo::Runtime rt({.workers = 2});
