@@ -141,9 +141,16 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   const geometry::Pad& pad = geo.pad;
   std::span<double> main = ctx.write(locs[b].main);
   auto rot = static_cast<std::uint64_t>(main[0]);
-  // Halo fill (Dido's Global Update lands here): every level from the neighbours' exports.
+  const std::size_t S = shared->steps_per_iteration;
+  // Halo fill (Dido's Global Update lands here): every level from the neighbours' exports,
+  // except the faces the in-place sweep unpacks as it goes.
+  std::vector<LateFace> late;
   for (const core::Import& i : halo.imports[b]) {
     std::span<const double> src = ctx.read(i.loc);
+    if (is_late_face(i, S)) {
+      late.push_back({&i, src.data()});
+      continue;
+    }
     for (std::size_t l = 0; l < levels; ++l)
       grid.unpack(b, halo, i, src.data() + l * i.count,
                   level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)));
@@ -158,7 +165,6 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
     for (std::size_t a = 0; a < spec.aux_grids; ++a)
       blk.aux[a] = aux.data() + a * pad.count + pad.base;
   }
-  const std::size_t S = shared->steps_per_iteration;
   // Step s's range: the block extended by h*(S-1-s), clipped to the grid (fixed boundary).
   std::vector<Ix> slo(S), shi(S);
   for (std::size_t s = 0; s < S; ++s) {
@@ -188,7 +194,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
     run_range(b, blk, streaming && S == 1);
   };
   if (spec.traversal == Traversal::jacobi_in_place) {
-    run_in_place(b, main, blk, rot, S, slo, shi);
+    run_in_place(b, main, blk, rot, S, slo, shi, late);
     main[0] = static_cast<double>(rot + S);
     return;
   }

@@ -131,6 +131,11 @@ struct Stencil::Impl {
   const double* held_level(std::size_t b, std::size_t level) const;
   void place(unsigned rank, unsigned ranks);
 
+  // An import whose unpacking the in-place sweep does itself, and the data it reads.
+  struct LateFace {
+    const core::Import* import = nullptr;
+    const double* src = nullptr;
+  };
   // The compute task of block b (stencil_compute.cpp).
   void compute(Context& ctx, std::size_t b) const;
   // Runs the kernel over blk's range (block b's layout); with `stream`, piece by piece
@@ -139,12 +144,23 @@ struct Stencil::Impl {
   // Traversal::jacobi_in_place (stencil_in_place.cpp): the group's S steps over block b,
   // whose main location is `main`, step s over [slo[s], shi[s]), the result overwriting the
   // oldest level.
+  // `late`: the faces that compute left for the sweep to unpack (is_late_face).
   void run_in_place(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
                     std::size_t S, const std::vector<core::Ix>& slo,
-                    const std::vector<core::Ix>& shi) const;
+                    const std::vector<core::Ix>& shi, std::span<const LateFace> late) const;
   // Its one-step sweep, moving the block by `shift` planes (stencil_in_place.cpp).
   void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
-                     const core::Ix& lo, const core::Ix& hi) const;
+                     const core::Ix& lo, const core::Ix& hi,
+                     std::span<const LateFace> late = {}) const;
+  // Whether a one-step in-place group unpacks import `i` plane by plane inside its sweep
+  // instead of before it: a face across the last dimension in 3-D and up. Unpacked up front,
+  // such a face writes one value per row, a cache line per row fetched from memory, written
+  // back, and fetched again when the sweep reaches the row; inside the sweep its line is
+  // fetched once, just before the kernel reads it.
+  bool is_late_face(const core::Import& i, std::size_t steps) const;
+  // Unpacks the rows [r0, r1) (dimension 1) of plane p of a late face into every level.
+  void unpack_late(std::size_t b, std::span<double> main, std::uint64_t rot, const LateFace& f,
+                   std::ptrdiff_t p, std::ptrdiff_t r0, std::ptrdiff_t r1) const;
   // Packs block b's edges from `main` into its exports, through out(location).
   void pack_exports(std::size_t b, std::span<const double> main,
                     const std::function<std::span<double>(Location<double>)>& out) const;

@@ -147,8 +147,40 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   return f;
 }
 
+bool Stencil::Impl::is_late_face(const core::Import& i, std::size_t steps) const {
+  if (spec.traversal != Traversal::jacobi_in_place || steps != 1 || d < 3) return false;
+  for (std::size_t k = 0; k + 1 < d; ++k)
+    if (i.dir[k] != 0) return false;
+  return true;
+}
+
+void Stencil::Impl::unpack_late(std::size_t b, std::span<double> main, std::uint64_t rot,
+                                const LateFace& f, std::ptrdiff_t p, std::ptrdiff_t r0,
+                                std::ptrdiff_t r1) const {
+  const Pad& pad = grid.block(b).pad;
+  Ix lo{}, hi{};
+  geometry::halo_box(pad, static_cast<std::ptrdiff_t>(halo.width), f.import->dir, lo, hi);
+  r0 = std::max(r0, lo[1]);
+  r1 = std::min(r1, hi[1]);
+  if (p < lo[0] || p >= hi[0] || r0 >= r1) return;
+  // The face is packed row-major over [lo, hi): plane p's rows [r0, r1) are one run of it.
+  std::size_t inner = 1;  // values per (plane, row): dimensions 2 .. d-1 of the box
+  for (std::size_t k = 2; k < d; ++k) inner *= static_cast<std::size_t>(hi[k] - lo[k]);
+  const std::size_t first =
+      (static_cast<std::size_t>(p - lo[0]) * static_cast<std::size_t>(hi[1] - lo[1]) +
+       static_cast<std::size_t>(r0 - lo[1])) * inner;
+  lo[0] = p;
+  hi[0] = p + 1;
+  lo[1] = r0;
+  hi[1] = r1;
+  for (std::size_t l = 0; l < levels; ++l)
+    geometry::unpack_box(pad, level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)), lo, hi,
+                         f.src + l * f.import->count + first);
+}
+
 void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& blk,
-                                  std::uint64_t rot, const Ix& lo, const Ix& hi) const {
+                                  std::uint64_t rot, const Ix& lo, const Ix& hi,
+                                  std::span<const LateFace> late) const {
   const Pad& pad = grid.block(b).pad;
   const auto h = static_cast<std::ptrdiff_t>(spec.halo);
   const std::ptrdiff_t P = shift - h;
@@ -211,9 +243,18 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
                  base_of(deferred + (next - lo[0]) * slot, pad.at(clo)), clo, chi);
       }
     };
+    // The late faces' planes unpacked so far for this slab's rows (and the h rows on either
+    // side, which its kernel calls read too), in sweep order.
+    std::ptrdiff_t unpacked = down ? lo[0] - h : hi[0] - 1 + h;
+    const std::ptrdiff_t r0 = d >= 3 ? j0 - h : 0, r1 = d >= 3 ? j1 + h : 0;
     for (std::ptrdiff_t i = 0; i < units; ++i) {
       const std::ptrdiff_t a = lo[0] + (down ? i : units - 1 - i) * P;
       const std::ptrdiff_t z = std::min(a + P, hi[0]);
+      // This unit reads planes [a - h, z + h): unpack those not yet, before the kernel does.
+      if (!late.empty()) {
+        for (; down ? unpacked < z + h : unpacked >= a - h; unpacked += down ? 1 : -1)
+          for (const LateFace& f : late) unpack_late(b, main, rot, f, unpacked, r0, r1);
+      }
       // Planes computed so far end at a - 1 (down) or begin at z (up): a deferred row of
       // plane q goes s = h + P planes away, where this slab has read its last old value.
       commit_to(down ? std::min(a - 1 + P, hi[0] - 1) : std::max(z - P, lo[0]));
@@ -248,9 +289,10 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
 
 void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& blk,
                                  std::uint64_t rot, std::size_t S, const std::vector<Ix>& slo,
-                                 const std::vector<Ix>& shi) const {
+                                 const std::vector<Ix>& shi,
+                                 std::span<const LateFace> late) const {
   if (S == 1) {
-    sweep_shifted(b, main, blk, rot, slo[0], shi[0]);
+    sweep_shifted(b, main, blk, rot, slo[0], shi[0], late);
     return;
   }
   const Pad& pad = grid.block(b).pad;
