@@ -42,6 +42,13 @@ std::vector<unsigned> ControlPlane::children() const {
   return out;
 }
 
+std::vector<unsigned> ControlPlane::tree_neighbours() const {
+  std::vector<unsigned> out;
+  if (rank_ != 0) out.push_back(parent());
+  for (unsigned c : children()) out.push_back(c);
+  return out;
+}
+
 void ControlPlane::send_to(unsigned peer, std::uint64_t round, std::span<const std::byte> bytes) {
   Bytes msg;
   const wire::Header h{wire::Kind::control, 0, 0, 0, 0};

@@ -111,6 +111,9 @@ class ControlPlane {
 
   unsigned rank() const { return rank_; }
   unsigned ranks() const { return ranks_; }
+  // This rank's neighbours in the tree (parent first, then children): the failure path passes
+  // a failure it heard of along the tree, so that it reaches every rank in O(N) messages.
+  std::vector<unsigned> tree_neighbours() const;
 
  private:
   unsigned parent() const;

@@ -446,9 +446,10 @@ void Engine::fail_body() {
 }
 
 void Engine::fail(Failure f) {
-  // What the other ranks are told: this rank's body exception (they drain, then report it as
-  // this rank's failure), or its stop on a message it cannot handle (a fatal ABORT: they take
-  // it as this rank's loss, rather than wait for a rank that no longer answers).
+  // What the other ranks are told: this rank's body exception (an ABORT: they stop and report
+  // it as this rank's failure), or its stop on a message it cannot handle (a fatal ABORT: they
+  // take it as this rank's loss, rather than wait for a rank that no longer answers), or a
+  // peer its own transport lost (relayed: the others may hold no endpoint to it).
   std::string tell;
   if (f.kind == Failure::Kind::body) {
     tell = "rank " + std::to_string(rank()) + " failed: " + f.what;
@@ -456,20 +457,16 @@ void Engine::fail(Failure f) {
     f.what = "rank " + std::to_string(rank()) + " stopped: " + f.what;
     tell = f.what;
   } else if (f.kind == Failure::Kind::peer_lost && f.seen_here) {
-    tell = f.what;  // relayed: the others may hold no endpoint to the lost rank
+    tell = f.what;
   }
   const bool relayed = f.kind == Failure::Kind::peer_lost;
-  const std::uint32_t lost = f.rank;
-  // A rank this one takes for lost is told that this rank stops, in case it is not: its own
-  // transport may not have seen a failure, or the fatal ABORT "from" it was forged. Told once
-  // (the first failure), so that two ranks that each take the other for lost do not echo.
-  std::optional<unsigned> tell_lost;
-  std::string what_lost;
-  if (f.kind == Failure::Kind::peer_lost && f.rank != rank() && f.rank < ranks()) {
-    tell_lost = f.rank;
-    what_lost = f.what;
-  }
-  const bool stops = f.stops_run();
+  const Failure::Kind kind = f.kind;
+  const std::uint32_t at_fault = f.rank;
+  const unsigned told_by = f.told_by;
+  const std::string what = f.what;
+  // Across ranks every failure but a mismatch stops (failure.hpp: draining needs every rank to
+  // learn of it within the same step, which a message cannot promise).
+  const bool stops = f.stops_run() || (dist_ && kind == Failure::Kind::body);
   bool first;
   {
     std::lock_guard lock(error_mu_);
@@ -477,27 +474,52 @@ void Engine::fail(Failure f) {
     if (first) failure_ = std::move(f);
   }
   aborted_.store(true, std::memory_order_relaxed);
-  // A body exception is told once (the first failure); every stop is told, so that a rank that
-  // already drains for another failure still stops its peers.
-  if (dist_ && !tell.empty() && (first || stops)) {
-    std::vector<std::byte> msg;
-    const auto flags = static_cast<std::uint16_t>((stops ? wire::kFatal : 0) |
-                                                  (relayed ? wire::kRelayed : 0));
-    const wire::Header h{wire::Kind::abort, 0, flags, relayed ? lost : 0, 0};
-    wire::append(msg, &h, sizeof h);
-    wire::append(msg, tell.data(), tell.size());
-    // Once per failure, to every rank: the failure path is the one place the control plane's
-    // O(log N) bound does not hold (N - 1 messages, endpoints created as needed).
-    for (unsigned r = 0; r < ranks(); ++r)
-      if (r != rank() && !(relayed && r == lost)) net_->send(r, channel_, msg, {}, {});
-  }
-  if (dist_ && tell_lost && first) {
-    const std::string text = "rank " + std::to_string(rank()) + " stopped: " + what_lost;
-    std::vector<std::byte> msg;
-    const wire::Header h{wire::Kind::abort, 0, wire::kFatal, 0, 0};
-    wire::append(msg, &h, sizeof h);
-    wire::append(msg, text.data(), text.size());
-    net_->send(*tell_lost, channel_, msg, {}, {});
+  if (dist_) {
+    auto send = [this](unsigned to, std::uint16_t flags, std::uint32_t named,
+                       const std::string& text) {
+      std::vector<std::byte> msg;
+      const wire::Header h{wire::Kind::abort, 0, flags, named, 0};
+      wire::append(msg, &h, sizeof h);
+      wire::append(msg, text.data(), text.size());
+      net_->send(to, channel_, msg, {}, {});
+    };
+    // This rank's own failure, or a loss its transport saw: to every rank, once per failure
+    // (the failure path is the one place the control plane's O(log N) bound does not hold:
+    // N - 1 messages, endpoints created as needed). A body exception is told only when it is
+    // the first failure, so that a rank named in a relayed body failure knows it told one.
+    if (!tell.empty() && (first || kind != Failure::Kind::body)) {
+      if (kind == Failure::Kind::body) told_own_body_.store(true, std::memory_order_relaxed);
+      // Not fatal for a body: its receivers stop too, but report it as that rank's failure
+      // (peer_body), not its loss.
+      const auto flags = static_cast<std::uint16_t>(
+          (kind == Failure::Kind::body ? 0 : wire::kFatal) | (relayed ? wire::kRelayed : 0));
+      for (unsigned r = 0; r < ranks(); ++r)
+        if (r != rank() && !(relayed && r == at_fault)) send(r, flags, relayed ? at_fault : 0, tell);
+    }
+    // A failure heard of in a message (an ABORT, relayed or not) is passed on, relayed as it
+    // came, along the control plane's tree and back to its teller: were the message forged,
+    // or its teller's own ABORTs lost, only this rank would stop and the others would wait
+    // for it for ever. A peer_body goes to the rank it names as well: that rank refuses it
+    // unless it did fail (RemoteLocks::on_message), so a forged one stops it too. Once, with
+    // the first failure: the tree reaches every rank without echoes.
+    const bool heard = told_by != Failure::kNoRank &&
+                       (kind == Failure::Kind::peer_body || kind == Failure::Kind::peer_lost);
+    if (heard && first) {
+      const bool lost = kind == Failure::Kind::peer_lost;
+      const auto flags = static_cast<std::uint16_t>(wire::kRelayed | (lost ? wire::kFatal : 0));
+      std::vector<unsigned> to = dist_->control.tree_neighbours();
+      to.push_back(told_by);
+      if (!lost) to.push_back(at_fault);
+      std::sort(to.begin(), to.end());
+      to.erase(std::unique(to.begin(), to.end()), to.end());
+      for (unsigned r : to)
+        if (r != rank() && r < ranks() && !(lost && r == at_fault)) send(r, flags, at_fault, what);
+    }
+    // A rank this one takes for lost is told that this rank stops, in case it is not: its own
+    // transport may not have seen a failure, or the fatal ABORT "from" it was forged. Told once
+    // (the first failure), so that two ranks that each take the other for lost do not echo.
+    if (kind == Failure::Kind::peer_lost && first && at_fault != rank() && at_fault < ranks())
+      send(at_fault, wire::kFatal, 0, "rank " + std::to_string(rank()) + " stopped: " + what);
   }
   if (stops) stop_run();
 }

@@ -49,12 +49,13 @@
 // releases), so no worker touches the graph's data; the last one wakes the caller while holding
 // done_mu_, so the caller cannot free the engine under a worker's feet.
 //
-// Failures (failure.hpp): every one goes through fail(). A body exception on any rank stops
-// the run: bodies are skipped from then on, the current step drains, and run() rethrows it
-// (on the other ranks as a RunError, "rank R failed: ..."). A failed peer, or one that sent a
-// message the protocol never sends, stops the run at once: the control plane stops, messages
-// are dropped, parked fibers are woken, and run() returns once no instance is queued or
-// running.
+// Failures (failure.hpp): every one goes through fail(). In one process a body exception
+// drains: bodies are skipped from then on, the current step completes, and run() rethrows it.
+// Across ranks every failure but a graph mismatch stops the run at once, on every rank: the
+// control plane stops, messages are dropped, parked fibers are woken, and run() returns once
+// no instance is queued or running (a body's exception rethrown on its rank, a RunError on
+// the others: "rank R failed: ..."). A rank that hears of a failure passes it on along the
+// control plane's tree, so that one message, forged or not, ends the run everywhere.
 //
 // Threads and what pairs across them:
 //   - grant()'s acq_rel decrement of `missing` pairs with the other grants of the instance;
@@ -285,8 +286,8 @@ class Engine final : public sched::Executor {
 
   // The one failure path (failure.hpp): records the first failure, tells the other ranks of
   // this rank's own (a body exception: ABORT; a protocol error: fatal ABORT, which they take
-  // as this rank's loss), and, for a failure that stops the run, wakes every waiter. Any
-  // thread; never blocks on the run.
+  // as this rank's loss), passes on one it heard of (relayed ABORTs along the tree), and, for
+  // a failure that stops the run, wakes every waiter. Any thread; never blocks on the run.
   void fail(Failure failure);
   // The body exception being handled (in a catch block), as this rank's failure.
   void fail_body();
@@ -330,6 +331,9 @@ class Engine final : public sched::Executor {
   mutable std::mutex error_mu_;
   std::optional<Failure> failure_;  // the first, guarded by error_mu_
   std::atomic<bool> failed_{false};  // a failure stopped the run (set under done_mu_)
+  // This rank told the others that one of its bodies threw: their relays of it come back
+  // (RemoteLocks::on_message accepts a relayed body failure naming this rank only then).
+  std::atomic<bool> told_own_body_{false};
 
   std::uint64_t done_iterations_ = 0;
   std::uint64_t local_tasks_ = 0;  // tasks that run on this rank

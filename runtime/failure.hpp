@@ -8,13 +8,16 @@
 // ordo::ProtocolError or ordo::GraphMismatch).
 //
 // Two severities decide what the run does:
-//   draining  (body, peer_body, mismatch): every rank is alive, so the current step still
-//             completes: bodies are skipped, locks are released, messages flow, quiescence
-//             ends the step; run() then throws.
-//   stopping  (peer_lost, protocol): a rank no longer answers, so no step can complete: the
-//             control plane stops, messages are dropped, parked fibers are woken (their
-//             acquires throw, unwinding the body), and run() returns once no instance is
-//             queued or running.
+//   draining  (body in one process, mismatch): the current step still completes: bodies are
+//             skipped, locks are released, quiescence ends the step; run() then throws. A
+//             mismatch is found by every rank in the same collective, so all drain alike.
+//   stopping  (peer_body, peer_lost, protocol, and a body across ranks): the control plane
+//             stops, messages are dropped, parked fibers are woken (their acquires throw,
+//             unwinding the body), and run() returns once no instance is queued or running.
+//             A failure that one rank learns from a message must not drain: the others may
+//             finish the step's quiescence before they hear of it and wait in the next step
+//             or vote for a rank that has left the run, so every rank that hears of one stops,
+//             and passes it on (Engine::fail).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +43,14 @@ struct Failure {
   // naming the lost rank), which may hold no endpoint to that rank and so never see it
   // themselves (the transport creates endpoints on first use).
   bool seen_here = false;
+  // The rank whose message reported it (an ABORT's sender), or kNoRank: this rank found it.
+  static constexpr unsigned kNoRank = ~0u;
+  unsigned told_by = kNoRank;
 
-  bool stops_run() const { return kind == Kind::peer_lost || kind == Kind::protocol; }
+  // Across ranks a `body` stops as well (Engine::fail).
+  bool stops_run() const {
+    return kind == Kind::peer_body || kind == Kind::peer_lost || kind == Kind::protocol;
+  }
 };
 
 // What Engine::run throws for a failure other than this rank's own body exception.

@@ -298,19 +298,38 @@ void RemoteLocks::on_message(unsigned from, std::span<const std::byte> header,
       control_.deliver(from, header);
       return;
     case Kind::abort: {  // the sender failed: it stopped (kFatal), or a body threw there; or,
-                         // relayed, the sender lost the rank the header names
-      const bool relayed = (h.flags & wire::kRelayed) && h.location < dist_.ranks;
-      if (relayed && h.location == dist_.rank) {  // taken as this rank's own loss, nobody was told
-        protocol_error(from, "rank " + std::to_string(from) +
-                                 " relayed the loss of this rank: the ranks' protocol versions "
-                                 "differ");
+                         // relayed, the sender heard that the rank the header names did
+      const std::string text(reinterpret_cast<const char*>(header.data()) + sizeof h,
+                             header.size() - sizeof h);
+      const bool fatal = (h.flags & wire::kFatal) != 0;
+      const bool relayed = (h.flags & wire::kRelayed) != 0;
+      const std::string sender = "rank " + std::to_string(from);
+      if ((h.flags & ~(wire::kFatal | wire::kRelayed)) != 0) {
+        protocol_error(from, sender + " sent an ABORT with flags " + std::to_string(h.flags) +
+                                 " this rank does not know: the ranks' protocol versions differ");
         return;
       }
-      engine_.fail({(h.flags & wire::kFatal) ? Failure::Kind::peer_lost : Failure::Kind::peer_body,
-                    relayed ? h.location : from,
-                    std::string(reinterpret_cast<const char*>(header.data()) + sizeof h,
-                                header.size() - sizeof h),
-                    nullptr});
+      if (relayed && h.location >= dist_.ranks) {
+        protocol_error(from, sender + " relayed the failure of rank " +
+                                 std::to_string(h.location) + " in a job of " +
+                                 std::to_string(dist_.ranks) + " ranks");
+        return;
+      }
+      if (relayed && h.location == dist_.rank) {
+        // This rank's own body failure, passed back by a rank it told (Engine::fail).
+        if (!fatal && engine_.told_own_body_.load(std::memory_order_relaxed)) return;
+        // Else it never happened: taken as this rank's own failure, nobody would be told.
+        protocol_error(from, sender + (fatal ? " relayed the loss of this rank"
+                                             : " relayed a body failure of this rank, which none "
+                                               "of its bodies had") +
+                                 ": the ranks' protocol versions differ, or the message is "
+                                 "forged (" + text + ")");
+        return;
+      }
+      Failure f{fatal ? Failure::Kind::peer_lost : Failure::Kind::peer_body,
+                relayed ? h.location : from, text, nullptr};
+      f.told_by = from;
+      engine_.fail(std::move(f));
       return;
     }
   }

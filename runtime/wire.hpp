@@ -9,9 +9,10 @@
 //            kEarly: the release of an early grant
 //   CONTROL  the round number (8 bytes) and the round's bytes, after the header (headers are
 //            copied by the transport, so the sender need not keep them)
-//   ABORT    a message naming the failing rank, after the header; kFatal: the sender has
-//            stopped (the receiver takes it as that rank's failure); kFatal | kRelayed: the
-//            sender's transport lost rank `location` (the receiver takes it as that rank's)
+//   ABORT    a message naming the failing rank, after the header: a body threw on the sender;
+//            kFatal: the sender has stopped (the receiver takes it as that rank's loss);
+//            kRelayed: the sender heard that rank `location` failed (kFatal: was lost), and
+//            passes it on (Engine::fail). Every ABORT stops its receiver.
 #pragma once
 
 #include <cstddef>
@@ -36,7 +37,7 @@ static_assert(sizeof(Header) == 12);
 constexpr std::uint16_t kEarly = 1;   // GRANT: early read grant; RELEASE: the release of one
 constexpr std::uint16_t kFatal = 2;   // ABORT: the sender has stopped
 constexpr std::uint16_t kShared = 4;  // GRANT, RELEASE: the ranks share the bytes, none sent
-constexpr std::uint16_t kRelayed = 8;  // ABORT: the sender lost rank `location` (with kFatal)
+constexpr std::uint16_t kRelayed = 8;  // ABORT: about rank `location`, not the sender
 
 inline std::span<const std::byte> as_bytes(const Header& h) {
   return {reinterpret_cast<const std::byte*>(&h), sizeof h};

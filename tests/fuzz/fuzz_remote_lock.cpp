@@ -1,10 +1,12 @@
-// Fuzz target: the remote-lock protocol's messages as a peer could send them. Two ranks run a
-// small graph over the in-process loopback net (tests/runtime/loopback_net.hpp); at iteration 5
-// rank 1 "sends" rank 0 the input as one message on the engine's channel (its first byte is
-// the header's length, the rest header then payload; the byte's top bit set: rank 0 sends it
-// to rank 1 instead). Rank 0 is the home of x and z, rank 1 of y and a proxy of x and z. Whatever it is, the run must end on both
-// ranks: completed, or failed with an exception naming the problem — never a crash, a hang or
-// memory that the message claims.
+// Fuzz target: the remote-lock protocol's messages as a peer could send them. Three ranks run a
+// small graph over the in-process loopback net (tests/runtime/loopback_net.hpp), in steps of 2
+// iterations with a vote between them (run_until's shape); at iteration 5 rank 1 "sends" rank
+// 0 the input as one message on the engine's channel (its first byte is the header's length,
+// the rest header then payload; the byte's top bit set: rank 0 sends it to rank 1 instead).
+// Rank 0 is the home of x and z, rank 1 of y and a proxy of x and z, rank 2 of w, which rank 0
+// reads, and a proxy of y: a third rank that an ABORT may name, and that must not be left
+// waiting. Whatever the message is, the run must end on every rank: completed, or failed with
+// an exception naming the problem — never a crash, a hang or memory that the message claims.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -34,6 +36,7 @@ struct Rank {
 
 constexpr std::uint32_t kChannel = 1;
 constexpr std::uint64_t kIterations = 8;
+constexpr unsigned kRanks = 3;
 
 }  // namespace
 
@@ -45,29 +48,35 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                       reinterpret_cast<const std::byte*>(data + 1 + header_len));
   const std::vector<std::byte> payload(reinterpret_cast<const std::byte*>(data + 1 + header_len),
                                        reinterpret_cast<const std::byte*>(data + size));
-  test::LoopbackHub hub(2);
-  std::vector<Rank> rs(2);
+  test::LoopbackHub hub(kRanks);
+  std::vector<Rank> rs(kRanks);
   std::vector<std::future<void>> f;
-  for (unsigned r = 0; r < 2; ++r)
+  for (unsigned r = 0; r < kRanks; ++r)
     f.push_back(std::async(std::launch::async, [&, r] {
       rt::Graph& g = rs[r].graph;
-      // x and z on rank 0, y on rank 1; y's task reads x (small: granted early) on rank 1.
+      // x and z on rank 0, y on rank 1, w on rank 2; y's task reads x (small: granted early)
+      // on rank 1. Locations 0-2 and their phases are those of the two-rank target before.
       auto x = g.add_location("x", 8, 4, typeid(long));
       auto y = g.add_location("y", 8, 4, typeid(long));
       auto z = g.add_location("z", 8, 64, typeid(long));
+      auto w = g.add_location("w", 8, 4, typeid(long));
       g.set_home(x, 0);
       g.set_home(y, 1);
       g.set_home(z, 0);
-      g.add_task({"wx", {{x, rt::Mode::write}, {z, rt::Mode::write}}, [&hub, &header, &payload, to_rank1, r](const rt::Instance& in) {
-                    if (r == 0 && in.iteration == 5) hub.inject(to_rank1 ? 0 : 1, to_rank1 ? 1 : 0, kChannel, header, payload);
+      g.set_home(w, 2);
+      g.add_task({"wx", {{x, rt::Mode::write}, {z, rt::Mode::write}, {w, rt::Mode::read}},
+                  [&hub, &header, &payload, to_rank1, r](const rt::Instance& in) {
+                    if (r == 0 && in.iteration == 5)
+                      hub.inject(to_rank1 ? 0 : 1, to_rank1 ? 1 : 0, kChannel, header, payload);
                   }});
       g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
       g.add_task({"rz", {{y, rt::Mode::write}, {z, rt::Mode::read}}, [](const rt::Instance&) {}});
+      g.add_task({"ww", {{w, rt::Mode::write}, {y, rt::Mode::read}}, [](const rt::Instance&) {}});
       auto c = rt::compile(g);
       rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{1});
       rs[r].engine = std::make_unique<rt::Engine>(g, std::move(c.plan), &hub.net(r), kChannel);
       try {
-        rs[r].engine->run(*rs[r].pool, kIterations, {}, 0);
+        rs[r].engine->run(*rs[r].pool, kIterations, [](std::uint64_t) { return false; }, 2);
       } catch (const rt::RunError& e) {
         // Refused, with a message: what a bad message must come to (anything else thrown is
         // a crash for libFuzzer). FUZZ_VERBOSE=1 shows the messages, to triage an input.

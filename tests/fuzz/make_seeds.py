@@ -76,6 +76,17 @@ def main():
     put("remote_lock", "grant_z_early", lock(1, 1, 2, 1, b"\0" * 512, to_rank1=True))
     put("remote_lock", "grant_x_initial", lock(1, 0, 0, 1, b"\0" * 32, to_rank1=True, initial=1))
     put("remote_lock", "release_y_at_proxy", lock(2, 0, 1, 0, b"\0" * 32, to_rank1=True))
+    # ABORTs (kind 4; flags 2 fatal, 8 relayed; location: the rank a relay names; the text
+    # follows in the header) that no failure caused: each must still end the run on all three
+    # ranks.
+    def abort(flags, named, to_rank1=False):
+        h = struct.pack("<BBHII", 4, 0, flags, named, 0) + b"forged"
+        return bytes([len(h) | (0x80 if to_rank1 else 0)]) + h
+    put("remote_lock", "abort_body", abort(0, 0))
+    put("remote_lock", "abort_fatal", abort(2, 0))
+    put("remote_lock", "abort_relayed_rank2", abort(2 | 8, 2))
+    put("remote_lock", "abort_relayed_body_rank2", abort(8, 2, to_rank1=True))
+    put("remote_lock", "abort_relayed_body_receiver", abort(8, 0))
 
 
 if __name__ == "__main__":

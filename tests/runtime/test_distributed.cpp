@@ -553,19 +553,23 @@ std::string described(const std::exception& e) {
 // Runs a graph that `declare(graph, rank)` builds on every rank of `hub`, each rank on its own
 // thread and pool, for `iterations`; returns what each rank's run threw ("no error" if none),
 // as described().
+// `check_every` > 0: the run is split into steps of that many iterations, with a vote on a
+// condition that is never met between them (run_until's shape: more rounds to wait in).
 std::vector<std::future<std::string>> run_failing(
     LoopbackHub& hub, std::vector<Rank>& rs, unsigned workers, std::uint64_t iterations,
-    const std::function<void(rt::Graph&, unsigned)>& declare) {
+    const std::function<void(rt::Graph&, unsigned)>& declare, std::uint64_t check_every = 0) {
   std::vector<std::future<std::string>> f;
   for (unsigned r = 0; r < hub.size(); ++r)
     f.push_back(std::async(std::launch::async, [&hub, &rs, workers, iterations, declare,
-                                                r]() -> std::string {
+                                                check_every, r]() -> std::string {
       declare(rs[r].graph, r);
       auto c = rt::compile(rs[r].graph);
       rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{workers});
       rs[r].engine = std::make_unique<rt::Engine>(rs[r].graph, std::move(c.plan), &hub.net(r), 1);
       try {
-        rs[r].engine->run(*rs[r].pool, iterations, {}, 0);
+        std::function<bool(std::uint64_t)> never;
+        if (check_every != 0) never = [](std::uint64_t) { return false; };
+        rs[r].engine->run(*rs[r].pool, iterations, never, check_every);
       } catch (const std::exception& e) {
         return described(e);
       }
@@ -912,5 +916,79 @@ TEST_CASE("a peer's shared-memory description with wrapping numbers is refused, 
                                Catch::Contains("rank 1 described its shared memory in " +
                                                std::to_string(description.size()) + " bytes"));
     CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)"));
+  }
+}
+
+// An ABORT that no failure caused (a forged or corrupt message, a peer of another version) must
+// still end the run on every rank, each with a typed error: the receiver alone stopping, or
+// draining one step, left the others waiting for it in the next step or vote, for ever. Three
+// ranks, in steps of 3 iterations with a vote between them; rank 1 "sends" rank 0 the ABORT.
+TEST_CASE("an ABORT no failure caused ends the run on every rank", "[distributed]") {
+  auto abort = [](std::uint16_t flags, std::uint32_t named, const std::string& text) {
+    std::vector<std::byte> m(12);
+    m[0] = std::byte{4};  // ABORT
+    std::memcpy(m.data() + 2, &flags, 2);
+    std::memcpy(m.data() + 4, &named, 4);
+    for (char ch : text) m.push_back(std::byte(ch));
+    return m;
+  };
+  struct Case {
+    std::string name;
+    std::vector<std::byte> message;
+    // What each rank's error must start with (kind and rank), and contain.
+    std::vector<std::string> starts;
+    std::vector<std::string> contains;
+  };
+  const std::string text = "forged";
+  const std::vector<Case> cases = {
+      // Not fatal: "a body threw on rank 1", which it did not. Rank 0 stops; rank 1 learns that
+      // it was named, refuses that as a protocol error, and tells everyone.
+      {"non-fatal ABORT",
+       abort(0, 0, text),
+       {"RunError(peer_body, rank 1)", "RunError(protocol, rank 0)", "RunError(peer_"},
+       {text, "rank 1 stopped: rank 0 relayed a body failure of this rank", ", rank 1)"}},
+      // Fatal: "rank 1 stopped", which it did not. Rank 0 takes it for lost and tells it and
+      // rank 2.
+      {"fatal ABORT",
+       abort(2, 0, text),
+       {"RunError(peer_lost, rank 1)", "RunError(peer_lost, rank 0)", "RunError(peer_lost, rank 1)"},
+       {text, "rank 0 stopped: " + text, text}},
+      // Relayed: "rank 1 lost rank 2", which is alive. Rank 0 takes rank 2 for lost and tells
+      // rank 2 and rank 1; rank 2 hears it from rank 0 or from rank 1, whichever comes first.
+      {"relayed fatal ABORT naming a third rank",
+       abort(2 | 8, 2, text),
+       {"RunError(peer_lost, rank 2)", "RunError(peer_lost, rank 2)", "RunError(peer_lost, rank "},
+       {text, text, " stopped: " + text}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    LoopbackHub hub(3);
+    std::vector<Rank> rs(3);
+    auto f = run_failing(
+        hub, rs, 1, 1000000,
+        [&hub, &c](rt::Graph& g, unsigned) {
+          std::vector<std::uint32_t> locs;
+          for (unsigned i = 0; i < 3; ++i) {
+            locs.push_back(g.add_location("x" + std::to_string(i), 8, 4, typeid(long)));
+            g.set_home(locs[i], i);
+          }
+          for (std::uint32_t i = 0; i < 3; ++i)
+            g.add_task({"t" + std::to_string(i),
+                        {{locs[i], rt::Mode::write}, {locs[(i + 1) % 3], rt::Mode::read}},
+                        [&hub, &c, i](const rt::Instance& in) {
+                          if (i == 0 && in.iteration == 5) hub.inject(1, 0, 1, c.message, {});
+                        }});
+        },
+        3);
+    for (auto& x : f)
+      if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+        FAIL_CHECK("a rank's run did not return within 30 s of the " << c.name);
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+    for (unsigned r = 0; r < 3; ++r) {
+      INFO("rank " << r);
+      CHECK_THAT(f[r].get(), Catch::StartsWith(c.starts[r]) && Catch::Contains(c.contains[r]));
+    }
   }
 }
