@@ -1,6 +1,12 @@
 #include "runtime/trace.hpp"
 
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -46,23 +52,51 @@ std::unique_ptr<Recorder> Recorder::open(const RecorderConfig& config, std::stri
             " events is too small; use at least 2";
     return nullptr;
   }
-  std::FILE* f = std::fopen(config.path.c_str(), "w+b");
-  if (!f) {
-    error = "cannot create trace file '" + config.path + "': " + std::strerror(errno);
+  struct stat st {};
+  if (::stat(config.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    error = "cannot create trace file '" + config.path + "': it is a directory";
     return nullptr;
   }
-  std::unique_ptr<Recorder> rec(new Recorder(config, f));
+  // Beside the path (the rename must not cross file systems), under a name no other process
+  // picks: O_EXCL, and a random nonce.
+  std::string temporary;
+  int fd = -1;
+  for (int attempt = 0; fd < 0 && attempt < 8; ++attempt) {
+    std::uint64_t nonce = 0;
+    if (::getrandom(&nonce, sizeof nonce, 0) != static_cast<ssize_t>(sizeof nonce))
+      nonce = (std::uint64_t(::getpid()) << 32) ^ steady_ns() ^ std::uint64_t(attempt);
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(nonce));
+    temporary = config.path + ".tmp-" + hex;
+    fd = ::open(temporary.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  std::FILE* f = fd < 0 ? nullptr : ::fdopen(fd, "w+b");
+  if (!f) {
+    error = "cannot create trace file '" + config.path + "' (its temporary '" + temporary +
+            "'): " + std::strerror(errno);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(temporary.c_str());
+    }
+    return nullptr;
+  }
+  std::unique_ptr<Recorder> rec(new Recorder(config, f, temporary));
   rec->write_header();
   if (std::ferror(f)) {
-    error = "cannot write trace file '" + config.path + "'";
+    error = "cannot write trace file '" + config.path + "' (its temporary '" + temporary + "')";
+    std::fclose(rec->file_);
+    rec->file_ = nullptr;  // nothing to publish
+    ::unlink(temporary.c_str());
     return nullptr;
   }
   return rec;
 }
 
-Recorder::Recorder(const RecorderConfig& config, std::FILE* file)
+Recorder::Recorder(const RecorderConfig& config, std::FILE* file, std::string temporary)
     : file_(file),
       path_(config.path),
+      temporary_(std::move(temporary)),
       workers_(config.workers),
       rank_(config.rank),
       ranks_(config.ranks),
@@ -75,11 +109,38 @@ Recorder::Recorder(const RecorderConfig& config, std::FILE* file)
 }
 
 Recorder::~Recorder() {
+  if (!file_) return;  // open() failed
   flush_all();
   std::lock_guard lock(file_mu_);
   write_end();
   write_header();
-  std::fclose(file_);
+  publish();
+}
+
+void Recorder::publish() {
+  std::string why;
+  if (std::fflush(file_) != 0 || std::ferror(file_))
+    why = std::string("a write failed: ") + std::strerror(errno);
+  else if (::fsync(::fileno(file_)) != 0)
+    why = std::string("fsync: ") + std::strerror(errno);
+  if (std::fclose(file_) != 0 && why.empty()) why = std::string("close: ") + std::strerror(errno);
+  file_ = nullptr;
+  if (why.empty() && ::rename(temporary_.c_str(), path_.c_str()) != 0)
+    why = std::string("rename: ") + std::strerror(errno);
+  if (!why.empty()) {
+    ::unlink(temporary_.c_str());
+    std::fprintf(stderr, "ordo: the trace was not written to '%s' (%s); the previous file, if any, "
+                 "is unchanged\n", path_.c_str(), why.c_str());
+    return;
+  }
+  // The rename is durable once the directory's entry is on disk.
+  const std::size_t slash = path_.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 void Recorder::write_header() {

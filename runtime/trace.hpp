@@ -4,7 +4,8 @@
 // in docs/trace-format.md and its layouts live in runtime/trace_format.hpp, which both include.
 //
 // Protocol:
-//   open()          -- creates the file and writes its header. One Recorder per Runtime.
+//   open()          -- creates a temporary file beside the path (`<path>.tmp-<nonce>`) and
+//                      writes its header. One Recorder per Runtime.
 //   begin_run(g)    -- on the caller's thread before a run: writes g's name tables when g is
 //                      new to this file (task and location ids in events are file-global:
 //                      graph-local id + the graph's base), resets the request times.
@@ -16,7 +17,13 @@
 //                      so the file is complete after every run. The next write seeks back over
 //                      the end record.
 //   ~Recorder       -- a last flush (events recorded after the last run: parks, unparks), end
-//                      record, header rewritten with the final clock offset.
+//                      record, header rewritten with the final clock offset; then the
+//                      temporary is synced and renamed over the path (publish()).
+// The file appears at its path whole or not at all, as an app's --output does: a process
+// killed while it records (or a write that fails) leaves the previous file at the path as it
+// was, and its temporary beside it, which nothing reads. Publishing once, at the end, rather
+// than after every run: a file renamed into place could not be appended to without making it
+// partial again, and a copy per run would cost the whole trace each time.
 // Buffers are guarded by a per-buffer spin flag rather than owned outright by their worker:
 // workers record park events after their last task, while the caller flushes at the end of a
 // run. The flag is uncontended except at that moment (one exchange and one store per event).
@@ -164,7 +171,7 @@ class Recorder final : public sched::Observer {
     std::unique_ptr<Event[]> events;
   };
 
-  Recorder(const RecorderConfig& config, std::FILE* file);
+  Recorder(const RecorderConfig& config, std::FILE* file, std::string temporary);
   void fiber_event(Kind kind, unsigned worker, std::uint32_t task, std::uint32_t location,
                    std::uint64_t iteration);
   void message(Kind kind, unsigned worker, std::uint32_t peer, std::uint32_t location,
@@ -179,8 +186,14 @@ class Recorder final : public sched::Observer {
   void write_end();
   void write_header();
 
+  // Syncs and closes the temporary and renames it over path_ (then syncs the directory); on
+  // any failure removes it and says so on stderr (a destructor cannot throw): path_ is left
+  // as it was.
+  void publish();
+
   std::FILE* file_;
   std::string path_;
+  std::string temporary_;  // where the file is written until publish()
   unsigned workers_;
   unsigned rank_;
   unsigned ranks_;

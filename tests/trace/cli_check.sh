@@ -85,6 +85,38 @@ printf 'previous result\n' >"$dir/kept.html"
 [ "$(cat "$dir/kept.html")" = "previous result" ] || fail "a failed html write damaged the previous output"
 [ -z "$(find "$dir" -name 'kept.html.tmp.*')" ] || fail "a failed html write left its temporary file"
 expect_2 "compare one trace" "2 required" compare "$dir/flag.trace"
+# A run killed while it records (SIGKILL; buffers of 64 events, so it writes all along) leaves
+# the previous trace byte for byte, and one without a previous trace leaves no file: never a
+# partial trace at the path (once, the file was truncated at the start and written in place).
+killed_while_recording() {
+  ORDO_TRACE_BUFFER=64 "$heat" --size 128x128 --blocks 2x2 --iters 1000000000 --workers 2 \
+    --trace "$1" >/dev/null &
+  local pid=$! written=0
+  # Until it has written 256 KiB (its I/O counter), for at most 60 s.
+  for _ in $(seq 600); do
+    written=$(awk '/^wchar:/ { print $2 }' "/proc/$pid/io" 2>/dev/null || echo 0)
+    [ "${written:-0}" -gt 262144 ] && break
+    sleep 0.1
+  done
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null || true
+  [ "${written:-0}" -gt 262144 ] || fail "the traced run did not write 256 KiB within 60 s"
+}
+cp "$dir/flag.trace" "$dir/kept.trace"
+killed_while_recording "$dir/kept.trace"
+cmp -s "$dir/flag.trace" "$dir/kept.trace" || fail "a run killed while recording changed the previous trace"
+killed_while_recording "$dir/new.trace"
+[ ! -e "$dir/new.trace" ] || fail "a run killed while recording left a trace at its path"
+# What it leaves instead: its temporary beside the path, which nothing reads.
+[ -n "$(find "$dir" -name 'new.trace.tmp-*')" ] || fail "the killed run left no temporary"
+# A write that fails (the file-size limit, as a full disk would): the previous trace stays, the
+# temporary goes, and the run says so.
+printf 'previous trace\n' >"$dir/limited.trace"
+( trap '' XFSZ; ulimit -f 4; run_heat --trace "$dir/limited.trace" >/dev/null 2>"$dir/limited.err" ) || true
+[ "$(cat "$dir/limited.trace")" = "previous trace" ] || fail "a failed trace write damaged the previous trace"
+[ -z "$(find "$dir" -name 'limited.trace.tmp-*')" ] || fail "a failed trace write left its temporary"
+grep -q "the trace was not written to '$dir/limited.trace'" "$dir/limited.err" ||
+  fail "a failed trace write was not reported: $(cat "$dir/limited.err")"
 if [ $# -ge 3 ]; then
   ordorun=$(realpath "$3")
   # Locations copied (as between hosts), so that the halos' bytes are on the wire.

@@ -657,22 +657,36 @@ TEST_CASE("ORDO_TRACE switches tracing on without code changes", "[trace]") {
   CHECK(tf::summarize(t).instances.size() == 4);
 }
 
-TEST_CASE("several runs and graphs share one file, which is complete after every run",
+// The file appears at its path when the Runtime ends, whole (publish once: a file renamed into
+// place could not be appended to without becoming partial again); until then it is written
+// beside it and complete after every run.
+TEST_CASE("several runs and graphs share one file, which appears whole when the runtime ends",
           "[trace]") {
   const std::string path = temp_path("runs");
+  auto temporaries = [&path] {  // `path`.tmp-<nonce>
+    std::vector<std::string> out;
+    const std::string prefix = fs::path(path).filename().string() + ".tmp-";
+    for (const auto& e : fs::directory_iterator(fs::path(path).parent_path()))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path().string());
+    return out;
+  };
   ::setenv("ORDO_TRACE_BUFFER", "3", 1);  // flushes all the time, from every worker
   {
     ordo::Runtime rt({.workers = 3, .trace_path = path});
     ::unsetenv("ORDO_TRACE_BUFFER");
     Pipeline p(3);
     rt.run(p.g, 4);
-    CHECK(tf::summarize(tf::load({path})).instances.size() == 12);  // readable mid-life
+    CHECK(!fs::exists(path));  // not yet: its temporary beside it is complete after each run
+    const std::vector<std::string> written = temporaries();
+    REQUIRE(written.size() == 1);
+    CHECK(tf::summarize(tf::load({written[0]})).instances.size() == 12);
     TwoTasks two;
     ordo::Until until;
     until.done = [&](const ordo::Graph& g) { return g.data(two.b)[0] >= 3; };
     CHECK(rt.run_until(two.g, until).iterations == 3);
     rt.run(p.g, 2);
   }
+  CHECK(temporaries().empty());  // renamed over the path
   tf::Trace t = tf::load({path});
   const tf::RankTrace& r = t.ranks[0];
   REQUIRE(r.tasks.size() == 5);  // the pipeline's 3, then the second graph's 2
