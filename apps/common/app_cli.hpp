@@ -107,12 +107,34 @@ inline void check_every_rank_has_a_block(unsigned ranks, const std::vector<std::
                 " along the first dimension) or start fewer ranks");
 }
 
+// What an app says when it stopped because another rank failed: which rank, where to look (this
+// rank only knows that it stopped), and, when the run wrote checkpoints into `restart_dir`, how
+// to go on from the last one.
+inline std::string peer_failure_message(const PeerFailure& e, const std::string& restart_dir = "") {
+  const std::string r = std::to_string(e.rank());
+  return std::string(e.what()) + "; this rank stopped because rank " + r + " failed: rank " + r +
+         "'s own message (or the launcher's) says why; mend that and run the job again" +
+         (restart_dir.empty() ? std::string()
+                              : " with --restart " + restart_dir +
+                                    ", which goes on from its newest complete checkpoint");
+}
+
 // Runs an app's main body with the exit-status policy: ordo::Error, CLI errors and running out
 // of memory print a message and return 2 (1 means "verification failed"); other exceptions
-// print and return 1.
+// print and return 1. Another rank's failure (PeerFailure) is an ordo::Error too: exit 2, and
+// the message says which rank and where to look, since this rank only knows that it stopped.
 inline int guarded_main(const char* app, const std::function<int()>& body) {
   try {
     return body();
+  } catch (const ProtocolError& e) {
+    std::fprintf(stderr,
+                 "%s: error: %s; every rank must run the same build of %s and of ordo, on a "
+                 "network only the job uses\n",
+                 app, e.what(), app);
+    return 2;
+  } catch (const PeerFailure& e) {
+    std::fprintf(stderr, "%s: error: %s\n", app, peer_failure_message(e).c_str());
+    return 2;
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: error: %s\n", app, e.what());
     return 2;

@@ -393,9 +393,16 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                      app.name.c_str(), static_cast<unsigned long long>(done),
                      static_cast<unsigned long long>(steps), restart_dir.c_str());
     }
-    if (steps_left > 0)
-      seconds = run_in_pieces(steps_left, tb,
-                              [&](std::uint64_t n) { return st->run(rt, n).seconds; }, show);
+    if (steps_left > 0) {
+      try {
+        seconds = run_in_pieces(steps_left, tb,
+                                [&](std::uint64_t n) { return st->run(rt, n).seconds; }, show);
+      } catch (const PeerFailure& e) {
+        if (checkpoint_dir.empty() || dynamic_cast<const ProtocolError*>(&e)) throw;
+        // What was computed is not lost: say how to go on from it.
+        throw Error(peer_failure_message(e, checkpoint_dir));
+      }
+    }
     visit_blocks = [&](const stencil::BoxVisit& f, std::size_t level) { st->get_blocks(f, level); };
   }
   const std::uint64_t control_messages = rt.control_messages() - control_before;

@@ -23,6 +23,12 @@
   ranks_test.py ORDORUN output_atomic BIN RANKS -- ARGS...
       rank 1 killed while it writes its slab (SIGXFSZ), or its write failing (EFBIG): the
       previous output stays byte for byte; then a good run replaces it.
+  ranks_test.py ORDORUN peer_killed BIN RANKS -- ARGS...
+      RANKS ranks with --checkpoint; once a checkpoint is complete rank 1 is sent SIGKILL from
+      outside. The others ignore ordorun's SIGTERM (a shell's trap: the ending is left to
+      ordo, as under a launcher that does not stop them), so each must end on its own with
+      exit 2 and a message naming rank 1, where to look, and --restart; ordorun names rank 1
+      and exits 137.
   ranks_test.py ORDORUN cores BIN RANKS -- ARGS...
       RANKS ranks on this host (ORDO_VERBOSE=1), with the default, 1 and 3 workers each: when
       the host has at least RANKS cores, the ranks' shares are disjoint and hold their workers;
@@ -38,13 +44,16 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "comm"))
 import multiprocess as mp  # noqa: E402  (run, fail, skip, ucx_env, netns_hosts, slurm_cluster)
 import app_test  # noqa: E402  (write_npy: an independent .npy writer)
+import checkpoint_app_test as ckpt_test  # noqa: E402  (rank_pids, has_complete_checkpoint)
 
 fail, run = mp.fail, mp.run
 LINE = re.compile(r"^(?:\[(\d+)\] |(\d+): )?(app=\S+ .*)$")
@@ -306,6 +315,57 @@ def case_output_atomic(binary, n, args):
     print("a killed and a failing rank left the previous output byte for byte")
 
 
+def case_peer_killed(binary, n, args):
+    n = int(n)
+    name = os.path.basename(binary)
+    with tempfile.TemporaryDirectory() as d:
+        ckpt = os.path.join(d, "ckpt")
+        # Rank 1 is the app itself (exec), so that ordorun sees it killed; the others run it
+        # under a shell that ignores SIGTERM and prints the app's exit status.
+        script = ('if [ "$ORDO_RANK" = 1 ]; then exec "$0" "$@"; fi; trap "" TERM; "$0" "$@"; '
+                  's=$?; echo "rank $ORDO_RANK exited $s" >&2; exit $s')
+        cmd = [ORDORUN, "--timeout", "120", "--grace", "60", "-n", str(n), "sh", "-c", script,
+               binary] + args + ["--workers", "1", "--checkpoint", ckpt, "--checkpoint-every", "25"]
+        job = subprocess.Popen(cmd, env=mp.ucx_env("shm,self"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        killed = False
+        while not killed and time.monotonic() < deadline and job.poll() is None:
+            if ckpt_test.has_complete_checkpoint(ckpt):
+                pids = ckpt_test.rank_pids(job.pid, binary)
+                if 1 in pids:
+                    os.kill(pids[1], signal.SIGKILL)
+                    killed = True
+            time.sleep(0.005)
+        try:
+            _, stderr = job.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            fail("the job did not end after rank 1 was killed (a hang)")
+        print("exit %d\n%s" % (job.returncode, stderr))
+        if not killed:
+            fail("the job ended (exit %d) before rank 1 could be killed after a checkpoint"
+                 % job.returncode)
+        if job.returncode != 137 or not re.search(
+                r"ordorun: rank 1 \(pid \d+ on host \S+\) was killed by signal 9", stderr):
+            fail("ordorun did not end with rank 1's status (137), naming it")
+        for r in range(n):
+            if r == 1:
+                continue
+            said = re.search(r"^\[%d\] %s: error: (.*)$" % (r, re.escape(name)), stderr, re.M)
+            if not said:
+                fail("rank %d did not say why it stopped" % r)
+            for want in ("rank 1 failed", "this rank stopped because rank 1 failed: rank 1's own "
+                         "message (or the launcher's) says why; mend that and run the job again "
+                         "with --restart %s, which goes on from its newest complete checkpoint"
+                         % ckpt,):
+                if want not in said.group(1):
+                    fail("rank %d's message lacks '%s': %s" % (r, want, said.group(1)))
+            if not re.search(r"^\[%d\] rank %d exited 2$" % (r, r), stderr, re.M):
+                fail("rank %d did not end on its own with exit 2" % r)
+    print("every surviving rank ended on its own with exit 2, naming rank 1 and --restart")
+
+
 def units(text):
     """The OS indices of "1,4-6"."""
     out = set()
@@ -441,6 +501,7 @@ def main():
     cases = {"det": case_det, "restart": case_restart, "slab_input": case_slab_input,
              "too_few_blocks": case_too_few_blocks,
              "output_error": case_output_error, "output_atomic": case_output_atomic, "cores": case_cores,
+             "peer_killed": case_peer_killed,
              "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
     if case not in cases:
         fail("unknown case %s" % case)
