@@ -26,13 +26,33 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import multiprocess as mp  # noqa: E402  (run, fail, ucx_env, expect_refusal)
 
 
+def parent_of(pid):
+    with open("/proc/%s/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def is_descendant(pid, ancestor, depth=3):
+    """Whether `ancestor` started `pid`, directly or through at most `depth` - 1 processes (a
+    shell between ordorun and the app)."""
+    for _ in range(depth):
+        pid = parent_of(pid)
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
 def rank_pids(ordorun_pid, binary):
-    """Rank number -> pid of the ranks ordorun started on this host (ORDO_RANK in their
-    environment)."""
+    """Rank number -> pid of the ranks that ordorun (`ordorun_pid`) started on this host
+    (ORDO_RANK in their environment). Only that job's: other jobs of the same binary may run
+    beside it (other worktrees' tests), and the caller kills what it finds."""
     ranks = {}
     name = os.path.basename(binary)
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            if not is_descendant(int(pid), ordorun_pid):
+                continue
             with open("/proc/%s/cmdline" % pid, "rb") as f:
                 argv = f.read().split(b"\0")
             if not argv or os.path.basename(argv[0].decode(errors="replace")) != name:
