@@ -508,6 +508,13 @@ void CommNet::finish(Completed* c) {
   cv_.notify_all();
 }
 
+void CommNet::job_failed(unsigned rank, const std::string& what) {
+  std::lock_guard lock(mu_);
+  if (!failure_.empty()) return;
+  failure_ = what;
+  failure_rank_ = rank;
+}
+
 void CommNet::on_peer_failure(unsigned rank, const std::string& what) {
   std::vector<std::pair<std::uint32_t, Failure>> targets;
   {

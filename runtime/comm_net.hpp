@@ -120,6 +120,10 @@ class CommNet final : public Net, public sched::Poller {
   void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                std::span<const std::byte> payload);
   void on_peer_failure(unsigned rank, const std::string& what);
+  // Net: remembers the failure (as a peer failure of the transport's own, without telling the
+  // channels: their engines know), so that ~CommNet skips the close barrier, which waits for
+  // every rank through the store and would wait for ever for a dead one.
+  void job_failed(unsigned rank, const std::string& what) override;
   // A send's completion state beyond its record (Outgoing is reused at once).
   struct Completed {
     std::uint32_t channel = 0;

@@ -521,6 +521,11 @@ void Engine::fail(Failure f) {
     if (kind == Failure::Kind::peer_lost && first && at_fault != rank() && at_fault < ranks())
       send(at_fault, wire::kFatal, 0, "rank " + std::to_string(rank()) + " stopped: " + what);
   }
+  // Every rank that stops tells its net, also one that heard of the failure in a message: the
+  // nets then all take leave without the close barrier, which waits for every rank and would
+  // wait for ever for a dead one (a survivor that learned of the death through a relayed ABORT
+  // once hung there, after its run had ended with the dead rank's PeerFailure).
+  if (dist_ && stops) net_->job_failed(at_fault, what);
   if (stops) stop_run();
 }
 

@@ -52,6 +52,15 @@ class Net {
   // memory must never be freed or reused. Empty when no payload is being placed.
   virtual std::vector<std::span<std::byte>> detach(std::uint32_t channel) = 0;
 
+  // The job failed: a run stopped on `rank`'s failure (`what`), which this rank may have
+  // learned from a message rather than from its own transport. The net then takes leave of its
+  // peers without waiting for them (a rank that is gone never answers), and a channel
+  // attached later fails at once. Default: nothing to do.
+  virtual void job_failed(unsigned rank, const std::string& what) {
+    (void)rank;
+    (void)what;
+  }
+
   // Whether `peer` runs on this host, in this process's PID namespace, so that this process can
   // map its shared location memory (Graph's SharedArena, through /proc/<pid>/fd). Default: no,
   // and locations are copied.
