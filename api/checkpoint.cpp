@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <sstream>
 #include <system_error>
 #include <vector>
 
@@ -180,17 +179,29 @@ std::string first_error(const std::optional<std::vector<std::string>>& all) {
   return "";
 }
 
-struct Manifest {
-  std::uint64_t graph = 0, iteration = 0;
-  unsigned ranks = 0;
-};
+// Opens a file of a checkpoint for reading, refusing anything but a regular file: a FIFO put
+// in its place would block open() (O_NONBLOCK) or read() for ever, a device would be read
+// without end. -1 with errno, or with `why` set for a file of another kind.
+int open_regular(const fs::path& path, std::string& why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = path.string() + " is not a regular file";
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
 
 // The manifest at `path`, or the reason it is unusable.
 std::optional<Manifest> read_manifest(const fs::path& path, std::string& why) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  std::string kind;
+  Fd fd(open_regular(path, kind));
   if (fd.get() < 0) {
-    why = errno == ENOENT ? "its manifest is missing (a rank stopped before every part was written)"
-                          : "cannot open its manifest: " + errno_text();
+    why = !kind.empty()      ? "its manifest: " + kind
+          : errno == ENOENT ? "its manifest is missing (a rank stopped before every part was written)"
+                            : "cannot open its manifest: " + errno_text();
     return std::nullopt;
   }
   struct stat st {};
@@ -204,28 +215,34 @@ std::optional<Manifest> read_manifest(const fs::path& path, std::string& why) {
     why = "cannot read its manifest: " + errno_text();
     return std::nullopt;
   }
-  std::istringstream in(text);
-  std::string head, graph_key, graph_hex, iteration_key, ranks_key, rest;
-  std::uint64_t iteration = 0;
-  unsigned ranks = 0;
-  std::getline(in, head);
-  in >> graph_key >> graph_hex >> iteration_key >> iteration >> ranks_key >> ranks;
-  const bool ok = in && head == kManifestHead && graph_key == "graph" && graph_hex.size() == 16 &&
-                  graph_hex.find_first_not_of("0123456789abcdef") == std::string::npos &&
-                  iteration_key == "iteration" && ranks_key == "ranks" && ranks > 0 &&
-                  !(in >> rest);
-  if (!ok) {
-    why = "its manifest is not an ordo checkpoint manifest";
-    return std::nullopt;
+  std::string bad;
+  auto m = parse_manifest(text, bad);
+  if (!m) why = "its manifest is not an ordo checkpoint manifest: " + bad;
+  return m;
+}
+
+// A decimal number without sign or leading zero (0 itself allowed) up to `max`.
+std::optional<std::uint64_t> parse_decimal(std::string_view s, std::uint64_t max) {
+  if (s.empty() || s.size() > 20 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (v > (max - digit) / 10) return std::nullopt;
+    v = v * 10 + digit;
   }
-  return Manifest{std::stoull(graph_hex, nullptr, 16), iteration, ranks};
+  return v;
 }
 
 // Reads this rank's part of the checkpoint `m` from `file` into the graph's home locations.
 std::string read_part(const rt::Engine& engine, rt::Graph& graph, const fs::path& file,
                       const Manifest& m) {
-  Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return "cannot open " + file.string() + ": " + errno_text();
+  std::string kind;
+  Fd fd(open_regular(file, kind));
+  if (fd.get() < 0)
+    return !kind.empty()      ? kind
+           : errno == ENOENT ? file.string() + " is missing (this rank's part of the checkpoint)"
+                             : "cannot open " + file.string() + ": " + errno_text();
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return "cannot stat " + file.string() + ": " + errno_text();
   const auto size = static_cast<std::uint64_t>(st.st_size);
@@ -293,6 +310,7 @@ std::optional<std::pair<fs::path, Manifest>> newest_complete(const fs::path& dir
   }
   std::sort(found.rbegin(), found.rend());
   std::string reasons;
+  std::size_t listed = 0;  // a directory of a million entries must not make a message of them all
   for (std::uint64_t k : found) {
     const fs::path sub = dir / checkpoint_name(k);
     std::string incomplete;
@@ -303,15 +321,69 @@ std::optional<std::pair<fs::path, Manifest>> newest_complete(const fs::path& dir
         return std::make_pair(sub, *m);
       }
     }
-    reasons += (reasons.empty() ? "" : "; ") + std::string("iteration ") + std::to_string(k) +
-               ": " + incomplete;
+    if (++listed <= 3)
+      reasons += (reasons.empty() ? "" : "; ") + std::string("iteration ") + std::to_string(k) +
+                 ": " + incomplete;
   }
+  if (listed > 3) reasons += "; and " + std::to_string(listed - 3) + " more";
   why = "'" + dir.string() + "' holds only incomplete checkpoints (" + reasons +
         "); restart from a directory with a complete one, or run from the start";
   return std::nullopt;
 }
 
 }  // namespace
+
+std::string format_manifest(const Manifest& m) {
+  return std::string(kManifestHead) + "\ngraph " + hex(m.graph) + "\niteration " +
+         std::to_string(m.iteration) + "\nranks " + std::to_string(m.ranks) + "\n";
+}
+
+std::optional<Manifest> parse_manifest(std::string_view text, std::string& why) {
+  // Line by line, each ending in '\n', in write_checkpoint's order.
+  auto next_line = [&text](std::string_view& line) {
+    const std::size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) return false;
+    line = text.substr(0, nl);
+    text.remove_prefix(nl + 1);
+    return true;
+  };
+  auto value_of = [](std::string_view line, std::string_view key) -> std::optional<std::string_view> {
+    if (line.size() <= key.size() + 1 || line.substr(0, key.size()) != key || line[key.size()] != ' ')
+      return std::nullopt;
+    return line.substr(key.size() + 1);
+  };
+  std::string_view line;
+  Manifest m;
+  if (!next_line(line) || line != kManifestHead) {
+    why = "its first line is not '" + std::string(kManifestHead) + "'";
+    return std::nullopt;
+  }
+  std::optional<std::string_view> v;
+  if (!next_line(line) || !(v = value_of(line, "graph")) || v->size() != 16 ||
+      v->find_first_not_of("0123456789abcdef") != std::string_view::npos) {
+    why = "its second line is not 'graph' and 16 hexadecimal digits";
+    return std::nullopt;
+  }
+  for (char c : *v) m.graph = m.graph << 4 | static_cast<std::uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  std::optional<std::uint64_t> n;
+  if (!next_line(line) || !(v = value_of(line, "iteration")) ||
+      !(n = parse_decimal(*v, ~std::uint64_t{0}))) {
+    why = "its third line is not 'iteration' and a decimal number";
+    return std::nullopt;
+  }
+  m.iteration = *n;
+  if (!next_line(line) || !(v = value_of(line, "ranks")) ||
+      !(n = parse_decimal(*v, ~std::uint32_t{0})) || *n == 0) {
+    why = "its fourth line is not 'ranks' and a number of ranks (1 to 2^32 - 1)";
+    return std::nullopt;
+  }
+  m.ranks = static_cast<unsigned>(*n);
+  if (!text.empty()) {
+    why = "it has " + std::to_string(text.size()) + " bytes after its fourth line";
+    return std::nullopt;
+  }
+  return m;
+}
 
 void prepare_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
@@ -335,9 +407,7 @@ std::string write_checkpoint(rt::Engine& engine, const rt::Graph& graph, const s
   if (std::string e = first_error(engine.gather(mine)); !e.empty()) return e;
   mine.clear();
   if (engine.rank() == 0) {
-    const std::string text = std::string(kManifestHead) + "\ngraph " + hex(fingerprint) +
-                             "\niteration " + std::to_string(iteration) + "\nranks " +
-                             std::to_string(engine.ranks()) + "\n";
+    const std::string text = format_manifest({fingerprint, iteration, engine.ranks()});
     mine = write_atomically(sub / "manifest",
                             [&](int fd) { return write_all(fd, text.data(), text.size()); });
     if (mine.empty()) {
@@ -352,7 +422,8 @@ std::string write_checkpoint(rt::Engine& engine, const rt::Graph& graph, const s
   return first_error(engine.gather(mine));
 }
 
-std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::string& dir) {
+std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::string& dir,
+                            const RestoredCheck& check) {
   std::string mine;
   std::uint64_t iteration = 0;
   if (auto found = newest_complete(dir, mine)) {
@@ -371,6 +442,8 @@ std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::str
              "); restart the program that wrote it, with the same arguments";
     else if (std::string e = read_part(engine, graph, sub / ("rank-" + std::to_string(engine.rank()) + ".part"), m); !e.empty())
       mine = which + " is incomplete: " + e;
+    else if (std::string e = check ? check(engine, graph) : std::string(); !e.empty())
+      mine = which + " is corrupt: " + e;
   }
   // Every rank must resume from the same iteration (a directory that is not shared, or was
   // changed meanwhile, could show the ranks different checkpoints).

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "api/checkpoint_manifest.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/graph.hpp"
 
@@ -26,9 +28,17 @@ void prepare_checkpoint_dir(const std::string& dir);
 std::string write_checkpoint(rt::Engine& engine, const rt::Graph& graph, const std::string& dir,
                              std::uint64_t iteration);
 
+// Checks this rank's home locations after a checkpoint filled them and before anything reads
+// them: "" or what is wrong. Layers that keep state of their own inside locations (the stencil
+// layer's block headers: steps done, buffer shifts, which become pointer offsets) give one,
+// so that a lying checkpoint is refused instead of read out of bounds.
+using RestoredCheck = std::function<std::string(const rt::Engine&, const rt::Graph&)>;
+
 // Collective (the engine's `load`, every rank): fills this rank's home locations from the
-// newest complete checkpoint in `dir` and sets graph.first_iteration() to its iteration.
-// Returns "" on success, else why the checkpoint cannot be used (the same on every rank).
-std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::string& dir);
+// newest complete checkpoint in `dir`, runs `check` on them, and sets
+// graph.first_iteration() to its iteration. Returns "" on success, else why the checkpoint
+// cannot be used (the same on every rank).
+std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::string& dir,
+                            const RestoredCheck& check = {});
 
 }  // namespace ordo::detail

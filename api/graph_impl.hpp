@@ -2,7 +2,9 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "api/settings.hpp"
@@ -31,6 +33,10 @@ class GraphImpl {
   // Set while a task family's access pattern runs: declaring a task from inside it would
   // interleave with the family's members, so it is refused.
   const std::string* declaring_family = nullptr;
+  // Checks of this rank's home locations after a restart filled them from a checkpoint, given
+  // by layers that keep state of their own inside locations (the stencil layer's block
+  // headers): detail::RestoredCheck, api/checkpoint.hpp. Each returns "" or what is wrong.
+  std::vector<std::function<std::string(const rt::Engine&, const rt::Graph&)>> restored_checks;
   std::uint32_t declaring_count = 0;  // its members, for their names in messages
   // A task's name in messages, also for a member of the family being declared.
   std::string task_name(std::uint32_t task) const;

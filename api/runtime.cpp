@@ -262,8 +262,13 @@ std::uint64_t Runtime::restart(Graph& graph, const std::string& dir) {
                 "first run");
   if (dir.empty()) throw Error("Runtime::restart: the checkpoint directory is empty; name one");
   std::string error;
+  auto check = [&g](const rt::Engine& engine, const rt::Graph& graph) {
+    for (const auto& c : g.restored_checks)
+      if (std::string e = c(engine, graph); !e.empty()) return e;
+    return std::string();
+  };
   auto load = [&](rt::Engine& engine) {
-    error = detail::load_checkpoint(engine, g.graph, dir);
+    error = detail::load_checkpoint(engine, g.graph, dir, check);
     return error.empty();
   };
   // As prepare_run builds the engine; a graph the ranks built differently is reported by the

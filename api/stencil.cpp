@@ -4,12 +4,16 @@
 #include <ordo/stencil.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "api/graph_impl.hpp"
 #include "api/grid_gather.hpp"
 #include "api/stencil_impl.hpp"
 
@@ -208,6 +212,40 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   if (m.spec.traversal == Traversal::jacobi_in_place) m.shift = in_place_shift(m.spec, m.grid);
   m.fixed_halo.resize(m.grid.count());
   m.declare(read_directions(m.spec));
+  // A restart fills the blocks from a checkpoint, headers included: the steps done and the
+  // buffers' shifts become pointer offsets (buffer_data), so a checkpoint whose headers no run
+  // could have written is refused before any sweep reads them.
+  std::vector<std::uint32_t> mains;
+  for (const auto& l : m.locs) mains.push_back(l.main.id());
+  ordo::detail::impl_of(graph).restored_checks.push_back(
+      [mains = std::move(mains), nb = m.nb, shift = m.shift, name = m.spec.name](
+          const rt::Engine& engine, const rt::Graph& g) -> std::string {
+        auto number = [](double v) {
+          char text[32];
+          std::snprintf(text, sizeof text, "%.17g", v);
+          return std::string(text);
+        };
+        std::optional<double> steps;
+        for (std::uint32_t l : mains) {
+          if (engine.home(l) != engine.rank()) continue;
+          const auto* h = reinterpret_cast<const double*>(g.data(l));
+          const std::string block = "stencil '" + name + "': block " + g.locations()[l].name;
+          // Whole, at most 2^53 (every step count a double holds exactly), the same in every
+          // block: all stop at the same iteration gate.
+          if (!(h[0] >= 0 && h[0] <= 9007199254740992.0 && std::floor(h[0]) == h[0]))
+            return block + " says " + number(h[0]) + " steps done, which is no step count";
+          if (steps && *steps != h[0])
+            return block + " says " + number(h[0]) + " steps done, another block " +
+                   number(*steps);
+          steps = h[0];
+          for (std::size_t i = 0; i < nb; ++i)
+            if (h[1 + i] != 0 && h[1 + i] != static_cast<double>(-shift))
+              return block + " says its buffer " + std::to_string(i) + " moved by " +
+                     number(h[1 + i]) + " planes, where a sweep moves it by 0 or " +
+                     std::to_string(-shift);
+        }
+        return "";
+      });
 }
 
 Stencil::~Stencil() = default;
