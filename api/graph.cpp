@@ -347,7 +347,8 @@ void check_memory_available(std::uint64_t bytes, const std::string& what) {
 }
 
 StorageStats Graph::storage_held() const {
-  return {impl_->graph.locations_held(), impl_->graph.bytes_held()};
+  return {impl_->graph.locations_held(), impl_->graph.bytes_held(),
+          impl_->graph.bytes_reserved()};
 }
 
 void Graph::place_location(std::uint64_t graph, std::uint32_t location, unsigned node) {

@@ -33,10 +33,13 @@ Buffer Buffer::allocate(std::size_t bytes) {
     if (p == nullptr) return {};
     std::memset(p, 0, rounded);
     b.ptr_ = {static_cast<std::byte*>(p), BufferFree{BufferFree::Kind::heap, 0}};
+    b.reserved_ = rounded;
     return b;
   }
   // Fresh anonymous pages: zero, and not touched here (the header). A huge location maps one
-  // huge page more than it needs and trims the ends to align to one.
+  // huge page more than it needs and trims the ends to align to one. Its length stays a whole
+  // number of small pages: its tail past the last whole huge page lives in small pages, where
+  // rounding it to a huge page would nearly double a location just over one.
   const bool huge = bytes >= kHuge;
   const std::size_t rounded = (bytes + kPage - 1) / kPage * kPage;
   const std::size_t slack = huge ? kHuge : 0;
@@ -54,6 +57,7 @@ Buffer Buffer::allocate(std::size_t bytes) {
     (void)::madvise(base, rounded, MADV_HUGEPAGE);
   }
   b.ptr_ = {base, BufferFree{BufferFree::Kind::mapped, rounded}};
+  b.reserved_ = rounded;
   return b;
 }
 
@@ -100,10 +104,10 @@ bool Graph::provide_storage(std::uint32_t location, bool shareable) {
   // Shared ones keep the private rules (page alignment from a page up).
   if (shareable && arena_ && bytes < kHuge) {
     const bool paged = bytes >= kPage;  // then no neighbour on its pages
-    if (auto slot = arena_->allocate(paged ? (bytes + kPage - 1) / kPage * kPage : bytes,
-                                     paged ? kPage : kAlign)) {
+    const std::size_t length = paged ? (bytes + kPage - 1) / kPage * kPage : bytes;
+    if (auto slot = arena_->allocate(length, paged ? kPage : kAlign)) {
       slots_[location] = slot;
-      buffers_[location] = Buffer(arena_->address(*slot), bytes);
+      buffers_[location] = Buffer(arena_->address(*slot), bytes, length);
     }
   }
   if (!has_storage(location)) buffers_[location] = Buffer::allocate(bytes);
@@ -111,12 +115,14 @@ bool Graph::provide_storage(std::uint32_t location, bool shareable) {
   views_[location] = buffers_[location].data();
   ++held_locations_;
   held_bytes_ += bytes;
+  held_reserved_ += buffers_[location].reserved();
   return true;
 }
 
 void Graph::release_storage(std::uint32_t location) {
   if (!has_storage(location)) return;
   if (const auto& slot = slots_[location]) arena_->release(*slot, bytes_of(location));
+  held_reserved_ -= buffers_[location].reserved();
   slots_[location].reset();
   buffers_[location] = Buffer();
   views_[location] = nullptr;

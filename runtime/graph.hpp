@@ -102,17 +102,20 @@ class Buffer {
   Buffer() = default;  // no storage
   // `bytes` of private memory, or an empty Buffer when the system has none to give.
   static Buffer allocate(std::size_t bytes);
-  // Memory of a SharedArena (zeroed already), not owned.
-  Buffer(std::byte* shared, std::size_t bytes)
-      : ptr_(shared, BufferFree{BufferFree::Kind::shared, 0}), bytes_(bytes) {}
+  // Memory of a SharedArena (zeroed already), not owned; `reserved`: the slot's length.
+  Buffer(std::byte* shared, std::size_t bytes, std::size_t reserved)
+      : ptr_(shared, BufferFree{BufferFree::Kind::shared, 0}), bytes_(bytes), reserved_(reserved) {}
   std::byte* data() const { return ptr_.get(); }
   std::size_t bytes() const { return bytes_; }
+  // The memory it takes as allocated: bytes rounded up to cache lines below a page, to pages
+  // from a page up (never to a huge page: the tail of a huge location is in small pages).
+  std::size_t reserved() const { return reserved_; }
   // Gives the memory up without freeing it: it stays allocated until the process ends.
   void keep_forever() { ptr_.get_deleter().kind = BufferFree::Kind::shared; }
 
  private:
   std::unique_ptr<std::byte, BufferFree> ptr_;
-  std::size_t bytes_ = 0;
+  std::size_t bytes_ = 0, reserved_ = 0;
 };
 
 class Graph {
@@ -208,6 +211,8 @@ class Graph {
   // program's locations cost this rank.
   std::size_t locations_held() const { return held_locations_; }
   std::size_t bytes_held() const { return held_bytes_; }
+  // Their memory as allocated (Buffer::reserved): what the statistic of allocated size tests.
+  std::size_t bytes_reserved() const { return held_reserved_; }
   // Bytes of `location` (elements x element size).
   std::size_t bytes_of(std::uint32_t location) const {
     return locations_[location].elem_size * locations_[location].count;
@@ -281,7 +286,7 @@ class Graph {
   std::unique_ptr<SharedArena, ArenaFree> arena_;  // null: every buffer private
   std::vector<std::optional<SharedArena::Slot>> slots_;
   std::vector<std::byte*> views_;
-  std::size_t held_locations_ = 0, held_bytes_ = 0;
+  std::size_t held_locations_ = 0, held_bytes_ = 0, held_reserved_ = 0;
   std::deque<Family> families_;
   std::vector<AccessDesc> accesses_;
   std::vector<std::uint32_t> offsets_;

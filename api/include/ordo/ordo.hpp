@@ -411,6 +411,10 @@ void check_memory_available(std::uint64_t bytes, const std::string& what);
 struct StorageStats {
   std::size_t locations = 0;  // locations this rank holds storage for
   std::size_t bytes = 0;      // their bytes: elements x element size
+  // Their memory as allocated: each location's bytes rounded up to 64 bytes below 4 KiB and
+  // to whole 4 KiB pages from there (a location of 2 MiB and more starts on a huge page, but
+  // its length is not rounded to one).
+  std::size_t reserved = 0;
 };
 
 // A task graph: locations, tasks and, once run, the state of every lock. Not thread-safe:
