@@ -4,7 +4,8 @@
 // Runs, each a separate process (or job) so that nothing is shared:
 //   openmp      ordo-omp-<app> --size S --iters I             (two grids, the textbook code)
 //   ordo R      ordorun -n R ordo-<app> --size S --iters I    for R in --ranks (1: no ordorun)
-//   ordo tb     ordo-<app> --size S --iters I --tb D          (one rank)
+//   ordo tb     ordo-<app> --size S --iters max(I, D) --tb D  (one rank; at least one group
+//               of D steps, so that its wavefront holds the windows of all D steps)
 // Every program reports its peak resident set (VmHWM, read by each rank in /proc/self/status)
 // in its result line, rank 0 for every rank of its job (peak_rss=B0,B1,...), so the numbers
 // come the same way under ordorun, srun or mpirun.
@@ -166,9 +167,12 @@ bool bench_app(const Options& o, const std::string& app) {
   }
   Measured tb;
   if (o.tb > 1) {
-    tb = measure(with(with({app_bin->string()}, ordo_common), {"--tb", std::to_string(o.tb)}), app,
-                 1, o.timeout_s);
-    report(fmt::format("system=ordo ranks=1 tb={}", o.tb), tb);
+    const std::uint64_t tb_iters = std::max(o.iters, o.tb);
+    std::vector<std::string> argv{app_bin->string(), "--size", size, "--iters",
+                                  std::to_string(tb_iters), "--tb", std::to_string(o.tb)};
+    if (!blocks.empty()) argv.insert(argv.end(), {"--blocks", blocks});
+    tb = measure(argv, app, 1, o.timeout_s);
+    report(fmt::format("system=ordo ranks=1 tb={} tb_iters={}", o.tb, tb_iters), tb);
   }
 
   double one = 0;
