@@ -16,6 +16,7 @@
 //   direction[b]  beta = rr' / rr; p = r + beta p; edge[b] from p
 // update reads rr before its combine (the previous iteration's value; iteration 0 takes b.b,
 // reduced by a small graph before the run), direction after it (this iteration's).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -204,7 +205,9 @@ struct Solver {
     }
   }
 
-  // x = 0, r = p = b on the blocks this rank holds (the others are never touched here).
+  // x = 0, r = p = b on the blocks this rank holds (the others are never touched here), and q
+  // touched: a location's pages are mapped when first touched, which would otherwise happen
+  // in the first iteration's sweeps (as in any program, the set-up's cost, not an iteration's).
   void set_initial(unsigned rank) {
     for (std::size_t b = 0; b < pb.blocks(); ++b) {
       if (home[b] != rank) continue;
@@ -215,6 +218,7 @@ struct Solver {
       for (std::size_t i = 0; i < h; ++i)
         for (std::size_t j = 0; j < w; ++j)
           rr_[i * w + j] = pp[(i + 1) * s + j + 1] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
+      for (auto loc : {x[b], q[b]}) std::ranges::fill(g.data(loc), 0.0);
       pack_edges(pp, g.data(edge[b]), h, w);
     }
   }
