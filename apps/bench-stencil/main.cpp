@@ -21,9 +21,10 @@
 //
 // --app cg runs ordo-cg (conjugate gradient, two reductions per iteration) against ordo-omp-cg
 // the same way: no ordo-tb or MPI system there (skipped with the reason), and the bound counts
-// the 88 bytes per point an iteration of CG streams (kBytesPerPoint's counting, per sweep: q = A p
-// reads p and writes q, 16; x += alpha p, r -= alpha q reads four and writes two, 48;
-// p = r + beta p reads two and writes one, 24).
+// the 80 bytes per point an iteration of ordo-cg streams (kBytesPerPoint's counting, per sweep:
+// p = r + beta p fused with q = A p reads r and p and writes p and q, 32; x += alpha p,
+// r -= alpha q reads four and writes two, 48). OpenMP's three sweeps stream 88: p = r + beta p
+// on its own reads two and writes one (24), q = A p reads p again and writes q (16).
 // Two more systems on request, for comparisons across versions and sizes in the same run:
 //   --also NAME=BIN   another build of ordo-<app> (an older version, say) with ordo's flags;
 //                     prints NAME_vs_openmp and ordo_vs_NAME
@@ -72,7 +73,7 @@ std::vector<std::size_t> halo_sizes(const std::string& text) {
 }
 
 constexpr double kBytesPerPoint = 16;  // one read and one write of a double per grid point
-constexpr double kCgBytesPerPoint = 88;  // per CG iteration (see the top of this file)
+constexpr double kCgBytesPerPoint = 80;  // per iteration of ordo-cg (see the top of this file)
 
 struct System {
   std::string name;                // ordo, ordo-tb, openmp, mpi

@@ -6,16 +6,23 @@
 // Per block b (rows x cols of the grid, on rank b * ranks / blocks):
 //   p[b]     the search direction with a ring of halo (rows+2 x cols+2)
 //   x[b], r[b], q[b]   the solution, the residual, A p
-//   edge[b]  p's first row, last row, first column, last column (what the neighbours read)
+//   edge[b]  p's and r's first row, last row, first column, last column (what the neighbours
+//            read; Edges)
 //   last[b]  the rr the iteration started from (beta's denominator)
 // Tasks of one iteration, in program order:
-//   matvec[b]     halo of p[b] from the neighbours' edges; q = A p; contributes p.q
+//   matvec[b]  the previous iteration's p = r + beta p (beta = rr / last), on the block and on
+//              its halo from the neighbours' edges; q = A p; contributes p.q
 //   combine(pq)
-//   update[b]     alpha = rr / pq; x += alpha p; r -= alpha q; contributes r.r
+//   update[b]  alpha = rr / pq; x += alpha p; r -= alpha q; contributes r.r; edge[b] from p, r
 //   combine(rr)
-//   direction[b]  beta = rr' / rr; p = r + beta p; edge[b] from p
-// update reads rr before its combine (the previous iteration's value; iteration 0 takes b.b,
-// reduced by a small graph before the run), direction after it (this iteration's).
+// Both read rr before its combine: the previous iteration's value (iteration 0 takes b.b,
+// reduced by a small graph before the run, and starts from p = r = b). So p = r + beta p is
+// the next iteration's first sweep rather than a third task per block: it needs no wave of
+// its own after combine(rr), and the matvec reads the p it has just written while it is in
+// the cache (80 bytes per point per iteration instead of 88). A block computes its halo's
+// new p itself, from the neighbours' old p and new r, with the arithmetic of the neighbour's
+// own sweep (the same bits); after the last iteration p is one step behind, which nothing
+// reads.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -62,14 +69,27 @@ double initial_rr(ordo::Runtime& rt, const Problem& pb) {
   return g.value(rr0);
 }
 
+// Where p's and r's edges sit in a block's edge location: for each of the two, its first row,
+// last row, first column, last column (the halo the north, south, west and east neighbours
+// read).
+struct Edges {
+  std::size_t h, w;
+  std::size_t size() const { return 4 * (h + w); }
+  std::size_t north(bool of_r) const { return of_r ? 2 * (h + w) : 0; }
+  std::size_t south(bool of_r) const { return north(of_r) + w; }
+  std::size_t west(bool of_r) const { return north(of_r) + 2 * w; }
+  std::size_t east(bool of_r) const { return north(of_r) + 2 * w + h; }
+};
+
 struct Solver {
   Problem pb;
+  double rr0;
   ordo::Graph g;
   std::vector<ordo::Location<double>> p, x, r, q, edge, last;
   ordo::Reduction<double> pq, rr;
   std::vector<unsigned> home;
 
-  Solver(const Problem& problem, unsigned ranks, double rr0) : pb(problem) {
+  Solver(const Problem& problem, unsigned ranks, double initial_rr) : pb(problem), rr0(initial_rr) {
     const std::size_t nb = pb.blocks();
     // Block by block, so that the default NUMA chunks keep a block's locations together.
     for (std::size_t b = 0; b < nb; ++b) {
@@ -79,7 +99,7 @@ struct Solver {
       x.push_back(g.location<double>("cg.x" + i, br.rows() * br.cols()));
       r.push_back(g.location<double>("cg.r" + i, br.rows() * br.cols()));
       q.push_back(g.location<double>("cg.q" + i, br.rows() * br.cols()));
-      edge.push_back(g.location<double>("cg.edge" + i, 2 * (br.rows() + br.cols())));
+      edge.push_back(g.location<double>("cg.edge" + i, edges(b).size()));
       last.push_back(g.location<double>("cg.last" + i, 1));
       home.push_back(static_cast<unsigned>(b * ranks / nb));
       if (ranks > 1)
@@ -90,9 +110,13 @@ struct Solver {
     rr = g.reduction<double>("cg.rr", count);
     declare_matvec();
     g.combine(pq);
-    declare_update(rr0);
+    declare_update();
     g.combine(rr);
-    declare_direction();
+  }
+
+  Edges edges(std::size_t b) const {
+    const BlockRange br = pb.range(b);
+    return {br.rows(), br.cols()};
   }
 
   // The neighbours of block b: north, south, west, east (-1 past the grid).
@@ -103,6 +127,12 @@ struct Solver {
             j > 0 ? at(i, j - 1) : -1, j + 1 < pb.bj ? at(i, j + 1) : -1};
   }
 
+  // The previous iteration's beta, or nothing in iteration 0 (which searches along p = b).
+  std::optional<double> beta(ordo::Context& ctx, std::uint32_t b) const {
+    if (ctx.iteration() == 0) return std::nullopt;
+    return ctx.value(rr) / ctx.read(last[b])[0];
+  }
+
   void declare_matvec() {
     g.task_family("cg.matvec", static_cast<std::uint32_t>(pb.blocks()),
                   [&](std::uint32_t b, ordo::AccessList& acc) {
@@ -110,53 +140,64 @@ struct Solver {
       for (std::int64_t nbr : neighbours(b))
         if (nbr >= 0) acc.add(ordo::read(edge[static_cast<std::size_t>(nbr)]));
       acc.add(ordo::write(q[b]));
+      acc.add(ordo::read(r[b]));
+      acc.add(ordo::read(last[b]));
+      acc.add(ordo::read(rr));  // before combine(rr): the previous iteration's
       acc.add(ordo::contribute(pq, b));
     }, [this](ordo::Context& ctx, std::uint32_t b) {
       const BlockRange br = pb.range(b);
       const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const std::optional<double> beta_prev = beta(ctx, b);
       const std::span<double> pp = ctx.write(p[b]);
       const std::array<std::int64_t, 4> nbr = neighbours(b);
       // The halo: the north neighbour's last row, the south one's first, the west one's last
-      // column, the east one's first (edge layout: north row, south row, west col, east col).
-      if (nbr[0] >= 0) {
-        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[0])]);
-        std::memcpy(&pp[1], &e[w], w * sizeof(double));
-      }
-      if (nbr[1] >= 0) {
-        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[1])]);
-        std::memcpy(&pp[(h + 1) * s + 1], &e[0], w * sizeof(double));
-      }
-      if (nbr[2] >= 0) {
-        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[2])]);
-        const std::size_t nw = pb.range(static_cast<std::size_t>(nbr[2])).cols();
-        for (std::size_t i = 0; i < h; ++i) pp[(i + 1) * s] = e[2 * nw + h + i];
-      }
-      if (nbr[3] >= 0) {
-        const auto e = ctx.read(edge[static_cast<std::size_t>(nbr[3])]);
-        const std::size_t ne = pb.range(static_cast<std::size_t>(nbr[3])).cols();
-        for (std::size_t i = 0; i < h; ++i) pp[(i + 1) * s + w + 1] = e[2 * ne + i];
-      }
+      // column, the east one's first; each the neighbour's new p, from its old p and new r.
+      const auto halo = [&](std::size_t n, std::size_t (Edges::*at)(bool) const, std::size_t len,
+                            double* to, std::size_t stride) {
+        const auto e = ctx.read(edge[n]);
+        const Edges en = edges(n);
+        const double* old_p = &e[(en.*at)(false)];
+        const double* new_r = &e[(en.*at)(true)];
+        for (std::size_t k = 0; k < len; ++k)
+          to[k * stride] =
+              beta_prev ? ordo::cg::direction_point(new_r[k], *beta_prev, old_p[k]) : old_p[k];
+      };
+      const auto at = [&](std::size_t k) { return static_cast<std::size_t>(nbr[k]); };
+      if (nbr[0] >= 0) halo(at(0), &Edges::south, w, &pp[1], 1);
+      if (nbr[1] >= 0) halo(at(1), &Edges::north, w, &pp[(h + 1) * s + 1], 1);
+      if (nbr[2] >= 0) halo(at(2), &Edges::east, h, &pp[s], s);
+      if (nbr[3] >= 0) halo(at(3), &Edges::west, h, &pp[s + w + 1], s);
+      // p = r + beta p one row ahead of q = A p, which reads the row below.
+      const auto rr_ = ctx.read(r[b]);
+      const auto direction = [&](std::size_t i) {
+        if (beta_prev && i < h)
+          ordo::cg::direction_row(&pp[(i + 1) * s + 1], &rr_[i * w], *beta_prev, w);
+      };
       const std::span<double> qq = ctx.write(q[b]);
+      direction(0);
       double sum = 0.0;
-      for (std::size_t i = 0; i < h; ++i)
+      for (std::size_t i = 0; i < h; ++i) {
+        direction(i + 1);
         sum += ordo::cg::matvec_row(&pp[(i + 1) * s + 1], static_cast<std::ptrdiff_t>(s),
                                     &qq[i * w], w);
+      }
       ctx.contribute(pq, b, sum);
     });
   }
 
-  void declare_update(double rr0) {
+  void declare_update() {
     g.task_family("cg.update", static_cast<std::uint32_t>(pb.blocks()),
                   [&](std::uint32_t b, ordo::AccessList& acc) {
       acc.add(ordo::write(x[b]));
       acc.add(ordo::write(r[b]));
       acc.add(ordo::write(last[b]));
+      acc.add(ordo::write(edge[b]));
       acc.add(ordo::read(p[b]));
       acc.add(ordo::read(q[b]));
       acc.add(ordo::read(pq));
       acc.add(ordo::read(rr));  // before combine(rr): the previous iteration's
       acc.add(ordo::contribute(rr, b));
-    }, [this, rr0](ordo::Context& ctx, std::uint32_t b) {
+    }, [this](ordo::Context& ctx, std::uint32_t b) {
       const BlockRange br = pb.range(b);
       const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
       const double rr_now = ctx.iteration() == 0 ? rr0 : ctx.value(rr);
@@ -171,37 +212,23 @@ struct Solver {
         sum += ordo::cg::update_row(&xx[i * w], &rr_[i * w], &pp[(i + 1) * s + 1], &qq[i * w],
                                     alpha, w);
       ctx.contribute(rr, b, sum);
+      pack_edges(pp, rr_, ctx.write(edge[b]), edges(b));
     });
   }
 
-  void declare_direction() {
-    g.task_family("cg.direction", static_cast<std::uint32_t>(pb.blocks()),
-                  [&](std::uint32_t b, ordo::AccessList& acc) {
-      acc.add(ordo::write(p[b]));
-      acc.add(ordo::write(edge[b]));
-      acc.add(ordo::read(r[b]));
-      acc.add(ordo::read(last[b]));
-      acc.add(ordo::read(rr));  // after combine(rr): this iteration's
-    }, [this](ordo::Context& ctx, std::uint32_t b) {
-      const BlockRange br = pb.range(b);
-      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
-      const double beta = ctx.value(rr) / ctx.read(last[b])[0];
-      const auto pp = ctx.write(p[b]);
-      const auto rr_ = ctx.read(r[b]);
-      for (std::size_t i = 0; i < h; ++i)
-        ordo::cg::direction_row(&pp[(i + 1) * s + 1], &rr_[i * w], beta, w);
-      pack_edges(pp, ctx.write(edge[b]), h, w);
-    });
-  }
-
-  static void pack_edges(std::span<const double> pp, std::span<double> e, std::size_t h,
-                         std::size_t w) {
-    const std::size_t s = w + 2;
-    std::memcpy(&e[0], &pp[s + 1], w * sizeof(double));
-    std::memcpy(&e[w], &pp[h * s + 1], w * sizeof(double));
+  // p's and r's edges (p with its halo ring, r without).
+  static void pack_edges(std::span<const double> pp, std::span<const double> rr_,
+                         std::span<double> e, const Edges& at) {
+    const std::size_t h = at.h, w = at.w, s = w + 2;
+    std::memcpy(&e[at.north(false)], &pp[s + 1], w * sizeof(double));
+    std::memcpy(&e[at.south(false)], &pp[h * s + 1], w * sizeof(double));
+    std::memcpy(&e[at.north(true)], &rr_[0], w * sizeof(double));
+    std::memcpy(&e[at.south(true)], &rr_[(h - 1) * w], w * sizeof(double));
     for (std::size_t i = 0; i < h; ++i) {
-      e[2 * w + i] = pp[(i + 1) * s + 1];
-      e[2 * w + h + i] = pp[(i + 1) * s + w];
+      e[at.west(false) + i] = pp[(i + 1) * s + 1];
+      e[at.east(false) + i] = pp[(i + 1) * s + w];
+      e[at.west(true) + i] = rr_[i * w];
+      e[at.east(true) + i] = rr_[i * w + w - 1];
     }
   }
 
@@ -219,7 +246,7 @@ struct Solver {
         for (std::size_t j = 0; j < w; ++j)
           rr_[i * w + j] = pp[(i + 1) * s + j + 1] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
       for (auto loc : {x[b], q[b]}) std::ranges::fill(g.data(loc), 0.0);
-      pack_edges(pp, g.data(edge[b]), h, w);
+      pack_edges(pp, rr_, g.data(edge[b]), edges(b));
     }
   }
 };

@@ -73,10 +73,14 @@ inline double update_row(double* __restrict x, double* __restrict r, const doubl
   });
 }
 
+// p = r + beta p at one point: ordo-cg also computes its halo's new p, which the neighbour
+// computes in its own rows, and the two must agree bit for bit.
+inline double direction_point(double r, double beta, double p) { return r + beta * p; }
+
 // p = r + beta p along one row.
 inline void direction_row(double* __restrict p, const double* __restrict r, double beta,
                           std::size_t len) {
-  for (std::size_t j = 0; j < len; ++j) p[j] = r[j] + beta * p[j];
+  for (std::size_t j = 0; j < len; ++j) p[j] = direction_point(r[j], beta, p[j]);
 }
 
 inline bool converged(double rr, double rr0, double tol) { return rr <= tol * tol * rr0; }
