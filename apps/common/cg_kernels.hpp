@@ -15,7 +15,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <ordo/ordo.hpp>
@@ -27,26 +29,51 @@ namespace ordo::cg {
 // The right-hand side at global point (i, j) of an N x M grid: in [0, 1).
 inline double rhs(std::size_t i, std::size_t j, std::size_t m) { return app::hash01(i * m + j); }
 
-// Sums f(j) for j < len in four lanes (j mod 4), then (l0 + l1) + (l2 + l3): one fixed order,
-// with four independent additions in flight instead of one chain.
+// Four consecutive doubles as one value (the GCC and Clang vector extension): a row's four
+// lanes of a sum (lanes_sum) are then one vector register. The compiler's own vectorisation
+// of four scalar sums used 8-wide vectors and shuffles between them, at twice the time per
+// point, which made the sweeps compute-bound instead of memory-bound. Lanes never pass by
+// value between functions (GCC warns that AVX changes how they would).
+using Lanes = double __attribute__((vector_size(4 * sizeof(double))));
+
+// One point (double) or four consecutive points (Lanes) from p, or to it; unaligned.
+template <class T>
+inline void load(T& v, const double* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+template <class T>
+inline void store(double* p, const T& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Sums the terms of points j < len in four lanes (j mod 4), then (l0 + l1) + (l2 + l3): one
+// fixed order, with four independent additions in flight instead of one chain. f(j, sum) adds
+// to `sum` the term of point j (sum a double) or those of points j..j+3 (sum Lanes): each
+// kernel is written once for both, so a row's last points get the arithmetic of the others.
+// GCC without AVX emulates Lanes at twice the cost of four scalar sums: those are kept there.
 template <class F>
 inline double lanes_sum(std::size_t len, F&& f) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   std::size_t j = 0;
-  for (; j + 4 <= len; j += 4) {
-    s0 += f(j);
-    s1 += f(j + 1);
-    s2 += f(j + 2);
-    s3 += f(j + 3);
-  }
-  if (j < len) s0 += f(j);
-  if (j + 1 < len) s1 += f(j + 1);
-  if (j + 2 < len) s2 += f(j + 2);
-  return (s0 + s1) + (s2 + s3);
+#if defined(__AVX__) || defined(__clang__)
+  Lanes acc = {0.0, 0.0, 0.0, 0.0};
+  for (; j + 4 <= len; j += 4) f(j, acc);
+  double lane[4] = {acc[0], acc[1], acc[2], acc[3]};
+#else
+  double lane[4] = {0.0, 0.0, 0.0, 0.0};
+  for (; j + 4 <= len; j += 4)
+    for (std::size_t l = 0; l < 4; ++l) f(j + l, lane[l]);
+#endif
+  for (std::size_t l = 0; j + l < len; ++l) f(j + l, lane[l]);
+  return (lane[0] + lane[1]) + (lane[2] + lane[3]);
 }
 
 inline double dot_row(const double* __restrict a, const double* __restrict b, std::size_t len) {
-  return lanes_sum(len, [&](std::size_t j) { return a[j] * b[j]; });
+  return lanes_sum(len, [&](std::size_t j, auto& sum) {
+    std::remove_reference_t<decltype(sum)> u, v;
+    load(u, a + j);
+    load(v, b + j);
+    sum += u * v;
+  });
 }
 
 // q = A p along one row of `len` points; p points at the row's first point in an array whose
@@ -54,22 +81,32 @@ inline double dot_row(const double* __restrict a, const double* __restrict b, st
 // row's p.q.
 inline double matvec_row(const double* __restrict p, std::ptrdiff_t stride, double* __restrict q,
                          std::size_t len) {
-  return lanes_sum(len, [&](std::size_t j) {
-    const double c = p[j];
-    const double v = 4.0 * c - ((p[j - stride] + p[j + stride]) + (p[j - 1] + p[j + 1]));
-    q[j] = v;
-    return c * v;
+  return lanes_sum(len, [&](std::size_t j, auto& sum) {
+    std::remove_reference_t<decltype(sum)> c, north, south, west, east;
+    load(c, p + j);
+    load(north, p + j - stride);
+    load(south, p + j + stride);
+    load(west, p + j - 1);
+    load(east, p + j + 1);
+    const auto v = 4.0 * c - ((north + south) + (west + east));
+    store(q + j, v);
+    sum += c * v;
   });
 }
 
 // x += alpha p, r -= alpha q along one row; returns the row's new r.r.
 inline double update_row(double* __restrict x, double* __restrict r, const double* __restrict p,
                          const double* __restrict q, double alpha, std::size_t len) {
-  return lanes_sum(len, [&](std::size_t j) {
-    x[j] += alpha * p[j];
-    const double v = r[j] - alpha * q[j];
-    r[j] = v;
-    return v * v;
+  return lanes_sum(len, [&](std::size_t j, auto& sum) {
+    std::remove_reference_t<decltype(sum)> xj, rj, pj, qj;
+    load(xj, x + j);
+    load(rj, r + j);
+    load(pj, p + j);
+    load(qj, q + j);
+    store(x + j, xj + alpha * pj);
+    const auto v = rj - alpha * qj;
+    store(r + j, v);
+    sum += v * v;
   });
 }
 
