@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -57,6 +58,19 @@ sched::PoolConfig workers_config(const detail::Settings& s, const comm::Bootstra
   return c;
 }
 
+// What the start-up clock measurement found (rt::ClockSync), where it measured one: with
+// ORDO_VERBOSE, and when a trace's times cannot be aligned.
+void report_clock(const rt::CommNet& net, const detail::Settings& s) {
+  const rt::ClockOffset c = net.clock_offset();
+  if (!c.is_known && (s.pool.verbose || !s.trace_path.empty()))
+    std::fprintf(stderr, "ordo: clock: the offset to rank 0's clock is unknown (a clock ping or "
+                         "the offset from the rank above went unanswered at start-up): this "
+                         "rank's trace times are not aligned with rank 0's\n");
+  else if (c.is_known && c.error_ns > 0 && s.pool.verbose)
+    std::fprintf(stderr, "ordo: clock: rank 0's steady clock = this rank's %+lld ns (within %lld ns)\n",
+                 static_cast<long long>(c.ns), static_cast<long long>(c.error_ns));
+}
+
 }  // namespace
 
 struct Runtime::Impl {
@@ -71,6 +85,7 @@ struct Runtime::Impl {
     if (!s.checkpoint_dir.empty()) detail::prepare_checkpoint_dir(s.checkpoint_dir);
     // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
     if (net) pool.set_poller(net.get());
+    if (net) report_clock(*net, s);
     if (s.trace_path.empty()) return;
     rt::trace::RecorderConfig config;
     config.rank = net ? net->rank() : 0;
@@ -147,6 +162,14 @@ struct Runtime::Impl {
   std::uint64_t checked(std::uint64_t iterations) const {
     if (!checkpoint_error.empty()) throw Error(checkpoint_error);
     return iterations;
+  }
+
+  // ORDO_VERBOSE: how many ranks this one talked to (endpoints are made on first use, so its
+  // control-plane tree and graph neighbours; docs/distributed.md), when it is done.
+  ~Impl() {
+    if (net && settings.pool.verbose)
+      std::fprintf(stderr, "ordo: endpoints: this rank opened %zu, to %u other rank(s)\n",
+                   net->endpoint_count(), net->size() - 1);
   }
 
   detail::Settings settings;

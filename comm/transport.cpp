@@ -145,6 +145,7 @@ struct Locality {
   char boot_id[40] = {};    // /proc/sys/kernel/random/boot_id, NUL-terminated
   std::uint64_t pid_ns = 0;  // inode of /proc/self/ns/pid (0: unknown)
   std::uint64_t net_ns = 0;  // inode of /proc/self/ns/net: other namespaces count as other hosts
+  std::uint64_t time_ns = 0;  // inode of /proc/self/ns/time (0: a kernel without them)
   std::int64_t pid = 0;
   std::uint64_t nonce = 0;  // random per process: rank 0's names the job (Transport::job_id)
 
@@ -156,15 +157,19 @@ struct Locality {
     struct stat st {};
     if (::stat("/proc/self/ns/pid", &st) == 0) l.pid_ns = st.st_ino;
     if (::stat("/proc/self/ns/net", &st) == 0) l.net_ns = st.st_ino;
+    if (::stat("/proc/self/ns/time", &st) == 0) l.time_ns = st.st_ino;
     l.pid = ::getpid();
     std::random_device entropy;
     l.nonce = (std::uint64_t(entropy()) << 32) | entropy();
     return l;
   }
-  // One kernel, hence one CLOCK_MONOTONIC (other namespaces included).
+  // One kernel (other PID and network namespaces included).
   bool same_kernel_as(const Locality& o) const {
     return boot_id[0] != 0 && std::strncmp(boot_id, o.boot_id, sizeof boot_id) == 0;
   }
+  // One CLOCK_MONOTONIC: one kernel, and one time namespace (a time namespace adds its own
+  // offset to the monotonic clock; containers restored elsewhere carry one).
+  bool same_clock_as(const Locality& o) const { return same_kernel_as(o) && time_ns == o.time_ns; }
   bool same_host_as(const Locality& o) const {
     return same_kernel_as(o) && pid_ns != 0 && pid_ns == o.pid_ns && net_ns == o.net_ns;
   }
@@ -207,7 +212,7 @@ struct Transport::Impl {
     bool detects_failure = true;  // endpoint has UCX peer failure handling, or a pidfd
     Status failure = Status::ok;
     int pidfd = -1;  // a local peer's process, while watched
-    bool same_kernel = false;
+    bool same_clock = false;
     bool same_host = false;
     bool ucx_detects = false;          // the endpoint asks UCX for peer failure handling
     std::vector<std::byte> address;    // its worker address, until the endpoint exists
@@ -255,6 +260,7 @@ struct Transport::Impl {
   std::size_t max_header = 0;
   bool connected = false;
   std::uint64_t job_id = 0;  // rank 0's Locality::nonce
+  std::atomic<std::size_t> endpoints{0};  // created so far (endpoint_count(): any thread)
   bool closing = false;
   bool closed = false;
 
@@ -457,6 +463,7 @@ struct Transport::Impl {
     }
     if (s == UCS_OK) {
       std::vector<std::byte>().swap(p.address);
+      endpoints.fetch_add(1, std::memory_order_relaxed);
       return;
     }
     p.ep = nullptr;
@@ -589,8 +596,12 @@ bool Transport::detects_peer_failure(int peer) const {
 
 std::uint64_t Transport::job_id() const { return impl_->job_id; }
 
-bool Transport::shares_kernel_with(int peer) const {
-  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_kernel;
+std::size_t Transport::endpoint_count() const {
+  return impl_->endpoints.load(std::memory_order_relaxed);
+}
+
+bool Transport::shares_clock_with(int peer) const {
+  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_clock;
 }
 
 bool Transport::same_host(int peer) const {
@@ -631,7 +642,7 @@ void Transport::connect() {
     Locality there;
     std::memcpy(&there, all[r].data() + all[r].size() - sizeof there, sizeof there);
     if (r == 0) m.job_id = there.nonce;
-    p.same_kernel = here.same_kernel_as(there);
+    p.same_clock = here.same_clock_as(there);
     p.same_host = here.same_host_as(there);
     // A local peer is watched through its pidfd rather than by UCX (see the comment at the top).
     bool ucx_detects = m.options.detect_peer_failure;

@@ -188,9 +188,12 @@ class Transport {
   // rank when one dies, bounds the job. Valid after the first send to `peer` (a remote peer's
   // endpoint, created then, says whether UCX can watch it).
   bool detects_peer_failure(int peer) const;
-  // Whether `peer` runs on this process's kernel (same boot id, as connect() exchanged it), so
-  // that both read one CLOCK_MONOTONIC. Valid after connect().
-  bool shares_kernel_with(int peer) const;
+  // Whether `peer` reads this process's CLOCK_MONOTONIC: it runs on this kernel (same boot id,
+  // as connect() exchanged it) in this time namespace. Valid after connect().
+  bool shares_clock_with(int peer) const;
+  // The endpoints created so far (one per peer sent to, on first use): O(the ranks this rank
+  // talks to), not O(ranks). Any thread.
+  std::size_t endpoint_count() const;
   // A number that every rank of this job got from rank 0 in connect()'s exchange, drawn at
   // random, so it differs between jobs (traces use it to tell runs apart). Valid after connect().
   std::uint64_t job_id() const;

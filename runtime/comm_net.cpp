@@ -21,23 +21,22 @@ std::int64_t steady_ns() {
 }  // namespace
 
 CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOptions options)
-    : bootstrap_(std::move(bootstrap)) {
-  transport_ = std::make_unique<comm::Transport>(*bootstrap_, std::move(options));
+    : bootstrap_(std::move(bootstrap)),
+      transport_(std::make_unique<comm::Transport>(*bootstrap_, std::move(options))),
+      clock_sync_(
+          rank(), size(),
+          [this](unsigned peer) { return transport_->shares_clock_with(static_cast<int>(peer)); },
+          [this](unsigned peer, const ClockSync::Message& m) {
+            transport_->post([this, peer, m] {
+              transport_->send(static_cast<int>(peer), kClockTag, m, {}, [](comm::Status) {});
+            });
+          },
+          steady_ns) {
   transport_->on_message(kTag, [this](comm::Incoming& m) { on_incoming(m); });
-  // Clock pings: rank 0 answers with its steady clock; the others take the answer.
+  // Clock offsets over the tree (clock_sync.hpp): a ping is answered at once, on this thread.
   transport_->on_message(kClockTag, [this](comm::Incoming& m) {
-    if (m.header().size() != sizeof(std::int64_t)) return;
-    if (rank() == 0) {
-      const std::int64_t now = steady_ns();
-      transport_->send(m.peer(), kClockTag, {reinterpret_cast<const std::byte*>(&now), sizeof now},
-                       {}, [](comm::Status) {});
-      return;
-    }
-    std::int64_t reply = 0;
-    std::memcpy(&reply, m.header().data(), sizeof reply);
-    std::lock_guard lock(clock_mu_);
-    clock_reply_ = reply;
-    clock_cv_.notify_all();
+    if (auto answer = clock_sync_.deliver(static_cast<unsigned>(m.peer()), m.header()))
+      transport_->send(m.peer(), kClockTag, *answer, {}, [](comm::Status) {});
   });
   transport_->on_peer_failure([this](const comm::PeerFailure& f) {
     on_peer_failure(static_cast<unsigned>(f.peer), "rank " + std::to_string(f.peer) + " failed (" +
@@ -45,36 +44,7 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOpti
   });
   transport_->connect();
   thread_ = std::thread([this] { progress_loop(); });
-  measure_clock_offset();
-}
-
-// Cristian's method: a ping to rank 0 at t0, its clock t1 in the reply, received at t2; with
-// symmetric delays rank 0's clock at t2 is t1 + (t2 - t0) / 2. The sample with the shortest
-// round trip bounds the error best. Every rank other than 0 does this once, at start-up.
-void CommNet::measure_clock_offset() {
-  // One kernel: one monotonic clock, and an estimate could only add the pings' asymmetry
-  // (enough, on a loaded machine, to show a message received before it was sent).
-  if (rank() == 0 || transport_->shares_kernel_with(0)) return;
-  std::int64_t best_rtt = -1;
-  for (int i = 0; i < 8; ++i) {
-    {
-      std::lock_guard lock(clock_mu_);
-      clock_reply_ = -1;
-    }
-    const std::int64_t t0 = steady_ns();
-    transport_->post([this, t0] {
-      transport_->send(0, kClockTag, {reinterpret_cast<const std::byte*>(&t0), sizeof t0}, {},
-                       [](comm::Status) {});
-    });
-    std::unique_lock lock(clock_mu_);
-    if (!clock_cv_.wait_for(lock, std::chrono::seconds(5), [&] { return clock_reply_ >= 0; }))
-      return;  // no answer: leave the offset at 0 (one host) rather than guess
-    const std::int64_t t2 = steady_ns(), t1 = clock_reply_;
-    if (best_rtt < 0 || t2 - t0 < best_rtt) {
-      best_rtt = t2 - t0;
-      clock_offset_ns_ = t1 + (t2 - t0) / 2 - t2;
-    }
-  }
+  clock_offset_ = clock_sync_.measure();
 }
 
 CommNet::~CommNet() {
@@ -522,6 +492,7 @@ void CommNet::on_peer_failure(unsigned rank, const std::string& what) {
     if (!failure_.empty()) return;
     failure_ = what;
     failure_rank_ = rank;
+    clock_sync_.stop();
     for (auto& [id, ch] : channels_)
       if (ch.attached) targets.emplace_back(id, ch.failure);
   }

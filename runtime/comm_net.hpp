@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "comm/bootstrap.hpp"
+#include "runtime/clock_sync.hpp"
 #include "runtime/net.hpp"
 #include "scheduler/pool.hpp"
 #include "comm/transport.hpp"
@@ -57,9 +58,13 @@ class CommNet final : public Net, public sched::Poller {
   unsigned size() const override { return static_cast<unsigned>(transport_->size()); }
   bool same_host(unsigned peer) const override { return transport_->same_host(static_cast<int>(peer)); }
   const char* bootstrap_kind() const { return bootstrap_->kind(); }
-  // Rank 0's steady clock minus this rank's, measured at start-up (0 on rank 0): add it to a
-  // local steady-clock time to get rank 0's. Ranks on one host measure about 0.
-  std::int64_t clock_offset_ns() const { return clock_offset_ns_; }
+  // Rank 0's steady clock minus this rank's, measured at start-up over the control plane's
+  // tree (clock_sync.hpp; 0 on rank 0 and where the clock is rank 0's): add it to a local
+  // steady-clock time to get rank 0's. With its error bound, and whether it is known.
+  ClockOffset clock_offset() const { return clock_offset_; }
+  std::int64_t clock_offset_ns() const { return clock_offset_.ns; }
+  // The endpoints this rank has opened (comm::Transport::endpoint_count).
+  std::size_t endpoint_count() const { return transport_->endpoint_count(); }
   // The same on every rank of this job, different between jobs (comm::Transport::job_id).
   std::uint64_t job_id() const { return transport_->job_id(); }
   // The control plane's messages this rank has sent, on every channel (engines' graph checks,
@@ -83,7 +88,7 @@ class CommNet final : public Net, public sched::Poller {
   // How long after a worker's last poll the progress thread stands by.
   static constexpr std::chrono::microseconds kStandby{200};
   static constexpr comm::Tag kTag = 7;
-  static constexpr comm::Tag kClockTag = 8;  // start-up clock pings to rank 0 and replies
+  static constexpr comm::Tag kClockTag = 8;  // start-up clock messages (ClockSync)
   static constexpr std::uint32_t kBigHeader = 1u << 31;  // channel flag: header in the payload
   struct Pending {
     unsigned from;
@@ -133,7 +138,6 @@ class CommNet final : public Net, public sched::Poller {
   Completed* take_completed();
   void finish(Completed* c);
   void progress_loop();
-  void measure_clock_offset();
 
   std::unique_ptr<comm::Bootstrap> bootstrap_;
   std::unique_ptr<comm::Transport> transport_;
@@ -173,10 +177,8 @@ class CommNet final : public Net, public sched::Poller {
   // Per channel, the destinations of placed receives in flight, guarded by mu_.
   std::map<std::uint32_t, std::vector<std::span<std::byte>>> placing_;
 
-  std::int64_t clock_offset_ns_ = 0;
-  std::mutex clock_mu_;
-  std::condition_variable clock_cv_;
-  std::int64_t clock_reply_ = -1;  // rank 0's time in the last reply, guarded by clock_mu_
+  ClockSync clock_sync_;     // messages on the transport's thread, stop() on the failure path
+  ClockOffset clock_offset_;  // set by the constructor
 };
 
 }  // namespace ordo::rt

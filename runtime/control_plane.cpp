@@ -5,6 +5,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/tree.hpp"
 #include "runtime/wire.hpp"
 
 namespace ordo::rt {
@@ -32,15 +33,9 @@ void ControlPlane::stop() {
   cv_.notify_all();
 }
 
-unsigned ControlPlane::parent() const { return rank_ & (rank_ - 1); }
+unsigned ControlPlane::parent() const { return tree::parent(rank_); }
 
-std::vector<unsigned> ControlPlane::children() const {
-  std::vector<unsigned> out;
-  const std::uint64_t low = rank_ == 0 ? ~std::uint64_t{0} : (rank_ & (~rank_ + 1));
-  for (std::uint64_t bit = 1; bit < low && rank_ + bit < ranks_; bit <<= 1)
-    out.push_back(static_cast<unsigned>(rank_ + bit));
-  return out;
-}
+std::vector<unsigned> ControlPlane::children() const { return tree::children(rank_, ranks_); }
 
 std::vector<unsigned> ControlPlane::tree_neighbours() const {
   std::vector<unsigned> out;

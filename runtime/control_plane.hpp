@@ -11,7 +11,7 @@
 // They travel as CONTROL messages on the engine's channel (wire.hpp), keyed by round and
 // sender, so a round's message that arrives before the round has started here waits for it.
 //
-// The algorithm (private to control_plane.cpp): a binomial tree rooted at rank 0. Rank r's
+// The algorithm (private to control_plane.cpp): the binomial tree of tree.hpp. Rank r's
 // parent is r with its lowest set bit cleared; its children are r + 2^k for each 2^k below
 // that bit (every k for rank 0) while r + 2^k < N, so r's subtree holds the ranks
 // [r, r + lowbit(r)). A reduction goes up (each rank combines its own value with its children's

@@ -8,6 +8,9 @@
 // woken and the run end with PeerFailure). --ignore-sigterm leaves the ending to the runtime
 // (ordorun sends SIGTERM to the survivors at once, SIGKILL after --grace). A failure prints
 // its type: "dist_graphs: PeerFailure of rank R: ...", "ProtocolError ...", "GraphMismatch".
+// --ring K: location x[r] on each rank r, task t[r] writes x[r] = x[r-1] + 1 (x[R-1] of the
+// previous iteration for r = 0) for K iterations: each rank talks to the two ranks beside it
+// and to its control-plane tree, no other; each checks its x[r] against the sequential value.
 // --busy-home (2 ranks, 1 worker each): rank 1's only worker stays in one task body until rank
 // 0 has run 200 iterations of a task whose every iteration needs rank 1 (the home of a
 // location it writes) to answer its RELEASE with the next GRANT. Idle workers drive the
@@ -23,6 +26,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "random_graph.hpp"
 
@@ -33,7 +37,7 @@ int main(int argc, char** argv) {
   std::uint64_t seeds = 20;
   unsigned workers = 2;
   bool mismatch = false, busy_home = false;
-  long die_at = -1, fiber_die_at = -1;
+  long die_at = -1, fiber_die_at = -1, ring = -1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--mismatch")) mismatch = true;
     if (!std::strcmp(argv[i], "--busy-home")) busy_home = true;
@@ -43,6 +47,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--workers")) workers = static_cast<unsigned>(std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--die-at")) die_at = std::atol(argv[i + 1]);
     if (!std::strcmp(argv[i], "--fiber-die-at")) fiber_die_at = std::atol(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--ring")) ring = std::atol(argv[i + 1]);
   }
   try {
     Runtime rt({.workers = workers});
@@ -87,6 +92,32 @@ int main(int argc, char** argv) {
                   xv);
       return seen && xv == static_cast<double>(kIters) ? 0 : 1;
     }
+    if (ring > 0) {
+      const unsigned ranks = rt.ranks(), me = rt.rank();
+      Graph g;
+      std::vector<Location<long>> x;
+      for (unsigned r = 0; r < ranks; ++r) {
+        x.push_back(g.location<long>("x[" + std::to_string(r) + "]", 1));
+        g.set_home_rank(x[r], r);
+      }
+      for (unsigned r = 0; r < ranks; ++r) {
+        const auto& before = x[(r + ranks - 1) % ranks];
+        if (ranks == 1) {
+          g.task("t[0]", {write(x[0])}, [&](Context& ctx) { ctx.write(x[0])[0] += 1; });
+          break;
+        }
+        g.task("t[" + std::to_string(r) + "]", {write(x[r]), read(before)},
+               [&, r](Context& ctx) { ctx.write(x[r])[0] = ctx.read(before)[0] + 1; });
+      }
+      rt.run(g, static_cast<std::uint64_t>(ring));
+      std::vector<long> want(ranks, 0);
+      for (long i = 0; i < ring; ++i)
+        for (unsigned r = 0; r < ranks; ++r) want[r] = want[(r + ranks - 1) % ranks] + 1;
+      const long got = g.data(x[me])[0];
+      std::printf("rank %u: ring of %u ranks, %ld iterations: x = %ld (sequential %ld)\n", me,
+                  ranks, ring, got, want[me]);
+      return got == want[me] ? 0 : 1;
+    }
     if (fiber_die_at >= 0) {
       Graph g;
       auto a = g.location<int>("a", 4);
@@ -108,6 +139,9 @@ int main(int argc, char** argv) {
       auto a = g.location<int>("a", 4);
       auto b = g.location<int>("b", 4);
       const bool dying = die_at >= 0 && rt.rank() == 1;
+      // wb runs on b's home: rank 1 whatever the rank count (ranks 2.. then only take part in
+      // the control plane's rounds, which the death must end too).
+      g.set_home_rank(b, 1);
       g.task("wa", {write(a), read(b)}, [](Context&) {});
       g.task(mismatch && rt.rank() == 1 ? "wb-renamed" : "wb", {write(b), read(a)},
              [&](Context& ctx) {

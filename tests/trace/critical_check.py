@@ -10,58 +10,12 @@ Usage: critical_check.py ORDO_TRACE HEAT2D ORDORUN
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
-GRANT, BEGIN, END, SEND, RECEIVE = 3, 1, 2, 9, 10
-NONE = 0xFFFFFFFF
-PREV_ITERATION = 1
-
-
-def fail(why):
-    print("FAIL: " + why)
-    sys.exit(1)
-
-
-def read_rank(path):
-    """One rank's file: its rank, tasks (name, accessed locations), location graphs, events."""
-    data = open(path, "rb").read()
-    magic, _, _, _, rank, _, _, offset = struct.unpack_from("<8sIIIIIIq", data, 0)
-    if magic != b"ORDOTRC\0":
-        fail(path + " is not a trace file")
-    pos, tasks, loc_graph, events = 64, [], [], []
-    while pos < len(data):
-        kind, arg, size = struct.unpack_from("<IIQ", data, pos)
-        body = data[pos + 16:pos + 16 + size]
-        pos += 16 + size
-        if kind == 1:  # graph: u32 id, task_base, location_base, tasks, locations
-            graph, _, location_base, ntasks, nlocs = struct.unpack_from("<5I", body, 0)
-            at = 20
-            for _ in range(nlocs):
-                _, _, length = struct.unpack_from("<QII", body, at)
-                at += 16 + length
-                loc_graph.append(graph)
-            for _ in range(ntasks):
-                _, length = struct.unpack_from("<II", body, at)
-                name = body[at + 8:at + 8 + length].decode()
-                at += 8 + length
-                (naccess,) = struct.unpack_from("<I", body, at)
-                at += 4
-                accessed = set()
-                for _ in range(naccess):
-                    (location,) = struct.unpack_from("<I", body, at)
-                    accessed.add(location_base + location)
-                    at += 5
-                tasks.append((name, accessed))
-        elif kind == 2:  # events of buffer `arg`
-            for i in range(size // 40):
-                e = struct.unpack_from("<QQQIIIHBB", body, 40 * i)
-                events.append({"t": e[0] + offset, "arg0": e[1], "arg1": e[2], "task": e[3],
-                               "loc": e[4], "peer": e[5], "kind": e[7], "flags": e[8]})
-    events.sort(key=lambda e: e["t"])
-    return rank, tasks, loc_graph, events
+from trace_reader import BEGIN, END, GRANT, NONE, PREV_ITERATION, fail, read_rank
+from trace_reader import messages as all_messages
 
 
 def traced_run(tool, heat, ordorun):
@@ -91,8 +45,7 @@ def main():
         print("the path stayed on one rank; running again")
 
     origin = min(e["t"] for _, _, _, events in ranks for e in events)
-    slices, last_grant, messages = {}, {}, []  # (rank, task name, iteration) -> ...
-    sends = {}
+    slices, last_grant = {}, {}  # (rank, task name, iteration) -> ...
     for rank, tasks, loc_graph, events in ranks:
         for e in events:
             t = e["t"] - origin
@@ -101,14 +54,8 @@ def main():
                 slices.setdefault(key, [None, None])[e["kind"] == END] = t
             elif e["kind"] == GRANT:
                 last_grant[(rank, tasks[e["task"]][0], e["arg0"])] = (t, e, rank)
-            elif e["kind"] == SEND:
-                sends[(rank, e["peer"], loc_graph[e["loc"]], e["arg1"])] = t
-    for rank, tasks, loc_graph, events in ranks:
-        for e in events:
-            if e["kind"] == RECEIVE:
-                sent = sends.get((e["peer"], rank, loc_graph[e["loc"]], e["arg1"]))
-                if sent is not None:
-                    messages.append((sent, e["t"] - origin, rank, e["loc"]))
+    messages = [(m["sent"] - origin, m["received"] - origin, m["receiver"], m["loc"])
+                for m in all_messages(ranks)]
 
     path = [(i["rank"], i["task"], i["iteration"]) for i in summary["critical_path"]["instances"]]
     if len(path) < 2:
