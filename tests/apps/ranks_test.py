@@ -29,10 +29,11 @@
       ordo, as under a launcher that does not stop them), so each must end on its own with
       exit 2 and a message naming rank 1, where to look, and --restart; ordorun names rank 1
       and exits 137.
-  ranks_test.py ORDORUN cores BIN RANKS -- ARGS...
+  ranks_test.py ORDORUN cores|mpirun_cores BIN RANKS -- ARGS...
       RANKS ranks on this host (ORDO_VERBOSE=1), with the default, 1 and 3 workers each: when
       the host has at least RANKS cores, the ranks' shares are disjoint and hold their workers;
-      otherwise every rank says the host is oversubscribed.
+      otherwise every rank says the host is oversubscribed. mpirun_cores: the same under
+      mpirun -n RANKS, whose PMIx server gives the local ranks (the PMIx bootstrap).
   ranks_test.py ORDORUN netns BIN -- ARGS...
       two ranks in two network namespaces (ordorun --hosts --rsh "ip netns exec", UCX over TCP).
   ranks_test.py ORDORUN mpirun BIN -- ARGS...      mpirun -n 2 (PMIx bootstrap)
@@ -56,11 +57,12 @@ import app_test  # noqa: E402  (write_npy: an independent .npy writer)
 import checkpoint_app_test as ckpt_test  # noqa: E402  (rank_pids, has_complete_checkpoint)
 
 fail, run = mp.fail, mp.run
-LINE = re.compile(r"^(?:\[(\d+)\] |(\d+): )?(app=\S+ .*)$")
+# The rank prefixes: ordorun's "[r] ", srun's "r: ", mpirun --tag-output's "[job,r]<stdout>:".
+LINE = re.compile(r"^(?:\[(\d+)\] |(\d+): |\[\d+,(\d+)\]<stdout>:)?(app=\S+ .*)$")
 
 
 def result_lines(out):
-    """The result lines of a job's stdout, with the rank prefix ordorun or srun added."""
+    """The result lines of a job's stdout, with the rank prefix its launcher added."""
     return [m for m in (LINE.match(l) for l in out.splitlines()) if m]
 
 
@@ -70,10 +72,10 @@ def check_job(p, ranks, what):
     lines = result_lines(p.stdout)
     if len(lines) != 1:
         fail("%s: expected one result line (rank 0's), got %d" % (what, len(lines)))
-    prefix = lines[0].group(1) or lines[0].group(2)
+    prefix = lines[0].group(1) or lines[0].group(2) or lines[0].group(3)
     if prefix not in (None, "0"):
         fail("%s: the result line comes from rank %s, not rank 0" % (what, prefix))
-    line = lines[0].group(3)
+    line = lines[0].group(4)
     if "verify=" in line and " verify=ok" not in line and " verify=skipped" not in line:
         fail("%s: %s" % (what, line))
     if ranks > 1 and (" ranks=%d" % ranks) not in line:
@@ -388,33 +390,50 @@ def host_cores():
     return len(cores)
 
 
-def case_cores(binary, n, args):
+def mpirun_command(n):
+    """mpirun -n N on this host, each output line prefixed with its rank ([1,r]<stderr>:)."""
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        mp.skip("mpirun (openmpi-bin) is not installed")
+    cmd = [mpirun, "-n", str(n), "--oversubscribe", "--tag-output"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def case_cores(binary, n, args, launcher="ordorun"):
     """Each rank's start-up report (ORDO_VERBOSE=1) with the default worker count and with 1
     and 3 workers per rank: with at least as many cores as ranks, the ranks' shares are
     disjoint and every worker sits in its rank's share; with fewer, every rank says the host is
-    oversubscribed."""
+    oversubscribed. Under ordorun (ORDO_LOCAL_RANK and ORDO_LOCAL_SIZE) or mpirun (the PMIx
+    bootstrap: PMIX_LOCAL_RANK and PMIX_LOCAL_SIZE from mpirun's PMIx server)."""
     n = int(n)
     cores = host_cores()
     env = dict(mp.ucx_env("shm,self"), ORDO_VERBOSE="1")
+    if launcher == "mpirun":
+        start, prefix = (lambda argv: mpirun_command(n) + argv), r"^\[\d+,(\d+)\]<stderr>:"
+    else:
+        start, prefix = (lambda argv: ordorun(n, argv)), r"^\[(\d+)\] "
     for workers in ([], ["--workers", "1"], ["--workers", "3"]):
-        what = "%d ranks, %s" % (n, " ".join(workers) or "default workers")
-        p, _ = run(ordorun(n, [binary] + args + workers), env=env, timeout=60)
+        what = "%s: %d ranks, %s" % (launcher, n, " ".join(workers) or "default workers")
+        p, _ = run(start([binary] + args + workers), env=env, timeout=60)
         if p.returncode != 0:
             fail("%s: exit %d: %s" % (what, p.returncode, p.stderr[-2000:]))
         check_job(p, n, what)
         if cores < n:
             for r in range(n):
-                if not re.search(r"^\[%d\] ordo: oversubscribed: %d processes on this machine"
-                                 % (r, n), p.stderr, re.M):
+                if not re.search(prefix.replace(r"(\d+)", str(r)) +
+                                 r"ordo: oversubscribed: %d processes on this machine" % n,
+                                 p.stderr, re.M):
                     fail("%s on %d cores: rank %d does not say the host is oversubscribed: %s"
                          % (what, cores, r, p.stderr[-2000:]))
             print("%s: every rank reports the oversubscribed host" % what)
             continue
         shares, maps = {}, {}
-        for m in re.finditer(r"^\[(\d+)\] ordo: local rank (\d+) of %d on this machine: "
+        for m in re.finditer(prefix + r"ordo: local rank (\d+) of %d on this machine: "
                              r"cores \S+ \(pu ([\d,-]+)," % n, p.stderr, re.M):
             shares[int(m.group(1))] = units(m.group(3))
-        for m in re.finditer(r"^\[(\d+)\] ordo: workers (.*)$", p.stderr, re.M):
+        for m in re.finditer(prefix + r"ordo: workers (.*)$", p.stderr, re.M):
             maps[int(m.group(1))] = {int(x) for x in re.findall(r"\d+:pu(\d+)/", m.group(2))}
         if sorted(shares) != list(range(n)) or sorted(maps) != list(range(n)):
             fail("%s: not every rank reported its share and workers: %s"
@@ -502,6 +521,7 @@ def main():
              "too_few_blocks": case_too_few_blocks,
              "output_error": case_output_error, "output_atomic": case_output_atomic, "cores": case_cores,
              "peer_killed": case_peer_killed,
+             "mpirun_cores": lambda binary, n, args: case_cores(binary, n, args, "mpirun"),
              "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
     if case not in cases:
         fail("unknown case %s" % case)
