@@ -393,11 +393,23 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
     {
       std::lock_guard lock(early_mu_[location]);
       const std::size_t slot = dist_.slot(location, from);
-      if (slot == Distribution::kNoSlot || !early_[slot].held || early_[slot].granted != phase ||
-          !payload.empty()) {
-        protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
-                                 "' early, which it did not hold early (phase " +
-                                 std::to_string(phase) + "): the ranks' protocol versions differ");
+      const std::string what = "rank " + std::to_string(from) + " released location '" + d.name +
+                               "' early";
+      const char* const versions = ": the ranks' protocol versions differ";
+      if (slot == Distribution::kNoSlot || !early_[slot].held) {
+        protocol_error(from, what + ", which it did not hold early (phase " +
+                                 std::to_string(phase) + ")" + versions);
+        return;
+      }
+      if (early_[slot].granted != phase) {
+        protocol_error(from, what + " in phase " + std::to_string(phase) +
+                                 ", which it holds early in phase " +
+                                 std::to_string(early_[slot].granted) + versions);
+        return;
+      }
+      if (!payload.empty()) {
+        protocol_error(from, what + " with " + std::to_string(payload.size()) +
+                                 " bytes (a read's release carries none)" + versions);
         return;
       }
       EarlyState& e = early_[slot];
@@ -421,10 +433,13 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
     std::lock_guard lock(early_mu_[location]);
     const std::size_t slot = dist_.slot(location, from);
     if (slot == Distribution::kNoSlot || early_[slot].held || early_[slot].granted != phase) {
+      const bool held_early = slot != Distribution::kNoSlot && early_[slot].held &&
+                              early_[slot].granted == phase;
       protocol_error(from, "rank " + std::to_string(from) + " released location '" + d.name +
-                               "' (phase " + std::to_string(phase) +
-                               "), which this rank had not granted it: the ranks' protocol "
-                               "versions differ");
+                               "' (phase " + std::to_string(phase) + "), which this rank had " +
+                               (held_early ? "granted it early (its release must say so)"
+                                           : "not granted it") +
+                               ": the ranks' protocol versions differ");
       return;
     }
     early_[slot].granted = kNoPhase;

@@ -790,6 +790,73 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
   }
 }
 
+// The home's refusals of a RELEASE that does not match an early grant it sent. Rank 1 holds
+// x's read phase early while its task of iteration 5 waits for rank 0's task of iteration 6
+// (which an early grant lets run) to inject the message, so the home's state is known: it
+// granted rank 1 phase 1 early and has not had its RELEASE back. Before, every such message was
+// refused as a release of something rank 1 "did not hold early" or "had not been granted".
+TEST_CASE("an early grant's release must say early, name its phase and carry no bytes",
+          "[distributed]") {
+  auto header = [](std::uint16_t flags, std::uint32_t phase) {
+    std::vector<std::byte> h(12);
+    h[0] = std::byte{2};  // RELEASE
+    std::memcpy(h.data() + 2, &flags, 2);
+    const std::uint32_t x = 0;
+    std::memcpy(h.data() + 4, &x, 4);
+    std::memcpy(h.data() + 8, &phase, 4);
+    return h;
+  };
+  struct Case {
+    std::vector<std::byte> message, payload;
+    std::string error;
+  };
+  // x's phases: 0 wx writes (rank 0), 1 wy reads (rank 1, early).
+  const std::vector<Case> cases = {
+      {header(1, 0), {}, "rank 1 released location 'x' early in phase 0, which it holds early "
+                         "in phase 1"},
+      {header(1, 1), std::vector<std::byte>(32),
+       "rank 1 released location 'x' early with 32 bytes (a read's release carries none)"},
+      {header(0, 1), {},
+       "rank 1 released location 'x' (phase 1), which this rank had granted it early (its "
+       "release must say so)"},
+  };
+  for (const Case& c : cases) {
+    LoopbackHub hub(2);
+    std::vector<Rank> rs(2);
+    std::atomic<bool> injected{false};
+    auto f = run_failing(hub, rs, 1, 1000000, [&hub, &c, &injected](rt::Graph& g, unsigned) {
+      auto x = g.add_location("x", 8, 4, typeid(long));
+      auto y = g.add_location("y", 8, 4, typeid(long));
+      g.set_home(x, 0);
+      g.set_home(y, 1);
+      g.add_task({"wx", {{x, rt::Mode::write}}, [&](const rt::Instance& in) {
+                    if (in.iteration != 6) return;
+                    hub.inject(1, 0, 1, c.message, c.payload);
+                    injected.store(true);
+                  }});
+      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}},
+                  [&injected](const rt::Instance& in) {
+                    if (in.iteration != 5) return;
+                    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+                    while (!injected.load() && std::chrono::steady_clock::now() < until)
+                      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  }});
+    });
+    for (auto& x : f)
+      if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+        FAIL_CHECK("a rank's run did not return within 30 s of the message: " << c.error);
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+    INFO(c.error);
+    CHECK(injected.load());  // else rank 0's task never ran ahead of rank 1's early read
+    CHECK_THAT(f[0].get(), Catch::StartsWith("RunError(protocol, rank 1)") &&
+                               Catch::Contains("rank 0 stopped: " + c.error));
+    CHECK_THAT(f[1].get(), Catch::StartsWith("RunError(peer_lost, rank 0)") &&
+                               Catch::Contains(c.error));
+  }
+}
+
 // A receive that the transport cannot end (its peer died where UCX cannot tell, and UCX cannot
 // cancel it) may still write into the location its placer chose after the engine is gone: the
 // graph keeps that memory for good, so the write lands in memory still allocated. Before, the
