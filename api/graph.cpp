@@ -9,6 +9,9 @@
 #include "runtime/storage.hpp"
 #include "scheduler/pool.hpp"
 
+static_assert(ordo::kHugePageBytes == ordo::rt::kHugePageBytes,
+              "the public huge-page threshold is the runtime's");
+
 namespace ordo {
 
 namespace detail {

@@ -15,11 +15,7 @@ std::uint32_t access_hash(std::uint32_t first, std::uint32_t location) {
 }
 constexpr std::size_t kAlign = 64;  // one cache line: no false sharing between locations
 constexpr std::size_t kPage = 4096;  // the unit of NUMA binding
-// Locations of a huge page or more are aligned to it and asked to live on huge pages (THP,
-// madvise mode by default on Debian): a stencil block streamed row by row then takes one TLB
-// entry per 2 MiB instead of per 4 KiB, and first-touch zeroing faults 512x less often
-// (docs/benchmarks.md, "Figures behind defaults").
-constexpr std::size_t kHuge = std::size_t{2} << 20;
+constexpr std::size_t kHuge = kHugePageBytes;  // graph.hpp says why
 }
 
 Buffer Buffer::allocate(std::size_t bytes) {

@@ -27,6 +27,13 @@ namespace ordo::rt {
 
 enum class Mode : std::uint8_t { read, write };
 
+// Locations of a huge page or more are aligned to it and asked to live on huge pages (THP,
+// madvise mode by default on Debian): a stencil block streamed row by row then takes one TLB
+// entry per 2 MiB instead of per 4 KiB, and first-touch zeroing faults 512x less often
+// (docs/benchmarks.md, "Figures behind defaults"). The public API names it too
+// (ordo::kHugePageBytes, checked equal in api/graph.cpp).
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
 struct Instance;  // engine.hpp
 
 // A body: a plain function pointer plus an opaque closure owned by the task.

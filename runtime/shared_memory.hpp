@@ -2,7 +2,7 @@
 // between local ranks").
 //
 // A graph built in a process that is one rank of several keeps its small locations (below
-// kHuge, which anonymous memory backs with huge pages) in a SharedArena: chunks of memfd memory,
+// kHugePageBytes, which anonymous memory backs with huge pages) in a SharedArena: chunks of memfd memory,
 // each kept open so that a rank on the same host (same kernel and PID namespace) can map it
 // through /proc/<pid>/fd/<fd> (PeerMapping). A proxy then reads and writes the home's buffer in
 // place and GRANTs and RELEASEs between the two carry no bytes.

@@ -63,9 +63,10 @@ namespace detail {
 struct FreeDeleter {
   void operator()(double* p) const noexcept { std::free(p); }
 };
-// `n` doubles, uninitialised, 2 MiB-aligned and advised onto transparent huge pages.
+// `n` doubles, uninitialised, aligned to a huge page and advised onto transparent huge pages,
+// as ordo's large locations are.
 inline std::unique_ptr<double[], FreeDeleter> huge_array(std::size_t n) {
-  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  constexpr std::size_t kHuge = ordo::kHugePageBytes;
   const std::size_t bytes = (n * sizeof(double) + kHuge - 1) / kHuge * kHuge;
   void* p = std::aligned_alloc(kHuge, bytes);
   if (p == nullptr) throw std::bad_alloc();

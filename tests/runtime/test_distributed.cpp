@@ -371,7 +371,7 @@ TEST_CASE("ranks that share memory hold no replica of a location they share with
 // nothing.
 TEST_CASE("a graph whose locations cannot fit is refused on every rank, naming the bytes",
           "[distributed][storage]") {
-  constexpr std::size_t kHuge = std::size_t{1} << 47;  // uint64 elements: 1 PiB
+  constexpr std::size_t kPebibyteElements = std::size_t{1} << 47;  // of 8 bytes
   for (unsigned ranks : {1u, 3u}) {
     INFO("ranks " << ranks);
     LoopbackHub hub(ranks);
@@ -381,7 +381,7 @@ TEST_CASE("a graph whose locations cannot fit is refused on every rank, naming t
       f.push_back(std::async(std::launch::async, [&, r] {
         rt::Graph& g = rs[r].graph;
         g.add_location("small", 8, 4, typeid(std::uint64_t));
-        g.add_location("big", 8, kHuge, typeid(std::uint64_t));
+        g.add_location("big", 8, kPebibyteElements, typeid(std::uint64_t));
         g.set_home(0, 0);
         g.set_home(1, static_cast<std::int32_t>(ranks - 1));
         rt::TaskDesc a{"a", {{0, rt::Mode::write}}, [](const rt::Instance&) {}};
@@ -398,7 +398,7 @@ TEST_CASE("a graph whose locations cannot fit is refused on every rank, naming t
     for (unsigned r = 0; r < ranks; ++r) {
       const std::string& why = rs[r].engine->storage_error();
       // One rank needs "small" too.
-      const std::uint64_t need = kHuge * 8 + (ranks == 1 ? 32 : 0);
+      const std::uint64_t need = kPebibyteElements * 8 + (ranks == 1 ? 32 : 0);
       CHECK_THAT(why, Catch::Contains("rank " + last + " needs 1.00 PiB (" +
                                       std::to_string(need) + " bytes) more"));
       CHECK_THAT(why, Catch::Contains("are available"));

@@ -417,6 +417,11 @@ struct StorageStats {
   std::size_t reserved = 0;
 };
 
+// Locations of this many bytes or more start on a huge-page boundary and are advised onto
+// transparent huge pages; smaller ones share pages. For programs that place memory of their
+// own as ordo places locations (the benchmarks' STREAM triad does).
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
 // A task graph: locations, tasks and, once run, the state of every lock. Not thread-safe:
 // declare and run from one thread. Locations and tasks can be added until the first run.
 class Graph {
