@@ -10,18 +10,23 @@
 
 namespace ordo::app {
 
-// This process's peak resident set (VmHWM) in bytes; 0 where /proc does not say.
-inline std::uint64_t peak_rss_bytes() {
+// A field of this process's /proc/self/status counted in kB ("VmHWM", "VmRSS", "VmSize"), in
+// bytes; 0 where /proc does not say.
+inline std::uint64_t status_bytes(const std::string& field) {
   std::ifstream status("/proc/self/status");
-  std::string key;
+  const std::string key = field + ":";
+  std::string word;
   std::uint64_t kb = 0;
-  while (status >> key)
-    if (key == "VmHWM:") {
+  while (status >> word)
+    if (word == key) {
       status >> kb;
       return kb * 1024;
     }
   return 0;
 }
+
+// This process's peak resident set (VmHWM) in bytes; 0 where /proc does not say.
+inline std::uint64_t peak_rss_bytes() { return status_bytes("VmHWM"); }
 
 // The result line's field: "peak_rss=B0,B1,..." with each rank's peak in bytes, rank order.
 inline std::string peak_rss_field(const std::vector<std::uint64_t>& per_rank) {

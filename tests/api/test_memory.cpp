@@ -6,28 +6,19 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <ordo/ordo.hpp>
+
+#include "peak_rss.hpp"  // apps/common: status_bytes
 
 using Catch::Contains;
 
 namespace {
 
 // This process's resident memory now (VmRSS), in bytes.
-std::uint64_t resident_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string key;
-  std::uint64_t kb = 0;
-  while (status >> key)
-    if (key == "VmRSS:") {
-      status >> kb;
-      break;
-    }
-  return kb * 1024;
-}
+std::uint64_t resident_bytes() { return ordo::app::status_bytes("VmRSS"); }
 
 }  // namespace
 

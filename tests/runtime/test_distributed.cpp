@@ -4,7 +4,6 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -15,6 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "apps/common/peak_rss.hpp"
 #include "runtime/engine.hpp"
 #include "graph_spec.hpp"
 #include "loopback_net.hpp"
@@ -465,17 +465,8 @@ TEST_CASE("memory_available reads the host's memory and this process's limits", 
   CHECK(m.host < UINT64_MAX);
   struct rlimit saved {};
   REQUIRE(::getrlimit(RLIMIT_AS, &saved) == 0);
-  std::uint64_t in_use = 0;  // VmSize, from the same file the probe reads
-  {
-    std::ifstream status("/proc/self/status");
-    std::string key;
-    while (status >> key)
-      if (key == "VmSize:") {
-        status >> in_use;
-        in_use *= 1024;
-        break;
-      }
-  }
+  // VmSize, from the same file the probe reads.
+  const std::uint64_t in_use = ordo::app::status_bytes("VmSize");
   REQUIRE(in_use > 0);
   const std::uint64_t room = std::uint64_t{64} << 30;  // far above what this test maps meanwhile
   struct rlimit lowered = saved;
