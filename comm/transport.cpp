@@ -729,14 +729,13 @@ bool Transport::wait_for_event(std::chrono::milliseconds timeout) {
   // Busy phase: a peer that just sent is likely to send again within microseconds, and a
   // sleeping receiver costs both sides a system call per message (UCX's shared memory signals
   // an armed peer through a socket) and a wake-up. Yielding between polls leaves the core to
-  // runnable workers.
-  if (m.spin.count() > 0 && timeout.count() > 0) {
-    const auto until = Clock::now() + m.spin;
-    do {
-      std::this_thread::yield();
-      if (progress()) return true;
-    } while (Clock::now() < until && !m.has_posted.load(std::memory_order_acquire));
-  }
+  // runnable workers. Posted work ends the spin too: prepare_sleep() runs it.
+  bool any = false;
+  if (timeout.count() > 0 && spin_until([&] {
+        any = progress();
+        return any || m.has_posted.load(std::memory_order_acquire);
+      }) && any)
+    return true;
   if (!prepare_sleep()) return true;
   epoll_event ev[8];
   const int rc = ::epoll_wait(m.wait_fd, ev, 8, int(timeout.count()));

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 
 #include "comm/bootstrap.hpp"
 
@@ -171,6 +172,20 @@ class Transport {
   bool after_sleep();
   // How long wait_for_event() keeps polling before it sleeps (TransportOptions::spin).
   std::chrono::microseconds spin_duration() const;
+  // The busy phase before a sleep, for wait_for_event() and for callers that sleep through
+  // prepare_sleep(): calls `poll` after yielding the core, until it returns true (then true) or
+  // spin_duration() has passed (then false). With a spin of 0, false at once.
+  template <class Poll>
+  bool spin_until(Poll&& poll) const {
+    const std::chrono::microseconds spin = spin_duration();
+    if (spin.count() <= 0) return false;
+    const auto until = std::chrono::steady_clock::now() + spin;
+    do {
+      std::this_thread::yield();
+      if (poll()) return true;
+    } while (std::chrono::steady_clock::now() < until);
+    return false;
+  }
   // Wakes a wait_for_event() in progress (or the next one). May be called from any thread.
   void wake();
   // Runs `work` on the transport thread, inside its next progress(), and wakes it. May be called

@@ -165,17 +165,14 @@ void CommNet::standby() {
   handoff_ = false;
 }
 
-// Polls for the transport's spin duration (its busy phase), yielding between polls. True when
-// something happened or workers took over.
+// The transport's busy phase, each poll under the turn. True when something happened or
+// workers took over.
 bool CommNet::finds_work_while_spinning() {
-  const auto until = std::chrono::steady_clock::now() + transport_->spin_duration();
-  while (std::chrono::steady_clock::now() < until) {
-    std::this_thread::yield();
+  return transport_->spin_until([&] {
     if (stop_.load(std::memory_order_relaxed) || workers_polling()) return true;
     bool did = false;
-    if (with_turn([&] { did = transport_->progress(); }) && did) return true;
-  }
-  return false;
+    return with_turn([&] { did = transport_->progress(); }) && did;
+  });
 }
 
 void CommNet::progress_loop() {
