@@ -698,21 +698,27 @@ TEST_CASE("a fiber task waiting on a rank that dies returns with that rank's fai
   }
 }
 
+namespace {
+
+// A protocol message's header as a peer would forge it (runtime/wire.hpp): kind u8 (1 = GRANT,
+// 2 = RELEASE, 4 = ABORT), initial u8, flags u16 (1 = early, 4 = shared), location u32,
+// phase u32.
+std::vector<std::byte> header(std::uint8_t kind, std::uint16_t flags, std::uint32_t location,
+                              std::uint32_t phase = 0) {
+  std::vector<std::byte> h(12);
+  h[0] = std::byte{kind};
+  std::memcpy(h.data() + 2, &flags, 2);
+  std::memcpy(h.data() + 4, &location, 4);
+  std::memcpy(h.data() + 8, &phase, 4);
+  return h;
+}
+
+}  // namespace
+
 // Messages the protocol never sends (a corrupt peer, or ranks of different ordo versions) stop
 // the run on every rank with a message naming the sender, instead of corrupting locks.
 TEST_CASE("a peer's malformed or impossible protocol message stops every rank, naming it",
           "[distributed]") {
-  // The wire header (runtime/distributed.cpp): kind u8 (1 = GRANT, 2 = RELEASE), initial u8,
-  // flags u16 (1 = early, 4 = shared), location u32, phase u32.
-  auto header = [](std::uint8_t kind, std::uint16_t flags, std::uint32_t location,
-                   std::uint32_t phase = 0) {
-    std::vector<std::byte> h(12);
-    h[0] = std::byte{kind};
-    std::memcpy(h.data() + 2, &flags, 2);
-    std::memcpy(h.data() + 4, &location, 4);
-    std::memcpy(h.data() + 8, &phase, 4);
-    return h;
-  };
   struct Case {
     std::vector<std::byte> message, payload;
     std::string error;
@@ -788,26 +794,18 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
 // refused as a release of something rank 1 "did not hold early" or "had not been granted".
 TEST_CASE("an early grant's release must say early, name its phase and carry no bytes",
           "[distributed]") {
-  auto header = [](std::uint16_t flags, std::uint32_t phase) {
-    std::vector<std::byte> h(12);
-    h[0] = std::byte{2};  // RELEASE
-    std::memcpy(h.data() + 2, &flags, 2);
-    const std::uint32_t x = 0;
-    std::memcpy(h.data() + 4, &x, 4);
-    std::memcpy(h.data() + 8, &phase, 4);
-    return h;
-  };
+  auto release = [](std::uint16_t flags, std::uint32_t phase) { return header(2, flags, 0, phase); };
   struct Case {
     std::vector<std::byte> message, payload;
     std::string error;
   };
   // x's phases: 0 wx writes (rank 0), 1 wy reads (rank 1, early).
   const std::vector<Case> cases = {
-      {header(1, 0), {}, "rank 1 released location 'x' early in phase 0, which it holds early "
+      {release(1, 0), {}, "rank 1 released location 'x' early in phase 0, which it holds early "
                          "in phase 1"},
-      {header(1, 1), std::vector<std::byte>(32),
+      {release(1, 1), std::vector<std::byte>(32),
        "rank 1 released location 'x' early with 32 bytes (a read's release carries none)"},
-      {header(0, 1), {},
+      {release(0, 1), {},
        "rank 1 released location 'x' (phase 1), which this rank had granted it early (its "
        "release must say so)"},
   };
