@@ -1,3 +1,8 @@
+// Over 600 lines: the phase machine's hot path (grant, ready, release, execute), the iteration
+// gate and run loop, construction and the one failure path all work on the engine's private
+// state under the threading contract in engine.hpp; the protocols across ranks are parts of
+// their own. The next cut, where it grows: construction and the failure path into files of
+// their own, as engine_storage.cpp is.
 #include "runtime/engine.hpp"
 
 #include <algorithm>
