@@ -1,3 +1,5 @@
+// Over 600 lines: two drivers share this binary's flags and plumbing, the app comparison and
+// --ranks (run_ranks and its halo measurement, the part to move into a file of its own next).
 // ordo-bench-stencil: runs one stencil app under every system side by side in one invocation and
 // prints gstencils per system and the ratios between them (docs/baselines.md).
 //
