@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
 """Multi-process tests of comm/ and ordorun. One case per invocation:
+(Over 600 lines: the cases share the process, namespace and launcher set-up below, which the
+app and checkpoint tests import as well.)
 
     multiprocess.py ORDORUN PINGPONG CASE [ARGS...]
 

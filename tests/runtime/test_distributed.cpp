@@ -1,3 +1,5 @@
+// Over 600 lines: every case runs on the same simulated ranks (LoopbackHub, run_failing, the
+// forged headers), which a second file would have to share through a header of its own.
 // The engine across ranks, with every rank simulated in this process over LoopbackNet: each
 // rank builds its own copy of the graph (SPMD) and runs on its own pool. Results are compared
 // with the sequential interpreter, taking each location from its home rank.

@@ -1,3 +1,5 @@
+// Over 600 lines: one suite for the recorder, the file format and ordo-trace together, since
+// each case checks the tool's figures against the events the recorder wrote for it.
 // Tracing: the recorder writes exactly the expected events for a known graph, the tool's
 // figures match what this test recomputes from the decoded events, the Perfetto export is
 // well-formed, multi-rank merges respect clock offsets, and bad files are refused clearly.
