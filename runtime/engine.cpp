@@ -278,6 +278,56 @@ void Engine::release(std::uint32_t location, std::uint32_t releaser, std::uint64
   grant_phase(location, next, releaser, iteration, worker);
 }
 
+void Engine::prefetch_release(std::uint32_t task, std::span<const std::uint32_t> locks) const {
+  __builtin_prefetch(&tasks_[task], 1);
+  for (std::uint32_t l : locks) __builtin_prefetch(&locks_[l], 1);
+}
+
+void Engine::release_all(std::span<const std::uint32_t> locks, std::uint32_t releaser,
+                         std::uint64_t iteration, unsigned worker) {
+  Grants grants;
+  for (std::uint32_t l : locks) {
+    LockState& ls = locks_[l];
+    // acq_rel: the last holder must see every other holder's work before it advances.
+    const std::uint32_t holders = ls.remaining.fetch_sub(1, std::memory_order_acq_rel);
+    ORDO_ASSERT(holders != 0);  // a release without a hold
+    if (holders != 1) continue;
+    const LockPlan& lp = plan_.locks[l];
+    const std::uint32_t next = ls.phase + 1 == lp.phases.size() ? 0 : ls.phase + 1;
+    ls.phase = next;
+    const Phase& ph = lp.phases[next];
+    ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by the grants
+    for (std::uint32_t m = ph.begin; m < ph.end; ++m) {
+      const std::uint32_t member = lp.members[m];
+      if (fibers_ && fibers_->drives(member)) {
+        grant_traced(member, l, releaser, iteration, worker);
+        continue;
+      }
+      // Traced before the grant, as in grant_traced.
+      if (trace_) [[unlikely]]
+        trace_->grant(worker, member, l, granted_iteration(member, l), releaser, iteration);
+      // Its line arrives while the other locations are released.
+      __builtin_prefetch(&tasks_[member], 1);
+      if (!grants.add(member)) {
+        grant_all(grants);
+        grants.add(member);
+      }
+    }
+  }
+  grant_all(grants);
+}
+
+void Engine::grant_all(Grants& grants) {
+  for (std::uint32_t i = 0; i < grants.size; ++i) {
+    const std::uint32_t task = grants.tasks[i], count = grants.counts[i];
+    // acq_rel: as in grant(), for `count` grants at once.
+    const std::uint32_t missed = missing(tasks_[task]).fetch_sub(count, std::memory_order_acq_rel);
+    ORDO_ASSERT(missed >= count);  // more grants than the instance has requests
+    if (missed == count) ready(task);
+  }
+  grants.size = 0;
+}
+
 unsigned Engine::trace_buffer() const {
   const int w = sched::Pool::current_worker();
   return w >= 0 ? static_cast<unsigned>(w) : trace_->control();
@@ -350,11 +400,15 @@ void Engine::execute_one(sched::Item item, unsigned worker, std::uint64_t& uncou
     }
     if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
   }
-  ts.iteration = k + 1;
   const auto locks = plan_.task_locks_of(task);
+  // Before the store below: the task's own state line may sit with another worker too.
+  if (!dist_ && !locks.empty()) prefetch_release(task, locks);
+  ts.iteration = k + 1;
   tl_engine = this;
   if (locks.empty())
     ready(task);
+  else if (!dist_)
+    release_all(locks, task, k, worker);
   else
     for (std::uint32_t l : locks) release(l, task, k, worker);
   tl_engine = nullptr;

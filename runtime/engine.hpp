@@ -24,6 +24,16 @@
 // has fired (each of the task's locations stays at the task's phase until instance k releases
 // it), so one counter, reset when the instance fires, serves every iteration.
 //
+// Releasing an instance (one process): the lines a release writes (its locations' states, the
+// task's own, and the states of the tasks it grants) are usually held by another worker, which
+// released or granted them in the same step, and a locked decrement waits for its line, one
+// after the other. So the release first prefetches its own and its locations' lines for
+// writing (the misses overlap), then decrements each location's count, prefetching the state of
+// every task that a completed phase grants, and grants them once every location is released,
+// with one decrement of `missing` for all the grants a task gets from this release (the last
+// releaser of a 1-D stencil step grants each successor twice). The grants come after the phase
+// updates, as in release() (docs/benchmarks.md, "METG": what each saves).
+//
 // Iteration gate: an instance of iteration >= limit_ is held instead of queued. A run raises
 // the limit; convergence checks raise it in steps, so that a predicate is evaluated on the
 // contents after exactly iteration k, with nothing of k+1 started: the stop is deterministic.
@@ -241,6 +251,33 @@ class Engine final : public sched::Executor {
   void release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
                unsigned worker);
   void grant(std::uint32_t task, std::uint32_t location);
+  // One process, a dataflow instance whose body has returned (header, "Releasing an
+  // instance"): prefetch_release starts fetching its own state's and its locations' lines,
+  // then release_all releases its `locks` and grants each task the phases that follow,
+  // counting a task's grants from several of the locks with one decrement.
+  void prefetch_release(std::uint32_t task, std::span<const std::uint32_t> locks) const;
+  void release_all(std::span<const std::uint32_t> locks, std::uint32_t releaser,
+                   std::uint64_t iteration, unsigned worker);
+  // Grants gathered by release_all: (task, count) pairs, at most kSize distinct tasks.
+  struct Grants {
+    static constexpr std::uint32_t kSize = 16;
+    std::uint32_t size = 0;
+    std::uint32_t tasks[kSize];
+    std::uint32_t counts[kSize];
+    // False when full (grant_all empties it).
+    bool add(std::uint32_t task) {
+      for (std::uint32_t i = 0; i < size; ++i)
+        if (tasks[i] == task) {
+          ++counts[i];
+          return true;
+        }
+      if (size == kSize) return false;
+      tasks[size] = task;
+      counts[size++] = 1;
+      return true;
+    }
+  };
+  void grant_all(Grants& grants);
   // For tracing, before the grant: the iteration of `task`'s instance that this grant of
   // `location` is for.
   std::uint64_t granted_iteration(std::uint32_t task, std::uint32_t location) const;
