@@ -43,6 +43,19 @@
 // change. (With steal_far off a worker sees only its own node's work: notify_all then.) The epoch is 32 bits;
 // a worker would have to stay between W1 and W4 for 2^32 notifications to be fooled.
 //
+// Mailboxes (the hand-off to a spinning worker). A worker that spins idle (spin_while_idle:
+// it has a core of its own, no poller) opens its mailbox, one item on a line of its own, and
+// looks into it between its searches. A push from a worker of the same node puts the item
+// into the open mailbox of one of its nearest workers (one CAS, kOpen -> item) instead of its
+// own deque: the spinner then takes it with one load of that line, where a steal reads the
+// deque's bottom, its slot and CASes its top (three lines that move between the two workers
+// for every item). Only the owner empties a full mailbox, and it closes it (an exchange) before
+// it stops spinning, taking what was delivered until then, so an item in a mailbox always has
+// a worker awake that will run it: such a push needs no notify(), and the parking protocol
+// below never sees mailboxes. A spinner that finds work elsewhere first pushes a late delivery
+// onto its own deque (with notify()). The scan is limited to the kMailboxScan nearest workers
+// of the pusher's node, so a hinted item stays on its node.
+//
 // Shutdown: the destructor sets stop_ and bumps the epoch under park_mu_, then notify_all; a
 // worker checks stop_ at the top of its loop and in W4's predicate, so each one exits. Items
 // still queued then are dropped: detach() requires that none are.
@@ -228,6 +241,7 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
         node_listed[vn] = true;
       }
       w.sources.push_back({false, static_cast<unsigned>(v)});
+      if (vn == w.node && w.near.size() < kMailboxScan) w.near.push_back(static_cast<unsigned>(v));
     }
   }
 
@@ -302,11 +316,26 @@ void Pool::detach() { exec_.store(nullptr, std::memory_order_relaxed); }
 
 int Pool::current_worker() { return tls_worker; }
 
+bool Pool::deliver(const Worker& self, Item item) {
+  for (unsigned v : self.near) {
+    std::atomic<Item>& box = workers_[v]->mailbox;
+    Item open = kOpen;
+    // release: pairs with the owner's acquire load (what the item refers to is published).
+    if (box.load(std::memory_order_relaxed) == kOpen &&
+        box.compare_exchange_strong(open, item, std::memory_order_release,
+                                    std::memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
 void Pool::push(Item item, int node) {
+  if (item >= kOpen) throw std::invalid_argument("pool items must be below Pool::kOpen");
   Worker* self = tls_pool == this ? workers_[static_cast<unsigned>(tls_worker)].get() : nullptr;
   unsigned target;
   if (node < 0 || !numa_mode()) {
     if (self) {
+      if (deliver(*self, item)) return;  // no notify: its owner is awake
       self->own.push(item);
       notify();
       return;
@@ -315,6 +344,7 @@ void Pool::push(Item item, int node) {
   } else {
     target = static_cast<unsigned>(node) % nodes();
     if (self && self->node == target) {
+      if (deliver(*self, item)) return;
       self->own.push(item);
       notify();
       return;
@@ -366,18 +396,42 @@ bool Pool::find(Worker& w, Item& item) {
   return false;
 }
 
+bool Pool::close_mailbox(Worker& w, Item& item) {
+  // acquire: pairs with the CAS in deliver(); a pusher may fill the box until this exchange.
+  const Item m = w.mailbox.exchange(kClosed, std::memory_order_acquire);
+  if (m >= kOpen) return false;
+  item = m;
+  return true;
+}
+
 // An idle worker with a core of its own searches with a pause between looks for idle_spin_
 // before it starts yielding: a yield is a system call, and an item pushed while the worker is
-// in one waits for it to return (the hand-off of one task per step between two workers).
+// in one waits for it to return (the hand-off of one task per step between two workers). Its
+// mailbox is open meanwhile (the top of this file).
 bool Pool::spin_while_idle(Worker& w, Item& item) {
   using Clock = std::chrono::steady_clock;
   const auto until = Clock::now() + idle_spin_;
+  w.mailbox.store(kOpen, std::memory_order_relaxed);
   for (unsigned n = 1; !stop_.load(std::memory_order_relaxed); ++n) {
     cpu_relax();
-    if (find(w, item)) return true;
-    if (n % kLooksPerClock == 0 && Clock::now() >= until) return false;
+    // acquire: pairs with the CAS in deliver().
+    const Item m = w.mailbox.load(std::memory_order_acquire);
+    if (m < kOpen) {
+      w.mailbox.store(kClosed, std::memory_order_relaxed);  // a full box changes only here
+      item = m;
+      return true;
+    }
+    if (find(w, item)) {
+      Item late;
+      if (close_mailbox(w, late)) {  // delivered meanwhile: for whoever looks next
+        w.own.push(late);
+        notify();
+      }
+      return true;
+    }
+    if (n % kLooksPerClock == 0 && Clock::now() >= until) break;
   }
-  return false;
+  return close_mailbox(w, item);
 }
 
 // An idle worker polls (yielding the core every kPollsPerYield polls, for oversubscribed

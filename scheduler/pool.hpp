@@ -113,6 +113,8 @@ class Pool {
   // kMinWorkerLimit (more is refused with std::invalid_argument).
   static constexpr std::size_t kWorkersPerUnit = 4;
   static constexpr std::size_t kMinWorkerLimit = 256;
+  // A push from a worker looks at this many of the nearest workers' mailboxes.
+  static constexpr std::size_t kMailboxScan = 4;
 
   // Throws std::invalid_argument for a bad topology description or processing-unit list, and
   // for more workers than the limit above.
@@ -125,6 +127,9 @@ class Pool {
 
   void attach(Executor& exec);
   void detach();
+  // The two largest values are the pool's own (kClosed, kOpen): items are smaller.
+  static constexpr Item kClosed = ~Item{0};
+  static constexpr Item kOpen = ~Item{0} - 1;
   void push(Item item) { push(item, -1); }
   // `node`: placement hint, the NUMA node (in [0, nodes()), wrapped modulo nodes()) whose
   // workers should run the item; -1 for none. Ignored in flat mode.
@@ -161,6 +166,11 @@ class Pool {
   bool is_oversubscribed() const { return !oversubscribed_note_.empty(); }
   // The workers `worker` steals from, nearest first.
   std::vector<unsigned> steal_order(unsigned worker) const;
+  // Whether `worker` spins idle with its mailbox open and empty right now (a snapshot, for
+  // tests that must know a push will be delivered).
+  bool has_open_mailbox(unsigned worker) const {
+    return workers_[worker]->mailbox.load(std::memory_order_relaxed) == kOpen;
+  }
   // Binds the whole pages of an area to pool node `node` (see Topology::bind_memory).
   Binding bind_memory(void* data, std::size_t bytes, unsigned node) const;
   // Pool node holding the area's first whole page, or -1 when it cannot be told.
@@ -185,7 +195,11 @@ class Pool {
     unsigned node = 0;   // pool node
     std::vector<Source> sources;  // nearest first
     std::uint32_t ticks = 0;      // owner only: finds so far, to look at the inbox now and then
+    std::vector<unsigned> near;   // the nearest workers of its node, at most kMailboxScan
     std::thread thread;
+    // kClosed; kOpen while the owner spins idle; or an item put there for the owner (pool.cpp,
+    // "Mailboxes"). On a line of its own: the pusher writes it, the spinning owner reads it.
+    alignas(64) std::atomic<Item> mailbox{kClosed};
   };
   struct alignas(64) Inbox {
     std::atomic<std::size_t> count{0};  // items, readable without the lock
@@ -198,6 +212,9 @@ class Pool {
   bool poll_while_idle(Worker& w, Poller& p, Item& item);
   bool spin_while_idle(Worker& w, Item& item);
   bool take_inbox(unsigned node, Item& item);
+  // Puts `item` into the open mailbox of a worker near `self`; false when none is open.
+  bool deliver(const Worker& self, Item item);
+  bool close_mailbox(Worker& w, Item& item);
   bool steal_from(Worker& thief, unsigned victim, Item& item);
   void run(Worker& w, Item item);
   void notify();

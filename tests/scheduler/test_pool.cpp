@@ -148,6 +148,7 @@ TEST_CASE("idle workers steal from a busy one and the observer sees it", "[pool]
   CountingObserver obs(4);  // outlives the pool: workers may call it until they are joined
   PoolConfig cfg;
   cfg.workers = 4;
+  cfg.idle_spin = std::chrono::nanoseconds{0};  // no spinning worker, so no mailbox is open
   Pool pool(cfg);
   pool.set_observer(&obs);
   StealExecutor exec(pool, 64);
@@ -159,6 +160,48 @@ TEST_CASE("idle workers steal from a busy one and the observer sees it", "[pool]
   // Only item 0 came from outside: the others reached other workers by stealing.
   CHECK(obs.steals.load() > 0);
   CHECK(obs.self_steals.load() == 0);
+}
+
+TEST_CASE("a push from a worker goes to a spinning worker's mailbox, not to a thief", "[pool]") {
+  // Item 0 waits until the other worker spins (its mailbox open; it spins for the whole test),
+  // pushes item 1 and waits until it has run: the push must have gone into the mailbox, since
+  // nothing was stolen (the observer sees every steal from a deque).
+  CountingObserver obs(2);
+  PoolConfig cfg;
+  cfg.workers = 2;
+  cfg.idle_spin = std::chrono::seconds(60);
+  Pool pool(cfg);
+  if (pool.is_oversubscribed()) {
+    WARN("threads share cores here: no worker spins, no mailbox opens");
+    return;
+  }
+  pool.set_observer(&obs);
+  class PushingExecutor final : public Executor {
+   public:
+    explicit PushingExecutor(Pool& pool) : pool_(pool) {}
+    void execute(Item item, unsigned worker) override {
+      if (item == 0) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (!pool_.has_open_mailbox(1 - worker) && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::yield();
+        pool_.push(1);
+        while (!other_ran.load() && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::yield();
+      } else {
+        other_ran.store(true);
+      }
+      countdown.count_one();
+    }
+    Pool& pool_;
+    std::atomic<bool> other_ran{false};
+    ordo::test::Countdown countdown{2};
+  } exec(pool);
+  pool.attach(exec);
+  pool.push(0);
+  exec.countdown.wait();
+  pool.detach();
+  CHECK(exec.other_ran.load());  // item 0's worker was busy until item 1 had run
+  CHECK(obs.steals.load() == 0);
 }
 
 TEST_CASE("bad processing units and topologies are refused with a message", "[pool]") {
