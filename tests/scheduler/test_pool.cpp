@@ -133,7 +133,20 @@ TEST_CASE("parked workers wake for each item pushed from outside", "[pool]") {
     pool->push(0);
     exec.wait();
     pool->detach();
-    if (r % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let them park
+    if (r % 100 == 0) {
+      // Let them park: wait until one more has (at most a second; a fixed pause was too short
+      // on a loaded machine, where each of a worker's yields before parking may take a time
+      // slice).
+      const auto parked = [&] {
+        std::uint64_t n = 0;
+        for (const auto& p : obs.parks) n += p.load();
+        return n;
+      };
+      const std::uint64_t before = parked();
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (parked() == before && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   pool.reset();  // joins the workers, so the counts below are final
   std::uint64_t parks = 0;
