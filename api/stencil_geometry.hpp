@@ -48,10 +48,12 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // the first row's owned points start H rounded up to 8 doubles into the buffer, so that a
 // kernel's row loop does not split its loads and stores across cache lines differently from
 // row to row (the buffer itself starts 64-byte aligned: ordo's locations do, and the stencil
-// keeps its buffers a multiple of 8 doubles long). A row's high halo and the next row's low
-// halo share the line between them: a sweep reads B/8 + 1 lines per row, not B/8 + 2 (for
-// 128-point rows that is 6% of its memory traffic). Points beyond the halo's H are padding
-// nobody reads.
+// keeps its buffers a multiple of 8 doubles long). In 3-D and up a row's high halo and the
+// next row's low halo share the line between them: a sweep reads B/8 + 1 lines per row, not
+// B/8 + 2 (for 128-point rows that is 6% of its memory traffic). In 2-D each row keeps a line
+// of its own on either side: there the saving is a fraction of a percent (long rows), and
+// heat2d 8192² ran 8% slower with the shared line (docs/benchmarks.md). Points beyond the
+// halo's H are padding nobody reads.
 struct Pad {
   std::size_t d = 0;
   std::size_t h = 0;  // padding (halo depth) H
@@ -69,13 +71,15 @@ struct Pad {
     for (std::size_t i = d; i-- > 0;) {
       ext[i] = static_cast<std::ptrdiff_t>(block[i]);
       stride[i] = s;
-      if (i + 1 == d && d >= 2)
+      if (i + 1 == d && d >= 3)
         s *= (ext[i] + 2 * H + 7) / 8 * 8;
+      else if (i + 1 == d && d == 2)
+        s *= (low_last + ext[i] + H + 7) / 8 * 8;
       else
         s *= ext[i] + 2 * H;
     }
-    // The last row's high halo ends up to low_last doubles beyond the rows' strides.
-    count = static_cast<std::size_t>(d >= 2 ? s + low_last : s);
+    // In 3-D and up the last row's high halo ends up to low_last doubles beyond the strides.
+    count = static_cast<std::size_t>(d >= 3 ? s + low_last : s);
     for (std::size_t i = 0; i + 1 < d; ++i) base += H * stride[i];
     base += d >= 2 ? low_last : H;
   }
