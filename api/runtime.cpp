@@ -8,6 +8,7 @@
 #include "api/graph_impl.hpp"
 #include "api/settings.hpp"
 #include "runtime/comm_net.hpp"
+#include "runtime/storage.hpp"
 #include "scheduler/fiber.hpp"
 #include "scheduler/pool.hpp"
 #include "runtime/trace.hpp"
@@ -233,6 +234,22 @@ Runtime::~Runtime() = default;
 unsigned Runtime::workers() const { return impl_->pool.size(); }
 unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
 unsigned Runtime::rank() const { return impl_->net ? impl_->net->rank() : 0; }
+
+void Runtime::check_memory_available(std::uint64_t bytes, const std::string& what) {
+  if (!impl_->net) return ::ordo::check_memory_available(bytes, what);
+  // Two rounds, as the first run's check of a graph's locations (runtime/engine_storage.cpp):
+  // every rank's need, summed per host, then every rank's verdict, so all refuse alike.
+  const std::vector<std::uint64_t> needs = gather_values(bytes);
+  rt::StorageVerdict mine;
+  mine.more = mine.total = mine.host_more = bytes;
+  mine.available = rt::memory_available();
+  for (unsigned p = 0; p < needs.size(); ++p)
+    if (p != rank() && impl_->net->same_host(p)) mine.host_more += needs[p];
+  const std::string refusal = rt::memory_refusal(
+      gather_values(mine), what + " do not fit in memory: ",
+      [](const rt::StorageVerdict& v) { return rt::format_bytes(v.more); });
+  if (!refusal.empty()) throw Error(refusal);
+}
 unsigned Runtime::ranks() const { return impl_->net ? impl_->net->size() : 1; }
 std::uint64_t Runtime::control_messages() const {
   return impl_->net ? impl_->net->control_messages_sent() : 0;

@@ -145,14 +145,22 @@ std::string format_bytes(std::uint64_t bytes) {
 }
 
 std::string storage_refusal(const std::vector<StorageVerdict>& verdicts) {
+  return memory_refusal(verdicts, "the graph's locations do not fit in memory: ",
+                        [](const StorageVerdict& v) {
+                          return format_bytes(v.more) + " more for its locations (its home "
+                                 "locations and the replicas its tasks use, " +
+                                 format_bytes(v.total) + " in all)";
+                        });
+}
+
+std::string memory_refusal(const std::vector<StorageVerdict>& verdicts, const std::string& opening,
+                           const std::function<std::string(const StorageVerdict&)>& need) {
   std::ostringstream out;
   bool any = false;
   for (std::size_t r = 0; r < verdicts.size(); ++r) {
     const StorageVerdict& v = verdicts[r];
     if (v.fits()) continue;
-    out << (any ? "; " : "the graph's locations do not fit in memory: ") << "rank " << r
-        << " needs " << format_bytes(v.more) << " more for its locations (its home locations "
-        << "and the replicas its tasks use, " << format_bytes(v.total) << " in all)";
+    out << (any ? "; " : opening) << "rank " << r << " needs " << need(v);
     any = true;
     if (v.allocation_failed) {
       out << ", and the system refused to map them";

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ struct StorageVerdict {
 // The refusal naming every rank whose verdict does not fit (empty when all fit). `verdicts`
 // is indexed by rank.
 std::string storage_refusal(const std::vector<StorageVerdict>& verdicts);
+// The same for any need: `opening`, then per rank that does not fit "rank R needs " +
+// need(its verdict) and what limits it.
+std::string memory_refusal(const std::vector<StorageVerdict>& verdicts, const std::string& opening,
+                           const std::function<std::string(const StorageVerdict&)>& need);
 
 // "1.50 GiB (1610612736 bytes)", "512 bytes".
 std::string format_bytes(std::uint64_t bytes);

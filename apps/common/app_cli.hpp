@@ -57,6 +57,22 @@ inline std::vector<std::size_t> parse_shape(const std::string& text, std::size_t
   return out;
 }
 
+// The bytes of `copies` float64 grids of `shape`; throws Error (naming `flag_and_value`) when
+// they exceed 2^64.
+inline std::uint64_t grid_bytes(const std::vector<std::size_t>& shape, std::uint64_t copies,
+                                const std::string& flag_and_value) {
+  std::uint64_t bytes = sizeof(double) * copies;
+  bool overflow = false;
+  for (std::size_t e : shape) {
+    if (e != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / e) overflow = true;
+    if (!overflow) bytes *= e;
+  }
+  if (overflow)
+    throw Error(flag_and_value + " is too large: its " + std::to_string(copies) +
+                " grid(s) of 8-byte values need more than 2^64 bytes; use a smaller grid");
+  return bytes;
+}
+
 // Refuses, before anything is allocated, a grid of `shape` of which the app keeps `copies`
 // float64 arrays when this process cannot get them from the system (or their size overflows):
 // an exit-2 message in a millisecond instead of std::bad_alloc after a minute of swapping. The
@@ -64,16 +80,9 @@ inline std::vector<std::size_t> parse_shape(const std::string& text, std::size_t
 // its first run.
 inline void check_grid_fits(const std::vector<std::size_t>& shape, std::uint64_t copies,
                             const std::string& flag_and_value) {
-  std::uint64_t bytes = sizeof(double) * copies;
-  bool overflow = false;
-  for (std::size_t e : shape) {
-    if (e != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / e) overflow = true;
-    if (!overflow) bytes *= e;
-  }
-  const std::string what = flag_and_value + " is too large: its " + std::to_string(copies) +
-                           " grid(s) of 8-byte values";
-  if (overflow) throw Error(what + " need more than 2^64 bytes; use a smaller grid");
-  check_memory_available(bytes, what);
+  check_memory_available(grid_bytes(shape, copies, flag_and_value),
+                         flag_and_value + " is too large: its " + std::to_string(copies) +
+                             " grid(s) of 8-byte values");
 }
 
 inline std::string join_shape(const std::vector<std::size_t>& s) {

@@ -116,6 +116,27 @@ struct AppDesc {
   std::uint64_t steps_per_iter = 1;
 };
 
+// Points of the blocks rank `rank` of `ranks` holds: block b (C order over the block grid) on
+// rank b * ranks / count, as the layer places them, each of its balanced extents.
+inline std::uint64_t points_on_rank(const AppParams& p, unsigned ranks, unsigned rank) {
+  std::uint64_t count = 1;
+  for (std::size_t b : p.blocks) count *= b;
+  // b * ranks / count == rank exactly for b in [first(rank), first(rank + 1)).
+  auto first = [&](std::uint64_t r) { return (r * count + ranks - 1) / ranks; };
+  std::uint64_t points = 0;
+  for (std::uint64_t b = first(rank); b < first(rank + 1); ++b) {
+    std::uint64_t rest = b, n = 1;
+    for (std::size_t k = p.size.size(); k-- > 0;) {
+      const std::size_t i = rest % p.blocks[k];
+      rest /= p.blocks[k];
+      n *= stencil::block_low(i + 1, p.size[k], p.blocks[k]) -
+           stencil::block_low(i, p.size[k], p.blocks[k]);
+    }
+    points += n;
+  }
+  return points;
+}
+
 // The index of global coordinate c in a C-order array of p's size.
 inline std::size_t global_index(const AppParams& p, stencil::Coord c) {
   std::size_t at = 0;
@@ -312,8 +333,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   check_blocks_fit(p.size, p.blocks, size_text, blocks_text);
 
   stencil::Spec spec = app.spec(p);
-  // Every time level, the coefficient grids and the result, before any is allocated.
-  check_grid_fits(p.size, spec.time_levels + spec.aux_grids + 1, "--size " + size_text);
+  // Every time level and coefficient grid, and --verify's result: their sizes in bytes at all.
+  // Whether a rank's share fits is judged once the ranks are known (below).
+  const std::uint64_t grids = spec.time_levels + spec.aux_grids;
+  const std::uint64_t whole_bytes = grid_bytes(p.size, grids + 1, "--size " + size_text);
   spec.size = p.size;
   spec.blocks = p.blocks;
   spec.tb_depth = tb;
@@ -365,6 +388,16 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
   check_every_rank_has_a_block(ranks, p.blocks, blocks_text);
+  // Before any block is filled, what this rank will hold: its blocks of every grid, and with
+  // --verify the reference's whole grids (each rank builds them). With the ranks of its host
+  // together, so that a problem spread over one host's ranks is refused like one process's.
+  // (The first run judges the graph's locations exactly, but after the blocks are filled.)
+  const std::uint64_t own_bytes = sizeof(double) * grids * points_on_rank(p, ranks, rank);
+  const std::uint64_t extra = verify ? whole_bytes : 0;
+  rt.check_memory_available(own_bytes > UINT64_MAX - extra ? UINT64_MAX : own_bytes + extra,
+                            "--size " + size_text + " is too large: its blocks on each rank (" +
+                                std::to_string(grids) + " grid(s) of 8-byte values" +
+                                (verify ? ", and --verify's whole grids" : "") + ")");
   double seconds = 0;
   // Visits the blocks of a result time level this rank holds.
   std::function<void(const stencil::BoxVisit&, std::size_t level)> visit_blocks;

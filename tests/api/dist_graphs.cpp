@@ -11,6 +11,7 @@
 // --ring K: location x[r] on each rank r, task t[r] writes x[r] = x[r-1] + 1 (x[R-1] of the
 // previous iteration for r = 0) for K iterations: each rank talks to the two ranks beside it
 // and to its control-plane tree, no other; each checks its x[r] against the sequential value.
+// --memory-check: Runtime::check_memory_available across the ranks of this host.
 // --busy-home (2 ranks, 1 worker each): rank 1's only worker stays in one task body until rank
 // 0 has run 200 iterations of a task whose every iteration needs rank 1 (the home of a
 // location it writes) to answer its RELEASE with the next GRANT. Idle workers drive the
@@ -36,11 +37,12 @@ using namespace ordo::test;
 int main(int argc, char** argv) {
   std::uint64_t seeds = 20;
   unsigned workers = 2;
-  bool mismatch = false, busy_home = false;
+  bool mismatch = false, busy_home = false, memory_check = false;
   long die_at = -1, fiber_die_at = -1, ring = -1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--mismatch")) mismatch = true;
     if (!std::strcmp(argv[i], "--busy-home")) busy_home = true;
+    if (!std::strcmp(argv[i], "--memory-check")) memory_check = true;
     if (!std::strcmp(argv[i], "--ignore-sigterm")) std::signal(SIGTERM, SIG_IGN);
     if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--seeds")) seeds = std::strtoull(argv[i + 1], nullptr, 10);
@@ -51,6 +53,33 @@ int main(int argc, char** argv) {
   }
   try {
     Runtime rt({.workers = workers});
+    if (memory_check) {
+      // Runtime::check_memory_available: a mebibyte passes on every rank; three fifths of the
+      // host's available memory fit each rank alone but not its host's ranks together, so
+      // every rank refuses, naming every rank and the host's sum.
+      rt.check_memory_available(std::uint64_t{1} << 20, "a mebibyte");
+      std::uint64_t available_kb = 0, swap_kb = 0;
+      std::ifstream meminfo("/proc/meminfo");
+      for (std::string key; meminfo >> key;) {
+        if (key == "MemAvailable:") meminfo >> available_kb;
+        if (key == "SwapFree:") meminfo >> swap_kb;
+      }
+      const std::uint64_t share = (available_kb + swap_kb) * 1024 / 5 * 3;
+      try {
+        rt.check_memory_available(share, "three fifths of the host");
+        std::printf("rank %u: %u ranks of one host were allowed three fifths of it each\n",
+                    rt.rank(), rt.ranks());
+        return 1;
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        bool ok = m.rfind("three fifths of the host do not fit in memory: rank ", 0) == 0 &&
+                  m.find("its host's ranks") != std::string::npos;
+        for (unsigned r = 0; r < rt.ranks(); ++r)
+          ok = ok && m.find("rank " + std::to_string(r) + " needs ") != std::string::npos;
+        std::printf("rank %u: %s: %s\n", rt.rank(), ok ? "refused" : "WRONG refusal", m.c_str());
+        return ok ? 0 : 1;
+      }
+    }
     if (busy_home) {
       if (rt.ranks() != 2) throw std::runtime_error("--busy-home runs on 2 ranks");
       constexpr std::uint64_t kIters = 200;

@@ -18,6 +18,9 @@
       one-rank output byte for byte. Skipped where strace cannot trace.
   ranks_test.py ORDORUN too_few_blocks BIN RANKS -- ARGS...
       more ranks than blocks: exit 2 and the message from every rank, no hang, no file.
+  ranks_test.py ORDORUN too_large BIN RANKS -- ARGS...
+      a --size too large for the host: every rank exits 2 before filling its blocks, naming
+      every rank with the bytes of its own blocks.
   ranks_test.py ORDORUN output_error BIN RANKS -- ARGS...
       --output into a missing directory: every rank says so, exit 2, no hang.
   ranks_test.py ORDORUN output_atomic BIN RANKS -- ARGS...
@@ -263,6 +266,41 @@ def case_too_few_blocks(binary, n, args):
         if os.path.exists(out):
             fail("a refused run wrote %s" % out)
         print("refused on every rank in %.1f s" % elapsed)
+
+
+def case_too_large(binary, n, args):
+    """A grid too large for the host, on N ranks of it: every rank exits 2 before filling a
+    block, naming every rank with the bytes of its own blocks (block b on rank b * N / blocks,
+    balanced extents), not of the whole grid."""
+    n = int(n)
+    size = [int(x) for x in args[args.index("--size") + 1].split("x")]
+    blocks = [int(x) for x in args[args.index("--blocks") + 1].split("x")]
+    count = 1
+    for b in blocks:
+        count *= b
+    need = [0] * n
+    for b in range(count):
+        points, rest = 1, b
+        for k in reversed(range(len(size))):
+            i = rest % blocks[k]
+            rest //= blocks[k]
+            points *= (i + 1) * size[k] // blocks[k] - i * size[k] // blocks[k]
+        need[b * n // count] += 8 * points
+    p, elapsed = run(ordorun(n, [binary] + args + ["--workers", "1"], timeout=30),
+                     env=mp.ucx_env("shm,self"), timeout=60)
+    if p.returncode != 2:
+        fail("expected exit 2, got %d" % p.returncode)
+    for r in range(n):
+        line = re.search(r"^\[%d\] .*error: (--size .* do not fit in memory: .*)$" % r, p.stderr,
+                         re.M)
+        if not line:
+            fail("rank %d does not say that its blocks do not fit:\n%s" % (r, p.stderr))
+        for q in range(n):
+            if not re.search(r"rank %d needs [0-9.]+ [KMGTPE]iB \(%d bytes\)" % (q, need[q]),
+                             line.group(1)):
+                fail("rank %d's refusal does not name rank %d with %d bytes: %s"
+                     % (r, q, need[q], line.group(1)))
+    print("refused on every rank in %.1f s, each rank's blocks named: %s" % (elapsed, need))
 
 
 def case_output_error(binary, n, args):
@@ -518,7 +556,7 @@ def main():
     sep = rest.index("--")
     pos, args = rest[:sep], rest[sep + 1:]
     cases = {"det": case_det, "restart": case_restart, "slab_input": case_slab_input,
-             "too_few_blocks": case_too_few_blocks,
+             "too_few_blocks": case_too_few_blocks, "too_large": case_too_large,
              "output_error": case_output_error, "output_atomic": case_output_atomic, "cores": case_cores,
              "peer_killed": case_peer_killed,
              "mpirun_cores": lambda binary, n, args: case_cores(binary, n, args, "mpirun"),

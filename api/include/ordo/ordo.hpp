@@ -769,6 +769,13 @@ class Runtime {
     });
     return out;
   }
+  // ordo::check_memory_available for what each rank allocates besides a graph's locations (its
+  // share of a problem, before it fills it) when the ranks of a host share its memory:
+  // collective, every rank calls it with its own `bytes`. Each rank's bytes are judged against
+  // its own limits and, with those of the ranks of its host together, against the host's
+  // memory; every rank throws the same Error, opened by `what` and naming each rank that does
+  // not fit with its bytes and what is available. On one rank: ordo::check_memory_available.
+  void check_memory_available(std::uint64_t bytes, const std::string& what);
   // Resumes `graph` from the newest complete checkpoint in `dir` (written by an earlier run of
   // the same program on as many ranks, RuntimeOptions::checkpoint_dir): loads the contents of
   // every location after that iteration, and the graph's runs continue from there exactly as
