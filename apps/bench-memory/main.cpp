@@ -30,12 +30,10 @@
 #include "bench_process.hpp"
 #include "result_line.hpp"
 
+// In ordo::bench, beside the helpers it uses (bench_process.hpp, bench_numbers.hpp,
+// result_line.hpp), which it therefore names unqualified.
+namespace ordo::bench {
 namespace {
-
-using ordo::bench::CommandOutput;
-using ordo::bench::find_binary;
-using ordo::bench::last_lines;
-using ordo::bench::run_command;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr std::uint64_t kRankAllowance = std::uint64_t{64} << 20;  // the target's + 64 MB
@@ -63,7 +61,7 @@ std::vector<std::uint64_t> parse_peaks(const std::string& text) {
   while (pos <= text.size()) {
     std::size_t comma = text.find(',', pos);
     if (comma == std::string::npos) comma = text.size();
-    const auto v = ordo::bench::parse_number(text.substr(pos, comma - pos));
+    const auto v = parse_number(text.substr(pos, comma - pos));
     if (!v || *v < 1) return {};
     out.push_back(static_cast<std::uint64_t>(*v));
     pos = comma + 1;
@@ -76,7 +74,7 @@ Measured measure(const std::vector<std::string>& argv, const std::string& app, s
   Measured m;
   const CommandOutput out = run_command(argv, timeout_s);
   // Rank 0's line (ordorun prefixes "[0] "), which carries every rank's peak.
-  const auto results = ordo::bench::find_rank_results(out.text, app);
+  const auto results = find_rank_results(out.text, app);
   const std::map<std::string, std::string>* fields =
       results.empty() ? nullptr : &results.front().fields;
   if (out.status != 0 || fields == nullptr) {
@@ -148,7 +146,7 @@ bool bench_app(const Options& o, const std::string& app) {
     fmt::print("{} system=ordo skipped reason=ordo-{}_not_built\n", head, app);
     return false;
   }
-  const auto ordorun = ordo::bench::find_ordorun(o.bin_dir);
+  const auto ordorun = find_ordorun(o.bin_dir);
   std::vector<std::pair<std::size_t, Measured>> by_ranks;
   for (std::size_t r : o.ranks) {
     std::vector<std::string> argv{app_bin->string()};
@@ -232,14 +230,16 @@ int run(int argc, char** argv) {
   if (o.size2d.empty()) o.size2d = quick ? "512x512" : "8192x8192";
   if (o.size3d.empty()) o.size3d = quick ? "64x64x64" : "512x512x512";
   if (quick && ranks == "1,2,4") ranks = "1,2";
-  o.ranks = ordo::bench::parse_size_list(ranks, "--ranks", {1, 1024, 1});
+  o.ranks = parse_size_list(ranks, "--ranks", {1, 1024, 1});
   bool ok = true;
   for (const std::string& a : o.apps) ok = bench_app(o, a) && ok;
   return ok ? 0 : 1;
 }
 
 }  // namespace
+}  // namespace ordo::bench
 
 int main(int argc, char** argv) {
-  return ordo::app::guarded_main("ordo-bench-memory", [&] { return run(argc, argv); });
+  return ordo::app::guarded_main("ordo-bench-memory",
+                                 [&] { return ordo::bench::run(argc, argv); });
 }

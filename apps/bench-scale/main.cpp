@@ -30,14 +30,10 @@
 #include "bench_process.hpp"
 #include "result_line.hpp"
 
+// In ordo::bench, beside the helpers it uses (bench_process.hpp, bench_numbers.hpp,
+// result_line.hpp), which it therefore names unqualified.
+namespace ordo::bench {
 namespace {
-
-using ordo::bench::CommandOutput;
-using ordo::bench::find_binary;
-using ordo::bench::find_in_path;
-using ordo::bench::last_lines;
-using ordo::bench::median;
-using ordo::bench::run_command;
 
 struct Measure {
   std::vector<double> messages, startup, run, mpi_run;
@@ -48,10 +44,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::optional<double> number(const ordo::bench::AppResult& r, const std::string& key) {
+std::optional<double> number(const AppResult& r, const std::string& key) {
   auto it = r.fields.find(key);
   if (it == r.fields.end()) return std::nullopt;
-  return ordo::bench::parse_number(it->second);
+  return parse_number(it->second);
 }
 
 int run(int argc, char** argv) {
@@ -82,11 +78,10 @@ int run(int argc, char** argv) {
                                        "tree or install this program is in)");
   cli.add_option("--mpirun", mpirun, "MPI launcher for the baseline")->capture_default_str();
   if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
-  const std::vector<std::size_t> counts =
-      ordo::bench::parse_size_list(ranks_text, "--ranks", {2, 1024, 1});
+  const std::vector<std::size_t> counts = parse_size_list(ranks_text, "--ranks", {2, 1024, 1});
 
   const auto app = find_binary("ordo-heat2d", bin_dir);
-  const auto ordorun = ordo::bench::find_ordorun(bin_dir);
+  const auto ordorun = find_ordorun(bin_dir);
   if (!app || !ordorun)
     throw ordo::Error(std::string(!app ? "ordo-heat2d" : "ordorun") +
                       " not found; build it, or give --bin-dir");
@@ -97,12 +92,12 @@ int run(int argc, char** argv) {
   else if (!launcher)
     std::printf("# %s not found: the MPI side skipped\n", mpirun.c_str());
   else
-    ordo::bench::set_mpi_environment();
+    set_mpi_environment();
   const bool with_mpi = mpi_bin && launcher;
   std::printf("# ordo-bench-scale: heat2d, %llu rows per rank x %llu columns, 2 blocks per rank, "
               "1 worker per rank, %llu iterations, load average %s\n",
               static_cast<unsigned long long>(rows), static_cast<unsigned long long>(cols),
-              static_cast<unsigned long long>(iters), ordo::bench::load_average().c_str());
+              static_cast<unsigned long long>(iters), load_average().c_str());
 
   std::map<std::size_t, Measure> measures;
   for (unsigned rep = 0; rep < reps; ++rep)
@@ -119,7 +114,7 @@ int run(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       CommandOutput out = run_command(job, timeout_s + 10);
       const double wall = seconds_since(t0);
-      auto res = ordo::bench::find_rank_results(out.text, "heat2d");
+      auto res = find_rank_results(out.text, "heat2d");
       std::optional<double> messages, run;
       if (!res.empty()) {
         messages = number(res[0], "control_messages");
@@ -139,7 +134,7 @@ int run(int argc, char** argv) {
                                    "--workers", std::to_string(n)};
       mpi.insert(mpi.end(), grid.begin(), grid.end());
       CommandOutput mout = run_command(mpi, timeout_s);
-      auto mres = ordo::bench::find_rank_results(mout.text, "heat2d");
+      auto mres = find_rank_results(mout.text, "heat2d");
       std::optional<double> mrun;
       if (!mres.empty()) mrun = number(mres[0], "seconds");
       if (mout.status == 0 && mrun)
@@ -176,7 +171,8 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
+}  // namespace ordo::bench
 
 int main(int argc, char** argv) {
-  return ordo::app::guarded_main("ordo-bench-scale", [&] { return run(argc, argv); });
+  return ordo::app::guarded_main("ordo-bench-scale", [&] { return ordo::bench::run(argc, argv); });
 }

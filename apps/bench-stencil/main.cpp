@@ -58,20 +58,16 @@
 #include "result_line.hpp"
 #include "stream.hpp"
 
+// In ordo::bench, beside the helpers it uses (bench_process.hpp, bench_numbers.hpp,
+// result_line.hpp), which it therefore names unqualified.
+namespace ordo::bench {
 namespace {
 
 namespace fs = std::filesystem;
-using ordo::bench::AppResult;
-using ordo::bench::CommandOutput;
-using ordo::bench::find_binary;
-using ordo::bench::find_in_path;
-using ordo::bench::last_lines;
-using ordo::bench::median;
-using ordo::bench::run_command;
 
 // Halo message sizes (--halo-bytes): whole doubles, at most 1 GiB (ordo-bench-halo's --bytes).
 std::vector<std::size_t> halo_sizes(const std::string& text) {
-  return ordo::bench::parse_size_list(text, "--halo-bytes", {8, std::uint64_t{1} << 30, 8});
+  return parse_size_list(text, "--halo-bytes", {8, std::uint64_t{1} << 30, 8});
 }
 
 constexpr double kBytesPerPoint = 16;  // one read and one write of a double per grid point
@@ -178,7 +174,7 @@ int run_ranks(const RanksOptions& o) {
                                   {"ordo-ranks", 2, 1, {}, {}, {}, {}},
                                   {"mpi", 2, 1, {}, {}, {}, {}}};
   const auto app_bin = find_binary("ordo-" + o.app, o.bin_dir);
-  const auto ordorun = ordo::bench::find_ordorun(o.bin_dir);
+  const auto ordorun = find_ordorun(o.bin_dir);
   if (app_bin) {
     systems[0].argv = with(with({app_bin->string()}, common), {"--workers", "2"});
     if (ordorun)
@@ -199,7 +195,7 @@ int run_ranks(const RanksOptions& o) {
     } else if (!launcher) {
       systems[2].skip_reason = o.mpirun + "_not_found";
     } else {
-      ordo::bench::set_mpi_environment();
+      set_mpi_environment();
       // The baseline's --workers counts ranks (one worker each).
       systems[2].argv =
           with({launcher->string(), "-n", "2", bin->string()}, with(common, {"--workers", "2"}));
@@ -212,7 +208,7 @@ int run_ranks(const RanksOptions& o) {
       // Rank 0 prints the job's line (an ordo job's ranks end together at the run's closing
       // barrier; docs/distributed.md), with ranks=R across ranks; so do mpirun's. Should
       // several ranks print, the slowest counts.
-      auto res = ordo::bench::find_rank_results(out.text, o.app);
+      auto res = find_rank_results(out.text, o.app);
       const bool ranks_ok =
           s.name != "ordo-ranks" ||
           (!res.empty() && res[0].fields.count("ranks") &&
@@ -288,11 +284,11 @@ int run_ranks(const RanksOptions& o) {
       for (std::size_t pos = 0; pos < out.text.size();) {
         std::size_t nl = out.text.find('\n', pos);
         if (nl == std::string::npos) nl = out.text.size();
-        auto f = ordo::bench::parse_fields(std::string_view(out.text).substr(pos, nl - pos));
+        auto f = parse_fields(std::string_view(out.text).substr(pos, nl - pos));
         pos = nl + 1;
         if (f["bench"] != "halo" || f["system"] != "ordo") continue;
-        auto b = ordo::bench::parse_number(f["bytes"]);
-        auto m = ordo::bench::parse_number(f["mbps"]);
+        auto b = parse_number(f["bytes"]);
+        auto m = parse_number(f["mbps"]);
         if (b && m) ordo_mbps[{mode.name, static_cast<std::size_t>(*b)}].push_back(*m), ++found;
       }
       if (out.status != 0 || found != sizes.size()) {
@@ -309,7 +305,7 @@ int run_ranks(const RanksOptions& o) {
           const auto iters = std::clamp<std::uint64_t>(
               static_cast<std::uint64_t>(total / static_cast<double>(bytes)), 50, 200000);
           const std::string text = run_ucx_perftest(*perftest, bytes, iters, wait, 60);
-          if (auto m = ordo::bench::parse_ucx_perftest_mbps(text, bytes)) {
+          if (auto m = parse_ucx_perftest_mbps(text, bytes)) {
             ucx_mbps[{bytes, wait}].push_back(*m);
             best = std::max(best, *m);
           } else if (r == 0) {
@@ -485,7 +481,7 @@ int run(int argc, char** argv) {
       if (!ordo_blocks.empty()) a = with(a, {"--blocks", ordo_blocks});
       ordo_sys.argv = a;
       CommandOutput help = run_command({bin->string(), "--help"}, 30);
-      if (ordo::bench::help_lists_flag(help.text, "--tb"))
+      if (help_lists_flag(help.text, "--tb"))
         tb_sys.argv = with(a, {"--tb", std::to_string(tb)});
       else
         tb_sys.skip_reason = "ordo-" + app + "_has_no_--tb_flag";
@@ -525,7 +521,7 @@ int run(int argc, char** argv) {
     } else if (!launcher) {
       s.skip_reason = mpirun + "_not_found";
     } else {
-      ordo::bench::set_mpi_environment();
+      set_mpi_environment();
       s.argv = with({launcher->string(), "-n", w, bin->string()}, common);
     }
     systems.push_back(s);
@@ -542,7 +538,7 @@ int run(int argc, char** argv) {
     for (System& s : systems) {
       if (s.argv.empty() || !s.failure.empty()) continue;
       CommandOutput out = run_command(s.argv, timeout_s);
-      auto res = ordo::bench::find_result(out.text, app);
+      auto res = find_result(out.text, app);
       if (out.status != 0 || !res) {
         s.failure = out.status != 0 ? "rc=" + std::to_string(out.status) : "no_result_line";
         std::fprintf(stderr, "ordo-bench-stencil: %s failed (%s); its last output:\n%s\n",
@@ -622,7 +618,9 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
+}  // namespace ordo::bench
 
 int main(int argc, char** argv) {
-  return ordo::app::guarded_main("ordo-bench-stencil", [&] { return run(argc, argv); });
+  return ordo::app::guarded_main("ordo-bench-stencil",
+                                 [&] { return ordo::bench::run(argc, argv); });
 }
