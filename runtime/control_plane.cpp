@@ -155,7 +155,7 @@ std::optional<bool> ControlPlane::all(bool mine) {
   return every->size() == 1 && (*every)[0] == std::byte{1};
 }
 
-bool ControlPlane::quiesce(const Traffic& traffic) {
+ControlPlane::Quiescence ControlPlane::quiesce(const Traffic& traffic) {
   auto sums = [](std::span<const std::byte> lower, std::span<const std::byte> higher) {
     Bytes out;
     put_u64(out, get_u64(lower, 0) + get_u64(higher, 0));
@@ -174,9 +174,10 @@ bool ControlPlane::quiesce(const Traffic& traffic) {
     put_u64(mine, sent);
     put_u64(mine, received);
     auto total = all_reduce(std::move(mine), sums);
-    if (!total) return false;
+    if (!total) return Quiescence::stopped;
     const std::uint64_t s = get_u64(*total, 0), r = get_u64(*total, 8);
-    if (received_before && s == *received_before) return true;
+    if (received_before && s == *received_before) return Quiescence::quiet;
+    if (received_before && s < *received_before) return Quiescence::overcounted;  // header
     received_before = r;
     // Messages still in flight: leave the core to whoever handles them before the next wave.
     if (s != r) std::this_thread::yield();

@@ -29,6 +29,11 @@
 // keeps R(T) <= S(T), so S_k == R_(k-1) means nothing is in flight, being handled or waiting
 // for its `sent` at T. After local completion a rank sends only in reaction to one of those,
 // so none can follow: every home location is final.
+// By the same chain R_(k-1) <= R(T) <= S(T) <= S_k whenever every message handled was sent. A
+// message that no rank sent (forged by a peer, or one the transport delivered twice) and that
+// the protocol accepted breaks it: R stays ahead of S for good, and the waves would go on for
+// ever, every rank spinning. So R_(k-1) > S_k ends the waves (overcounted), on every rank in
+// the same wave, since all see the same sums.
 //
 // Threads. The collectives run on the thread that runs the graph (one per rank, one at a
 // time); deliver() on the transport's thread; stop() on any (the failure path). Pairs:
@@ -96,8 +101,17 @@ class ControlPlane {
   bool barrier();
   // Whether every rank said true; nullopt when stopped.
   std::optional<bool> all(bool mine);
-  // Returns true once no protocol message is in flight; false when stopped.
-  bool quiesce(const Traffic& traffic);
+  // How quiesce() ended.
+  enum class Quiescence {
+    quiet,    // no protocol message is in flight anywhere
+    stopped,  // the plane was stopped
+    // The ranks handled more protocol messages than they sent: one was forged or duplicated
+    // (counted received, never sent), so the counts could never agree again.
+    overcounted,
+  };
+  // Returns once no protocol message is in flight, or stopped, or on every rank alike once
+  // the counts show a message handled that no rank sent.
+  Quiescence quiesce(const Traffic& traffic);
 
   // CONTROL messages this plane has sent.
   std::uint64_t messages_sent() const { return messages_sent_.load(std::memory_order_relaxed); }

@@ -663,7 +663,15 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     wait_step_done();
     if (dist_) {
       if (failed_) break;  // a peer is gone: nothing more will arrive
-      if (!dist_->control.quiesce(dist_->remote.traffic()) || failed_) break;
+      const auto quiet = dist_->control.quiesce(dist_->remote.traffic());
+      // Found by every rank in the same wave: each stops, naming itself (no rank can tell
+      // which peer sent the message that no rank sent).
+      if (quiet == ControlPlane::Quiescence::overcounted)
+        fail({Failure::Kind::protocol, rank(),
+              "the ranks handled more protocol messages than they sent: a message was forged "
+              "or delivered twice, or the ranks' ordo versions differ",
+              nullptr});
+      if (quiet != ControlPlane::Quiescence::quiet || failed_) break;
     }
     done_iterations_ = stop;
     if (aborted_.load(std::memory_order_relaxed)) break;

@@ -78,6 +78,7 @@ class LoopbackHub {
       : late_copy_(late_copy), same_host_(same_host) {
     for (unsigned r = 0; r < ranks; ++r) nets_.push_back(std::make_unique<LoopbackNet>(*this, r));
     traffic_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
+    handled_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
     bytes_.reset(new std::atomic<std::uint64_t>[ranks * ranks]());
     control_.reset(new std::atomic<std::uint64_t>[ranks]());
   }
@@ -87,6 +88,8 @@ class LoopbackHub {
   // Protocol messages (GRANT, RELEASE) and their payload bytes from one rank to another.
   std::uint64_t messages(unsigned from, unsigned to) const { return traffic_[from * size() + to]; }
   std::uint64_t bytes(unsigned from, unsigned to) const { return bytes_[from * size() + to]; }
+  // Protocol messages from one rank (injected ones included) whose receiver has returned.
+  std::uint64_t handled(unsigned from, unsigned to) const { return handled_[from * size() + to]; }
   // Control-plane messages (CONTROL) a rank has sent.
   std::uint64_t control_messages(unsigned from) const { return control_[from]; }
 
@@ -117,7 +120,7 @@ class LoopbackHub {
  private:
   friend class LoopbackNet;
   std::vector<std::unique_ptr<LoopbackNet>> nets_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> traffic_, bytes_, control_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> traffic_, handled_, bytes_, control_;
   std::atomic<int> dead_{-1};
   bool late_copy_;
   bool same_host_;
@@ -259,6 +262,8 @@ inline void LoopbackNet::loop() {
     delivering_ = m.channel;
     lock.unlock();
     recv(m.from, m.header, m.payload);
+    const auto kind = m.header.empty() ? 0 : static_cast<int>(m.header[0]);
+    if (kind == 1 || kind == 2) hub_.handled_[m.from * size() + rank_].fetch_add(1);
     lock.lock();
     delivering_ = -1;
     cv_.notify_all();

@@ -215,7 +215,7 @@ TEST_CASE("quiesce returns once no message is in flight anywhere", "[control]") 
     };
     auto seen = on_every_rank(ranks, [&](unsigned r) {
       for (unsigned i = 0; i < 3; ++i) hop(r, 6, r * 3 + i);
-      const bool ok = planes[r].quiesce(traffic[r]);
+      const bool ok = planes[r].quiesce(traffic[r]) == rt::ControlPlane::Quiescence::quiet;
       return std::make_pair(ok, total(true));
     });
     const std::uint64_t sent = total(true);
@@ -224,6 +224,40 @@ TEST_CASE("quiesce returns once no message is in flight anywhere", "[control]") 
     for (unsigned r = 0; r < ranks; ++r) {
       CHECK(seen[r].first);
       CHECK(seen[r].second == sent);  // nothing was sent after any rank returned
+    }
+  }
+}
+
+// A message that no rank sent, handled as a real one (a forged GRANT that came when its
+// location waited for one): the received counts stay ahead of the sent ones for good. Every
+// rank must find that in the same wave and end the waves, instead of running them for ever
+// (the fuzz_remote_lock livelock: every rank spinning in quiesce). A watchdog stops the planes
+// after ten seconds, so that the old code fails here rather than hangs.
+TEST_CASE("quiesce ends on every rank when more messages were handled than sent", "[control]") {
+  for (unsigned ranks : {2u, 3u, 8u}) {
+    for (unsigned forged_at : {0u, ranks - 1}) {
+      INFO("ranks " << ranks << ", forged message handled by rank " << forged_at);
+      LoopbackHub hub(ranks);
+      std::vector<rt::Traffic> traffic(ranks);
+      Planes planes(hub);
+      // Honest traffic balances: one message each way between every rank and the next.
+      for (unsigned r = 0; r < ranks; ++r) {
+        traffic[r].sent.fetch_add(1);
+        traffic[(r + 1) % ranks].received.fetch_add(1);
+      }
+      traffic[forged_at].received.fetch_add(1);  // handled, never sent
+      std::atomic<bool> done{false};
+      std::thread watchdog([&] {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!done && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        for (unsigned r = 0; r < ranks; ++r) planes[r].stop();
+      });
+      auto seen = on_every_rank(ranks, [&](unsigned r) { return planes[r].quiesce(traffic[r]); });
+      done = true;
+      watchdog.join();
+      for (unsigned r = 0; r < ranks; ++r)
+        CHECK(seen[r] == rt::ControlPlane::Quiescence::overcounted);
     }
   }
 }

@@ -1051,3 +1051,95 @@ TEST_CASE("an ABORT no failure caused ends the run on every rank", "[distributed
     }
   }
 }
+
+// A forged GRANT that a rank accepts (it came while the rank waited for that phase, with the
+// right size) is handled as a real one: rank 1 runs one instance ahead on it, and the home
+// takes its RELEASEs for those of the early grants it sends afterwards, so no check refuses
+// anything and the run completes with one message more handled than sent. Every rank then
+// spun in the step's quiescence waves for ever (the fuzz_remote_lock livelock); now each
+// stops, saying so. The order of events that makes the forged GRANT pass is made certain by a
+// blocker on each rank, a message on a channel of the test's own whose handler holds the
+// rank's delivery thread:
+//   - wy of kForgedAt on rank 1 queues blocker B0 at rank 0 before it releases x, so the home
+//     handles that RELEASE only after B0;
+//   - B0 waits until that RELEASE is sent (rank 1 holds x no longer), forges the early GRANT
+//     of x's read phase to rank 1, queues B1 there, and waits until rank 1 has released the
+//     forged phase (wy of kForgedAt + 1) and the home has entered the next read phase (rx of
+//     kForgedAt + 1 runs), which waits for rank 1's RELEASE (rule 1: pending);
+//   - the home then handles the real RELEASE (sending the pending GRANT) and the one of the
+//     forged phase, taken for that GRANT's; B1 holds rank 1 until that GRANT is sent, so rank
+//     1 takes it too, for the instance beyond the run.
+// A task on each rank (`last`, on a second worker) waits until those messages are handled, so
+// that quiescence starts with every count final: with one still in flight the extra count may
+// make its waves end as if none were (nothing can tell a forged message from a real one).
+TEST_CASE("a forged message that the protocol accepts stops the run instead of its quiescence",
+          "[distributed]") {
+  constexpr std::uint32_t kBlocker = 2;
+  constexpr std::uint64_t kForgedAt = 2;
+  LoopbackHub hub(2);
+  auto wait_until = [](const std::function<bool()>& done) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  // x is rank 1's only remote location: hub.messages(1, 0) counts its RELEASEs of x,
+  // hub.messages(0, 1) the home's GRANTs of x to it (none initial: x starts with wx).
+  std::atomic<bool> next_phase{false};
+  const std::vector<std::byte> grant = header(1, 1, 0, 1);  // early GRANT of x, phase 1
+  hub.net(0).attach(
+      kBlocker,
+      [&](unsigned, std::span<const std::byte>, std::span<const std::byte>) {
+        wait_until([&] { return hub.messages(1, 0) >= kForgedAt + 1; });
+        hub.inject(0, 1, 1, grant, std::vector<std::byte>(32));
+        hub.inject(0, 1, kBlocker, {});
+        wait_until([&] { return hub.messages(1, 0) >= kForgedAt + 2 && next_phase.load(); });
+      },
+      [](unsigned, const std::string&) {});
+  hub.net(1).attach(
+      kBlocker,
+      [&](unsigned, std::span<const std::byte>, std::span<const std::byte>) {
+        wait_until([&] { return hub.messages(0, 1) >= kForgedAt + 2; });
+      },
+      [](unsigned, const std::string&) {});
+  std::vector<Rank> rs(2);
+  // Iterations 0 .. kForgedAt + 1: the GRANT rank 1 takes last is for one beyond the run.
+  auto f = run_failing(hub, rs, 2, kForgedAt + 2, [&](rt::Graph& g, unsigned) {
+    auto x = g.add_location("x", 8, 4, typeid(long));
+    auto y = g.add_location("y", 8, 4, typeid(long));
+    auto v = g.add_location("v", 8, 4, typeid(long));
+    g.set_home(x, 0);
+    g.set_home(y, 1);
+    g.set_home(v, 0);
+    // Rank 0 handles rank 1's RELEASEs of iterations 0 .. kForgedAt and of the forged phase;
+    // rank 1 the GRANTs of iterations 0 .. kForgedAt + 1 and the forged one.
+    for (unsigned r = 0; r < 2; ++r) {
+      auto u = g.add_location("u" + std::to_string(r), 8, 4, typeid(long));
+      g.set_home(u, static_cast<std::int32_t>(r));
+      g.add_task({"last" + std::to_string(r), {{u, rt::Mode::write}}, [&, r](const rt::Instance& in) {
+                    if (in.iteration == kForgedAt + 1)
+                      wait_until([&] { return hub.handled(1 - r, r) >= kForgedAt + 2 + r; });
+                  }});
+    }
+    g.add_task({"wx", {{x, rt::Mode::write}}, [](const rt::Instance&) {}});
+    g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [&](const rt::Instance& in) {
+                  if (in.iteration == kForgedAt) hub.inject(1, 0, kBlocker, {});
+                }});
+    // In wy's read phase of x, at the home.
+    g.add_task({"rx", {{v, rt::Mode::write}, {x, rt::Mode::read}}, [&](const rt::Instance& in) {
+                  if (in.iteration == kForgedAt + 1) next_phase.store(true);
+                }});
+  });
+  for (auto& x : f)
+    if (x.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      FAIL_CHECK("a rank's run did not return within 60 s of the forged GRANT");
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  for (unsigned r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK_THAT(f[r].get(), Catch::StartsWith("RunError(p") &&
+                               Catch::Contains("stopped: the ranks handled more protocol "
+                                               "messages than they sent"));
+  }
+  for (unsigned r = 0; r < 2; ++r) hub.net(r).detach(kBlocker);
+}

@@ -74,7 +74,9 @@ class PeerFailure : public Error {
 
 // A peer sent a message ordo's protocol never sends (a corrupt peer, or ranks of different
 // ordo builds): this rank stopped, and told the others (who see a PeerFailure of this rank).
-// rank() is the sender.
+// rank() is the sender; this rank itself when the message could pass for a genuine one and
+// only the step's message counts showed it (one handled more than sent: no rank can tell
+// whose it was).
 class ProtocolError : public PeerFailure {
  public:
   using PeerFailure::PeerFailure;
