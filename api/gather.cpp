@@ -1,15 +1,21 @@
 // The public gather (docs/distributed.md, "Gather"): a location, a grid or one value per rank
 // collected onto one rank or every rank, between runs. It is itself an ordo graph run on the
 // caller's Runtime, so the bytes travel on the data plane like any replica, and the graph
-// check at its first run refuses ranks that did not call the same gather.
+// check at its first run refuses ranks that did not call the same gather. The graph follows
+// the control plane's tree (gather.hpp, GatherRoute), so that a rank's endpoints stay its tree
+// and graph neighbours, or goes direct for a large gather onto one rank.
 #include "api/gather.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/graph_impl.hpp"
+#include "runtime/tree.hpp"
 #include "scheduler/pool.hpp"
 
 namespace ordo {
@@ -27,26 +33,23 @@ void check_gather(const Runtime& runtime, unsigned to, const std::string& what) 
                 "; give one of them, or ordo::kAllRanks to gather onto every rank");
 }
 
-void gather_pieces(Runtime& runtime, const std::string& what, const std::string& name,
-                   std::span<const GatherPiece> pieces, unsigned to,
-                   const std::function<void(std::size_t, std::span<std::byte>)>& fill,
-                   const std::function<void(std::size_t, std::span<const std::byte>)>& take) {
-  check_gather(runtime, to, what);
-  const unsigned ranks = runtime.ranks();
-  if (ranks == 1) {
-    std::vector<std::byte> bytes;
-    for (std::size_t i = 0; i < pieces.size(); ++i) {
-      bytes.resize(pieces[i].bytes);
-      fill(i, bytes);
-      take(i, bytes);
-    }
-    return;
-  }
-  // part[i] lives on piece i's home, where put[i] (which writes it, so runs there) fills it;
-  // take[q] runs on receiving rank q (it writes sink[q]) and reads every part. Names begin
-  // "ordo.": ordo-trace lists them apart from the program's graphs.
-  const std::string prefix = "ordo.gather[" + name + "].";
-  Graph g;
+GatherRoute gather_route(std::span<const GatherPiece> pieces, unsigned to) {
+  if (to == kAllRanks) return GatherRoute::tree;
+  std::size_t total = 0;
+  for (const GatherPiece& p : pieces) total += p.bytes;
+  return total <= kGatherTreeBytes ? GatherRoute::tree : GatherRoute::direct;
+}
+
+namespace {
+
+using Fill = std::function<void(std::size_t, std::span<std::byte>)>;
+using Take = std::function<void(std::size_t, std::span<const std::byte>)>;
+
+// part[i] lives on piece i's home, where put[i] (which writes it, so runs there) fills it;
+// take[q] runs on receiving rank q (it writes sink[q]) and reads every part.
+void declare_direct(Graph& g, const std::string& prefix, unsigned ranks,
+                    std::span<const GatherPiece> pieces, unsigned to, const Fill& fill,
+                    const Take& take) {
   std::vector<Location<std::byte>> part;
   part.reserve(pieces.size());
   for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -65,18 +68,146 @@ void gather_pieces(Runtime& runtime, const std::string& what, const std::string&
   }
   for (std::size_t i = 0; i < pieces.size(); ++i)
     g.task(prefix + "put[" + std::to_string(i) + "]", {write(part[i])},
-           [&fill, &pieces, i, loc = part[i]](Context& ctx) {
+           [&fill, pieces, i, loc = part[i]](Context& ctx) {
              fill(i, ctx.write(loc).first(pieces[i].bytes));
            });
   for (std::size_t k = 0; k < receivers.size(); ++k) {
     std::vector<Access> acc{write(sink[k])};
     for (const Location<std::byte>& p : part) acc.push_back(read(p));
     g.task(prefix + "take[" + std::to_string(receivers[k]) + "]", std::move(acc),
-           [&take, &pieces, &part](Context& ctx) {
+           [&take, pieces, part](Context& ctx) {
              for (std::size_t i = 0; i < part.size(); ++i)
                take(i, ctx.read(part[i]).first(pieces[i].bytes));
            });
   }
+}
+
+// The pieces whose homes lie in a rank's subtree of the binomial tree ([r, r + lowbit(r)),
+// every rank under rank 0), in piece order, packed in that order into the rank's location.
+struct Subtree {
+  std::vector<std::size_t> pieces, offset;
+  std::size_t bytes = 0;
+  // Where piece i sits in this subtree's location (i is one of `pieces`).
+  std::size_t offset_of(std::size_t i) const {
+    return offset[std::size_t(std::lower_bound(pieces.begin(), pieces.end(), i) - pieces.begin())];
+  }
+};
+
+// Up: collect[r] on each rank r writes up[r], its subtree's pieces (its own filled there,
+// its children's copied from their up[c]); rank 0's up[0] holds every piece. Down (onto
+// every rank): pass[r] on each other rank reads its parent's copy (up[0] or down[parent]),
+// keeps one in down[r] for its own children (a rank without children keeps one byte) and
+// takes every piece. Onto one rank t other than 0: take[t] reads up[0]. Tasks are declared
+// children before parents going up and parents before children going down, which is the
+// order in which each location's FIFO lock grants them.
+void declare_tree(Graph& g, const std::string& prefix, unsigned ranks,
+                  std::span<const GatherPiece> pieces, unsigned to, const Fill& fill,
+                  const Take& take) {
+  auto subtree = std::make_shared<std::vector<Subtree>>(ranks);
+  for (std::size_t i = 0; i < pieces.size(); ++i)
+    for (unsigned r = pieces[i].home;; r = rt::tree::parent(r)) {
+      Subtree& s = (*subtree)[r];
+      s.pieces.push_back(i);
+      s.offset.push_back(s.bytes);
+      s.bytes += pieces[i].bytes;
+      if (r == 0) break;
+    }
+  auto named = [&](const char* what, unsigned r) {
+    return prefix + what + "[" + std::to_string(r) + "]";
+  };
+  auto located = [&](const char* what, unsigned r, std::size_t bytes) {
+    Location<std::byte> loc = g.location<std::byte>(named(what, r), std::max<std::size_t>(bytes, 1));
+    g.set_home_rank(loc, r);
+    return loc;
+  };
+  // up[r] for the ranks whose subtree holds a piece (rank 0's always).
+  std::vector<std::optional<Location<std::byte>>> up(ranks);
+  for (unsigned r = 0; r < ranks; ++r)
+    if (r == 0 || !(*subtree)[r].pieces.empty()) up[r] = located("up", r, (*subtree)[r].bytes);
+  // Every piece, in order, from rank 0's collected copy or a rank's copy of it.
+  auto take_all = [&take, subtree, pieces](std::span<const std::byte> all) {
+    const Subtree& root = (*subtree)[0];
+    for (std::size_t i = 0; i < pieces.size(); ++i)
+      take(i, all.subspan(root.offset[i], pieces[i].bytes));
+  };
+  for (unsigned r = ranks; r-- > 0;) {
+    if (!up[r]) continue;
+    std::vector<std::pair<unsigned, Location<std::byte>>> from;  // children with pieces
+    std::vector<Access> acc{write(*up[r])};
+    for (unsigned c : rt::tree::children(r, ranks))
+      if (up[c]) {
+        from.emplace_back(c, *up[c]);
+        acc.push_back(read(*up[c]));
+      }
+    const bool takes = r == 0 && (to == 0 || to == kAllRanks);
+    g.task(named("collect", r), std::move(acc),
+           [&fill, subtree, pieces, r, from, takes, take_all, mine = *up[r]](Context& ctx) {
+             const Subtree& s = (*subtree)[r];
+             const std::span<std::byte> dst = ctx.write(mine);
+             for (std::size_t k = 0; k < s.pieces.size(); ++k)
+               if (pieces[s.pieces[k]].home == r)
+                 fill(s.pieces[k], dst.subspan(s.offset[k], pieces[s.pieces[k]].bytes));
+             for (const auto& [c, loc] : from) {
+               const Subtree& below = (*subtree)[c];
+               const std::span<const std::byte> src = ctx.read(loc);
+               for (std::size_t k = 0; k < below.pieces.size(); ++k) {
+                 const std::size_t i = below.pieces[k];
+                 std::memcpy(dst.data() + s.offset_of(i), src.data() + below.offset[k],
+                             pieces[i].bytes);
+               }
+             }
+             if (takes) take_all(dst);
+           });
+  }
+  const std::size_t total = (*subtree)[0].bytes;
+  if (to == kAllRanks) {
+    std::vector<std::optional<Location<std::byte>>> down(ranks);
+    down[0] = up[0];
+    for (unsigned r = 1; r < ranks; ++r) {
+      const bool relays = !rt::tree::children(r, ranks).empty();
+      down[r] = located("down", r, relays ? total : 0);
+      g.task(named("pass", r), {write(*down[r]), read(*down[rt::tree::parent(r)])},
+             [take_all, relays, total, mine = *down[r],
+              above = *down[rt::tree::parent(r)]](Context& ctx) {
+               const std::span<const std::byte> src = ctx.read(above);
+               if (relays) std::memcpy(ctx.write(mine).data(), src.data(), total);
+               take_all(src);
+             });
+    }
+  } else if (to != 0) {
+    const Location<std::byte> sink = located("sink", to, 0);
+    g.task(named("take", to), {write(sink), read(*up[0])},
+           [take_all, all = *up[0]](Context& ctx) { take_all(ctx.read(all)); });
+  }
+}
+
+}  // namespace
+
+void declare_gather(Graph& g, const std::string& prefix, unsigned ranks,
+                    std::span<const GatherPiece> pieces, unsigned to, GatherRoute route,
+                    const Fill& fill, const Take& take) {
+  if (route == GatherRoute::direct) declare_direct(g, prefix, ranks, pieces, to, fill, take);
+  else declare_tree(g, prefix, ranks, pieces, to, fill, take);
+}
+
+void gather_pieces(Runtime& runtime, const std::string& what, const std::string& name,
+                   std::span<const GatherPiece> pieces, unsigned to, const Fill& fill,
+                   const Take& take) {
+  check_gather(runtime, to, what);
+  const unsigned ranks = runtime.ranks();
+  if (ranks == 1) {
+    std::vector<std::byte> bytes;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      bytes.resize(pieces[i].bytes);
+      fill(i, bytes);
+      take(i, bytes);
+    }
+    return;
+  }
+  // Names begin "ordo.": ordo-trace lists them apart from the program's graphs.
+  Graph g;
+  declare_gather(g, "ordo.gather[" + name + "].", ranks, pieces, to, gather_route(pieces, to),
+                 fill, take);
   try {
     runtime.run(g, 1);
   } catch (const Error& e) {

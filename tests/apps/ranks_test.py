@@ -32,6 +32,11 @@
       ordo, as under a launcher that does not stop them), so each must end on its own with
       exit 2 and a message naming rank 1, where to look, and --restart; ordorun names rank 1
       and exits 137.
+  ranks_test.py ORDORUN endpoints BIN RANKS -- ARGS...
+      RANKS ranks over TCP with ORDO_VERBOSE=1, --verify and --output (the run, the apps'
+      result gathers onto every rank, the output's): each rank's endpoints, as it reports them
+      when its Runtime ends, are at most its control-plane tree neighbours and its block rows'
+      neighbours (ARGS give each rank one row of blocks), and the output equals one rank's.
   ranks_test.py ORDORUN cores|mpirun_cores BIN RANKS -- ARGS...
       RANKS ranks on this host (ORDO_VERBOSE=1), with the default, 1 and 3 workers each: when
       the host has at least RANKS cores, the ranks' shares are disjoint and hold their workers;
@@ -406,6 +411,49 @@ def case_peer_killed(binary, n, args):
     print("every surviving rank ended on its own with exit 2, naming rank 1 and --restart")
 
 
+def tree_neighbours(r, n):
+    """The control plane's binomial tree (runtime/tree.hpp): r's parent and children."""
+    out = set()
+    if r:
+        out.add(r & (r - 1))
+    low = (r & -r) if r else 1 << 62
+    bit = 1
+    while bit < low and r + bit < n:
+        out.add(r + bit)
+        bit <<= 1
+    return out
+
+
+def case_endpoints(binary, n, args):
+    n = int(n)
+    with tempfile.TemporaryDirectory() as d:
+        args = random_input(args, d)
+        ref = os.path.join(d, "ref.npy")
+        p, _ = run([binary] + args + ["--workers", "1", "--output", ref])
+        check_job(p, 1, "one rank")
+        out = os.path.join(d, "out.npy")
+        env = dict(mp.ucx_env("tcp,self"), ORDO_VERBOSE="1")
+        p, _ = run(ordorun(n, [binary] + args + ["--workers", "1", "--verify", "--output", out]),
+                   env=env, timeout=120)
+        line = check_job(p, n, "%d ranks" % n)
+        if "verify=ok" not in line:
+            fail("%d ranks: %s" % (n, line))
+        same_file(ref, out, "%d ranks" % n)
+        opened = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
+            r"^\[(\d+)\] ordo: endpoints: this rank opened (\d+), to %d other rank" % (n - 1),
+            p.stderr, re.M)}
+        if sorted(opened) != list(range(n)):
+            fail("ranks %s did not report their endpoints: %s" % (
+                sorted(set(range(n)) - set(opened)), p.stderr[-3000:]))
+        for r in range(n):
+            allowed = tree_neighbours(r, n) | ({r - 1, r + 1} & set(range(n)))
+            if opened[r] > len(allowed):
+                fail("rank %d opened %d endpoints; its tree and block-row neighbours are %s" % (
+                    r, opened[r], sorted(allowed)))
+        print("endpoints per rank: %s (of %d ranks), output identical to one rank" % (
+            [opened[r] for r in range(n)], n))
+
+
 def units(text):
     """The OS indices of "1,4-6"."""
     out = set()
@@ -558,7 +606,7 @@ def main():
     cases = {"det": case_det, "restart": case_restart, "slab_input": case_slab_input,
              "too_few_blocks": case_too_few_blocks, "too_large": case_too_large,
              "output_error": case_output_error, "output_atomic": case_output_atomic, "cores": case_cores,
-             "peer_killed": case_peer_killed,
+             "peer_killed": case_peer_killed, "endpoints": case_endpoints,
              "mpirun_cores": lambda binary, n, args: case_cores(binary, n, args, "mpirun"),
              "netns": case_netns, "mpirun": case_mpirun, "slurm": case_slurm}
     if case not in cases:
