@@ -75,19 +75,22 @@ class StoreBootstrap final : public Bootstrap {
   int local_size() const override { return local_size_; }
   const char* kind() const override { return "store"; }
 
+  // Two requests whatever the ranks: the put, and one get_range answered once every rank has
+  // put (store_protocol.hpp).
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
     const std::string prefix = "ag/" + std::to_string(round_++) + "/";
     request(store::Op::put, prefix + std::to_string(rank_), mine, "publishing");
-    std::vector<Blob> all(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) {
-        all[std::size_t(r)].assign(mine.begin(), mine.end());
-        continue;
-      }
-      all[std::size_t(r)] = request(store::Op::get, prefix + std::to_string(r), {},
-                                    "waiting for rank " + std::to_string(r));
-    }
-    return all;
+    const std::vector<std::byte> range = store::encode_range(0, std::uint32_t(size_));
+    const Blob answer = request(store::Op::get_range, prefix, range,
+                                "waiting for every rank's part of collective " +
+                                    std::to_string(round_ - 1));
+    auto all = store::parse_entries(answer, std::size_t(size_));
+    if (!all)
+      throw CommError("comm: ordorun's store answered rank " + std::to_string(rank_) +
+                      "'s collective with a malformed reply (" + std::to_string(answer.size()) +
+                      " bytes for " + std::to_string(size_) + " ranks); is ordorun the same "
+                      "ordo build as the program?");
+    return std::move(*all);
   }
 
   void barrier() override { allgather({}); }

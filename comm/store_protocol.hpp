@@ -17,9 +17,15 @@
 //   get    answered when key has a value: the value. The server parks the request until then;
 //          the client bounds the wait with its own timeout, so a missing peer is an error,
 //          never a hang.
+//   get_range  key = a prefix P, value = first:u32 count:u32 (8 bytes, count at most the job's
+//          ranks): answered, like get, once every key P<first>, ..., P<first + count - 1>
+//          (decimal) has a value, with all of them in one value: for each, len:u32 then its
+//          bytes. Anything else is answered bad_request.
 // Collectives are built on these by the client: allgather number s puts "ag/s/<rank>", then
-// gets "ag/s/<r>" for every r; barrier is an allgather of nothing. Keys are never deleted; a
-// job's store lives as long as the job.
+// asks for "ag/s/0" .. "ag/s/<size-1>" with one get_range: two requests per rank and
+// collective, where a get per rank made each rank's start-up N requests and the store's N²;
+// barrier is an allgather of nothing. Keys are never deleted; a job's store lives as long as
+// the job.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +36,7 @@
 
 namespace ordo::comm::store {
 
-enum class Op : std::uint8_t { hello = 1, put = 2, get = 3 };
+enum class Op : std::uint8_t { hello = 1, put = 2, get = 3, get_range = 4 };
 enum class Status : std::uint8_t { ok = 0, bad_request = 1 };
 
 // Keys and values beyond this are a protocol error (the store is for small blobs).
@@ -76,6 +82,37 @@ inline std::vector<std::byte> encode_response(Status status, const std::vector<s
   return out;
 }
 
+// get_range's value (first, count), and its answer's entries.
+inline std::vector<std::byte> encode_range(std::uint32_t first, std::uint32_t count) {
+  std::vector<std::byte> out;
+  put_u32(out, first);
+  put_u32(out, count);
+  return out;
+}
+
+inline void append_entry(std::vector<std::byte>& out, const std::vector<std::byte>& value) {
+  put_u32(out, std::uint32_t(value.size()));
+  out.insert(out.end(), value.begin(), value.end());
+}
+
+// The `count` entries of a get_range answer, or nothing when `value` does not hold exactly
+// that many well-formed entries (each length checked against what is there).
+inline std::optional<std::vector<std::vector<std::byte>>> parse_entries(
+    const std::vector<std::byte>& value, std::size_t count) {
+  std::vector<std::vector<std::byte>> out;
+  std::size_t at = 0;
+  while (out.size() < count) {
+    if (value.size() - at < 4) return std::nullopt;
+    const std::size_t len = get_u32(value.data() + at);
+    at += 4;
+    if (value.size() - at < len) return std::nullopt;
+    out.emplace_back(value.begin() + std::ptrdiff_t(at), value.begin() + std::ptrdiff_t(at + len));
+    at += len;
+  }
+  if (at != value.size()) return std::nullopt;
+  return out;
+}
+
 // Parses one request from the front of `in`. Returns nothing while incomplete; sets `consumed`
 // to the bytes used. Sets `bad` (and returns nothing) on a malformed request: the server then
 // drops the connection.
@@ -87,7 +124,7 @@ inline std::optional<Request> parse_request(const std::vector<std::byte>& in, st
   const auto op = std::uint8_t(in[0]);
   const std::uint32_t key_len = get_u32(in.data() + 1);
   const std::uint32_t value_len = get_u32(in.data() + 5);
-  if (op < 1 || op > 3 || key_len > max_field || value_len > max_field) {
+  if (op < 1 || op > 4 || key_len > max_field || value_len > max_field) {
     bad = true;
     return std::nullopt;
   }

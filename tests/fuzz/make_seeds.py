@@ -59,6 +59,10 @@ def main():
     put("store", "stranger", script((2, request(2, b"k", b"v")), (0, hello0), (2, request(1, b"0", b"bad"))))
     put("store", "big_hello", script((2, struct.pack(">BII", 1, 1, 1 << 20) + b"0" + b"t" * 600)))
     put("store", "lifeline", script((0, hello0), (1, hello0), (2, hello0)))
+    # get_range (op 4): rank 1 asks for ag/0/0 and ag/0/1 before either is put.
+    put("store", "range", script((1, hello1 + request(4, b"ag/0/", struct.pack(">II", 0, 2))),
+                                 (0, hello0 + request(2, b"ag/0/0", b"x" * 10)),
+                                 (1, request(2, b"ag/0/1", b"y"))))
     # fuzz_remote_lock.cpp: [header length (top bit: to rank 1)][header][payload]; the wire
     # header is kind u8 (1 GRANT, 2 RELEASE), initial u8, flags u16 (1 early, 4 shared),
     # location u32 (0 x, 1 y, 2 z), phase u32. x (32 bytes) and z (512) live on rank 0; x's

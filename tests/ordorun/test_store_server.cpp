@@ -136,6 +136,60 @@ TEST_CASE("a rank that says hello may put and get; a get waits for its put", "[o
   CHECK(b.got == want_more);
 }
 
+TEST_CASE("a get_range is answered once, with every key of the range, in its turn", "[ordorun][store]") {
+  Fixture f({}, 3);
+  Client a(f.at()), b(f.at());
+  REQUIRE(a.send(request(store::Op::hello, "0", token)));
+  REQUIRE(b.send(request(store::Op::hello, "1", token)));
+  REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return a.got.size() >= 5 && b.got.size() >= 5; }));
+  a.got.clear();
+  b.got.clear();
+  auto range = [](const std::string& prefix, std::uint32_t first, std::uint32_t count) {
+    const std::vector<std::byte> v = store::encode_range(first, count);
+    return store::encode_request(store::Op::get_range, prefix, v.data(), v.size());
+  };
+  // Keys p/1 and p/2 of p/1..p/3 (the third rank never puts p/3 before the end): parked.
+  REQUIRE(b.send(range("p/", 1, 3)));
+  REQUIRE(a.send(request(store::Op::put, "p/1", "one")));
+  REQUIRE(a.send(request(store::Op::put, "p/2", "")));
+  REQUIRE(f.drive([&] { a.poll_in(); return a.got.size() >= 10; }));
+  f.drive([&] { return false; }, 50ms);
+  b.poll_in();
+  CHECK(b.got.empty());
+  REQUIRE(a.send(request(store::Op::put, "p/3", "three")));
+  std::vector<std::byte> entries;
+  for (const char* v : {"one", "", "three"}) store::append_entry(entries, bytes(v));
+  const auto want = store::encode_response(store::Status::ok, entries);
+  REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want.size(); }));
+  CHECK(b.got == want);
+  const auto parsed = store::parse_entries(entries, 3);
+  REQUIRE(parsed.has_value());
+  CHECK((*parsed)[2] == bytes("three"));
+  CHECK_FALSE(store::parse_entries(entries, 2).has_value());  // an entry left over
+  CHECK_FALSE(store::parse_entries(entries, 4).has_value());  // one missing
+  entries.pop_back();
+  CHECK_FALSE(store::parse_entries(entries, 3).has_value());  // the last one cut short
+  // Refused: more keys than the job's ranks, a range past the largest key, a value that is not
+  // 8 bytes. Each answer comes in its turn: behind a get still parked.
+  b.got.clear();
+  REQUIRE(b.send(request(store::Op::get, "later")));
+  REQUIRE(b.send(range("q/", 0, 4)));
+  REQUIRE(b.send(range("q/", 0xffffffffu, 2)));
+  REQUIRE(b.send(request(store::Op::get_range, "q/", "1234")));
+  f.drive([&] { return false; }, 50ms);
+  b.poll_in();
+  CHECK(b.got.empty());
+  REQUIRE(a.send(request(store::Op::put, "later", "x")));
+  std::vector<std::byte> want_refusals = ok("x");
+  for (int i = 0; i < 3; ++i) {
+    const auto r = store::encode_response(store::Status::bad_request, {});
+    want_refusals.insert(want_refusals.end(), r.begin(), r.end());
+  }
+  REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want_refusals.size(); }));
+  CHECK(b.got == want_refusals);
+  CHECK(f.server->requests_per_rank() == std::vector<std::uint64_t>{4, 5, 0});
+}
+
 TEST_CASE("the store drops a client that does not say hello with the job's token and rank", "[ordorun][store]") {
   Fixture f;
   std::vector<std::pair<std::string, std::vector<std::vector<std::byte>>>> cases = {

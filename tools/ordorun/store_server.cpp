@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <stdexcept>
 
 #include "comm/store_protocol.hpp"
@@ -32,7 +33,8 @@ StoreServer::StoreServer(EventLoop& loop, std::string token, int ranks,
                          const std::vector<std::string>& addresses, StoreLimits limits,
                          std::function<void(int)> on_hello)
     : loop_(loop), token_(std::move(token)), ranks_(ranks), limits_(limits),
-      on_hello_(std::move(on_hello)), per_rank_(std::size_t(ranks), 0) {
+      on_hello_(std::move(on_hello)), per_rank_(std::size_t(ranks), 0),
+      requests_(std::size_t(ranks), 0) {
   for (const std::string& address : addresses) {
     Listener l;
     l.fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -169,6 +171,7 @@ bool StoreServer::serve(Client& c) {
     if (bad) return false;
     if (!req) return true;
     c.in.erase(c.in.begin(), c.in.begin() + std::ptrdiff_t(used));
+    if (c.rank >= 0) ++requests_[std::size_t(c.rank)];
     switch (req->op) {
       case store::Op::hello:
         if (c.rank >= 0 || !authenticate(c, req->key, req->value)) return false;
@@ -182,8 +185,23 @@ bool StoreServer::serve(Client& c) {
       }
       case store::Op::get:
         if (c.rank < 0) return false;
-        c.waiting.push_back(req->key);
+        c.waiting.push_back({req->key});
         break;
+      case store::Op::get_range: {
+        if (c.rank < 0) return false;
+        Parked p{req->key, true};
+        if (req->value.size() == 8) {
+          p.first = store::get_u32(req->value.data());
+          p.count = store::get_u32(req->value.data() + 4);
+        }
+        // A range longer than the job's ranks, or past the largest key, is no collective's:
+        // refused (in its turn, after the gets parked before it) rather than kept waiting for
+        // keys no rank will put.
+        p.is_refused = req->value.size() != 8 || p.count > std::uint32_t(ranks_) ||
+                       p.first > std::numeric_limits<std::uint32_t>::max() - p.count;
+        c.waiting.push_back(std::move(p));
+        break;
+      }
     }
   }
 }
@@ -206,12 +224,29 @@ bool StoreServer::authenticate(Client& c, const std::string& key, const std::vec
   return true;
 }
 
+bool StoreServer::is_answerable(Parked& p) const {
+  if (p.is_refused) return true;
+  if (!p.is_range) return kv_.count(p.key) != 0;
+  while (p.present < p.count && kv_.count(p.key + std::to_string(p.first + p.present)) != 0)
+    ++p.present;
+  return p.present == p.count;
+}
+
 void StoreServer::answer_parked() {
   for (auto& [fd, c] : clients_) {
-    while (!c->waiting.empty()) {
-      auto it = kv_.find(c->waiting.front());
-      if (it == kv_.end()) break;
-      auto resp = store::encode_response(store::Status::ok, it->second);
+    while (!c->waiting.empty() && is_answerable(c->waiting.front())) {
+      const Parked& p = c->waiting.front();
+      std::vector<std::byte> resp;
+      if (p.is_refused) {
+        resp = store::encode_response(store::Status::bad_request, {});
+      } else if (!p.is_range) {
+        resp = store::encode_response(store::Status::ok, kv_.find(p.key)->second);
+      } else {
+        std::vector<std::byte> all;
+        for (std::uint32_t k = 0; k < p.count; ++k)
+          store::append_entry(all, kv_.find(p.key + std::to_string(p.first + k))->second);
+        resp = store::encode_response(store::Status::ok, all);
+      }
       c->out.insert(c->out.end(), resp.begin(), resp.end());
       c->waiting.pop_front();
     }

@@ -59,14 +59,24 @@ class StoreServer {
   std::size_t pending_count() const;
   std::size_t client_count() const { return clients_.size(); }
   std::size_t buffered_bytes() const;
+  // Requests each rank made after its hello, over all its connections (puts, gets).
+  const std::vector<std::uint64_t>& requests_per_rank() const { return requests_; }
 
  private:
+  // A get, or a get_range of keys prefix<first> .. prefix<first + count - 1>, not answered yet.
+  struct Parked {
+    std::string key;  // get: the key; get_range: the prefix
+    bool is_range = false;
+    std::uint32_t first = 0, count = 0;
+    std::uint32_t present = 0;  // get_range: the keys known to have values, from the first
+    bool is_refused = false;    // a malformed get_range: answered bad_request in its turn
+  };
   struct Client {
     Fd fd;
     std::uint64_t order = 0;  // accept order: the oldest pending goes first under pressure
     int rank = -1;            // -1 while pending
     std::vector<std::byte> in, out;
-    std::deque<std::string> waiting;  // parked gets, answered in order
+    std::deque<Parked> waiting;  // parked gets, answered in order
     EventLoop::TimerId auth_timer = 0;
   };
   struct Listener {
@@ -81,6 +91,9 @@ class StoreServer {
   bool serve(Client& c);
   bool authenticate(Client& c, const std::string& key, const std::vector<std::byte>& value);
   void answer_parked();
+  // Whether `p` can be answered now: its keys all have values (get_range: counting on from
+  // p.present, so that each key is looked up once it has a value), or it is refused.
+  bool is_answerable(Parked& p) const;
   void flush(Client& c);
   void drop(int fd);
   void drop_oldest_pending();
@@ -95,6 +108,7 @@ class StoreServer {
   std::map<int, std::unique_ptr<Client>> clients_;
   std::map<std::string, std::vector<std::byte>> kv_;
   std::vector<int> per_rank_;  // authenticated connections per rank
+  std::vector<std::uint64_t> requests_;
   std::uint64_t accepted_ = 0;
   bool backing_off_ = false;
   bool said_accept_failure_ = false;
