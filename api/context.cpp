@@ -45,7 +45,8 @@ std::string location_name(const rt::Graph& graph, std::uint32_t location) {
                 "Reduction<T> that Graph::reduction returned (the same T)");
   }
   throw Error(task + verb + " location '" + loc.name +
-              "' with another element type than it was declared with");
+              "' with another element type than it was declared with; use the Location<T> that "
+              "Graph::location returned (the same T)");
 }
 
 // Refuses a handle of another graph before its number is looked up here.

@@ -227,7 +227,8 @@ void Runtime::gather_location(const Graph& graph, std::uint64_t serial, std::uin
   const rt::Graph& g = impl.graph;
   const rt::LocationDesc& desc = g.locations()[location];
   if (*desc.type != type)
-    throw Error("Runtime::gather: location '" + desc.name + "' holds another element type");
+    throw Error("Runtime::gather: location '" + desc.name + "' holds another element type; "
+                "gather it through the Location<T> that Graph::location returned (the same T)");
   const std::string what = "Runtime::gather of location '" + desc.name + "'";
   detail::check_gather(*this, to, what);
   unsigned home = 0;

@@ -311,7 +311,9 @@ void* Graph::data_bytes(std::uint64_t graph, std::uint32_t location,
   impl_->check_handle(graph, location, "Graph::data");
   const auto& locs = impl_->graph.locations();
   if (*locs[location].type != type)
-    throw Error("location '" + locs[location].name + "' holds another element type");
+    throw Error("Graph::data: location '" + locs[location].name +
+                "' holds another element type; read it through the Location<T> that "
+                "Graph::location returned (the same T)");
   const std::string& name = locs[location].name;
   // A body reading through the graph would bypass the locks that order its accesses.
   if (sched::Pool::current_worker() >= 0)

@@ -1,6 +1,8 @@
 // Every misuse of the API gets an ordo::Error saying what is wrong and what to do.
 #include <catch2/catch.hpp>
 
+#include <bit>
+#include <cstdint>
 #include <string>
 
 #include <ordo/ordo.hpp>
@@ -39,6 +41,29 @@ TEST_CASE("writing through a read access is refused", "[errors]") {
   g.task("reader", {read(x)}, [=](Context& ctx) { ctx.write(x)[0] = 1; });
   Runtime rt({.workers = 1});
   CHECK_THROWS_WITH(rt.run(g, 1), Contains("declared it with read()"));
+}
+
+// Location<T> is typed, so only a handle whose bytes were copied into another T's reaches a
+// location with the wrong type; a body, dataflow or fiber, is refused rather than reinterpret.
+TEST_CASE("a body reading a location as another type is refused, naming the handle to use",
+          "[errors]") {
+  for (const bool fiber : {false, true}) {
+    INFO((fiber ? "fiber task" : "dataflow task"));
+    Graph g;
+    auto x = g.location<double>("x", 4);
+    const auto as_long = std::bit_cast<Location<std::int64_t>>(x);
+    if (fiber)
+      g.fiber_task("reader", {read(x)},
+                   [=](FiberContext& ctx) { (void)ctx.acquire_read(as_long); });
+    else
+      g.task("reader", {read(x)}, [=](Context& ctx) { (void)ctx.read(as_long); });
+    Runtime rt({.workers = 1});
+    CHECK_THROWS_WITH(rt.run(g, 1),
+                      Contains(std::string("task 'reader' ") + (fiber ? "acquires" : "accesses") +
+                               " location 'x' with another element type") &&
+                          Contains("use the Location<T> that Graph::location returned (the same "
+                                   "T)"));
+  }
 }
 
 TEST_CASE("a location of another graph is refused at declaration", "[errors]") {

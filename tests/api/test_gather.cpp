@@ -71,8 +71,13 @@ TEST_CASE("a location gathered or read as another type is refused") {
   rt.run(g, 1);
   const auto as_long = std::bit_cast<ordo::Location<std::int64_t>>(a);
   CHECK_THROWS_WITH(rt.gather(g, as_long), Contains("Runtime::gather: location 'a' holds another "
-                                                    "element type"));
-  CHECK_THROWS_WITH(g.data(as_long), Contains("location 'a' holds another element type"));
+                                                    "element type") &&
+                                               Contains("the Location<T> that Graph::location "
+                                                        "returned (the same T)"));
+  CHECK_THROWS_WITH(g.data(as_long), Contains("Graph::data: location 'a' holds another element "
+                                              "type") &&
+                                         Contains("the Location<T> that Graph::location returned "
+                                                  "(the same T)"));
   CHECK(rt.gather(g, a).size() == 4);
 }
 
