@@ -1,6 +1,6 @@
-// The small numeric helpers of the benchmark drivers: the median of repetitions, size lists
-// given on the command line, and what the machine was doing (load average, CPU time). One copy
-// for every driver (issue #17).
+// The small numeric helpers of the benchmark drivers: the median of repetitions, ratios as
+// printed, size lists given on the command line, and what the machine was doing (load
+// average, CPU time). One copy for every driver (issue #17).
 #pragma once
 
 #include <time.h>
@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -24,6 +25,15 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t h = v.size() / 2;
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// num / den with three decimals, or "nan" when either is not positive (a system that failed,
+// was skipped or measured nothing): what the drivers print as a ratio.
+inline std::string format_ratio(double num, double den) {
+  if (!(num > 0) || !(den > 0)) return "nan";
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3f", num / den);
+  return text;
 }
 
 // What a size list may hold: integers in [min, max] that are multiples of `multiple_of`.
