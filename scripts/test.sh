@@ -15,8 +15,6 @@ if [ ! -f build-tsan/build.ninja ]; then
 fi
 # Regenerate first, so the introspection below sees tests added since the last build there.
 ninja -C build-tsan build.ninja >/dev/null
-# Only what the 'tsan' suite runs is built there (its test programs and what they depend on):
-# the apps, benchmarks and tools are covered by the release build above.
 # The files a suite's tests need built in a build folder (its test programs and what they
 # depend on).
 suite_targets() {
@@ -34,6 +32,8 @@ for test in introspect("--tests"):
 print(" ".join(sorted(wanted)))
 PY
 }
+# Only what the 'tsan' suite runs is built there (its test programs and what they depend on):
+# the apps, benchmarks and tools are covered by the release build above.
 tsan_targets=$(suite_targets build-tsan tsan)
 [ -n "$tsan_targets" ] || { echo "test.sh: no tests in the tsan suite" >&2; exit 1; }
 # shellcheck disable=SC2086 # one word per target
@@ -45,8 +45,8 @@ UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=
   --num-processes 2 --suite tsan
 
 # Fuzzing (docs/fuzzing.md): each target of tests/fuzz for a fixed budget (12 s, the manifest
-# 4 s; two at a time)
-# from its checked-in corpus. Only the fuzz targets and what they need are built there.
+# 4 s; two at a time) from its checked-in corpus. Only the fuzz targets and what they need are
+# built there.
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang CXX=clang++ meson setup build-fuzz --buildtype=debugoptimized -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false >/dev/null
