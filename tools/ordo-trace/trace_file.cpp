@@ -44,24 +44,18 @@ struct Cursor {
       throw TraceError(path + ": corrupt graph record at byte " + std::to_string(where) +
                        ": its tables run past the record's end");
   }
-  std::uint32_t u32() {
-    need(4);
-    std::uint32_t v;
-    std::memcpy(&v, p, 4);
-    p += 4;
+  // The next fixed-size integer (little-endian, as the recorder on a little-endian host wrote it).
+  template <class T>
+  T number() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p, sizeof(T));
+    p += sizeof(T);
     return v;
   }
-  std::uint64_t u64() {
-    need(8);
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    p += 8;
-    return v;
-  }
-  std::uint8_t u8() {
-    need(1);
-    return *p++;
-  }
+  std::uint32_t u32() { return number<std::uint32_t>(); }
+  std::uint64_t u64() { return number<std::uint64_t>(); }
+  std::uint8_t u8() { return number<std::uint8_t>(); }
   std::string str() {
     std::uint32_t n = u32();
     need(n);
