@@ -3,10 +3,11 @@
 // iterations with a vote between them (run_until's shape); at iteration 5 rank 1 "sends" rank
 // 0 the input as one message on the engine's channel (its first byte is the header's length,
 // the rest header then payload; the byte's top bit set: rank 0 sends it to rank 1 instead).
-// Rank 0 is the home of x and z, rank 1 of y and a proxy of x and z, rank 2 of w, which rank 0
-// reads, and a proxy of y: a third rank that an ABORT may name, and that must not be left
-// waiting. Whatever the message is, the run must end on every rank: completed, or failed with
-// an exception naming the problem — never a crash, a hang or memory that the message claims.
+// The graph is tests/runtime/protocol_graph.hpp's with its third rank: rank 0 is the home of x
+// and z, rank 1 of y and a proxy of x and z, rank 2 of w, which rank 0 reads, and a proxy of
+// y: a third rank that an ABORT may name, and that must not be left waiting. Whatever the
+// message is, the run must end on every rank: completed, or failed with an exception naming
+// the problem — never a crash, a hang or memory that the message claims.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "loopback_net.hpp"
+#include "protocol_graph.hpp"
 #include "runtime/engine.hpp"
 #include "runtime/failure.hpp"
 #include "runtime/plan.hpp"
@@ -54,24 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (unsigned r = 0; r < kRanks; ++r)
     f.push_back(std::async(std::launch::async, [&, r] {
       rt::Graph& g = rs[r].graph;
-      // x and z on rank 0, y on rank 1, w on rank 2; y's task reads x (small: granted early)
-      // on rank 1. Locations 0-2 and their phases are those of the two-rank target before.
-      auto x = g.add_location("x", 8, 4, typeid(long));
-      auto y = g.add_location("y", 8, 4, typeid(long));
-      auto z = g.add_location("z", 8, 64, typeid(long));
-      auto w = g.add_location("w", 8, 4, typeid(long));
-      g.set_home(x, 0);
-      g.set_home(y, 1);
-      g.set_home(z, 0);
-      g.set_home(w, 2);
-      g.add_task({"wx", {{x, rt::Mode::write}, {z, rt::Mode::write}, {w, rt::Mode::read}},
-                  [&hub, &header, &payload, to_rank1, r](const rt::Instance& in) {
-                    if (r == 0 && in.iteration == 5)
-                      hub.inject(to_rank1 ? 0 : 1, to_rank1 ? 1 : 0, kChannel, header, payload);
-                  }});
-      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
-      g.add_task({"rz", {{y, rt::Mode::write}, {z, rt::Mode::read}}, [](const rt::Instance&) {}});
-      g.add_task({"ww", {{w, rt::Mode::write}, {y, rt::Mode::read}}, [](const rt::Instance&) {}});
+      test::declare_protocol_graph(
+          g, {.third_rank = true,
+              .wx_body = [&hub, &header, &payload, to_rank1, r](const rt::Instance& in) {
+                if (r == 0 && in.iteration == 5)
+                  hub.inject(to_rank1 ? 0 : 1, to_rank1 ? 1 : 0, kChannel, header, payload);
+              }});
       auto c = rt::compile(g);
       rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{1});
       rs[r].engine = std::make_unique<rt::Engine>(g, std::move(c.plan), &hub.net(r), kChannel);

@@ -20,6 +20,7 @@
 #include "runtime/engine.hpp"
 #include "graph_spec.hpp"
 #include "loopback_net.hpp"
+#include "protocol_graph.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/storage.hpp"
 #include "runtime/wire.hpp"
@@ -756,18 +757,10 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
     LoopbackHub hub(2);
     std::vector<Rank> rs(2);
     auto f = run_failing(hub, rs, 1, 1000000, [&hub, &c](rt::Graph& g, unsigned) {
-      auto x = g.add_location("x", 8, 4, typeid(long));
-      auto y = g.add_location("y", 8, 4, typeid(long));
-      auto z = g.add_location("z", 8, 4, typeid(long));
-      g.set_home(x, 0);
-      g.set_home(y, 1);
-      g.set_home(z, 0);
-      g.add_task({"wx", {{x, rt::Mode::write}, {z, rt::Mode::write}},
-                  [&hub, &c](const rt::Instance& in) {
-                    if (in.iteration == 5) hub.inject(c.from, 1 - c.from, 1, c.message, c.payload);
-                  }});
-      // y's task reads x (8 x 4 bytes: granted early) on rank 1.
-      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
+      declare_protocol_graph(g, {.with_z = true, .wx_body = [&hub, &c](const rt::Instance& in) {
+                                   if (in.iteration == 5)
+                                     hub.inject(c.from, 1 - c.from, 1, c.message, c.payload);
+                                 }});
     });
     for (auto& x : f)
       if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
@@ -816,16 +809,14 @@ TEST_CASE("an early grant's release must say early, name its phase and carry no 
     std::vector<Rank> rs(2);
     std::atomic<bool> injected{false};
     auto f = run_failing(hub, rs, 1, 1000000, [&hub, &c, &injected](rt::Graph& g, unsigned) {
-      auto x = g.add_location("x", 8, 4, typeid(long));
-      auto y = g.add_location("y", 8, 4, typeid(long));
-      g.set_home(x, 0);
-      g.set_home(y, 1);
-      g.add_task({"wx", {{x, rt::Mode::write}}, [&](const rt::Instance& in) {
+      declare_protocol_graph(
+          g, {.wx_body =
+                  [&](const rt::Instance& in) {
                     if (in.iteration != 6) return;
                     hub.inject(1, 0, 1, c.message, c.payload);
                     injected.store(true);
-                  }});
-      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}},
+                  },
+              .wy_body =
                   [&injected](const rt::Instance& in) {
                     if (in.iteration != 5) return;
                     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -901,14 +892,9 @@ TEST_CASE("a rank that takes a peer for lost tells that peer it stops", "[distri
   LoopbackHub hub(2);
   std::vector<Rank> rs(2);
   auto f = run_failing(hub, rs, 1, 1000000, [&hub, &abort](rt::Graph& g, unsigned) {
-    auto x = g.add_location("x", 8, 4, typeid(long));
-    auto y = g.add_location("y", 8, 4, typeid(long));
-    g.set_home(x, 0);
-    g.set_home(y, 1);
-    g.add_task({"wx", {{x, rt::Mode::write}}, [&hub, &abort](const rt::Instance& in) {
-                  if (in.iteration == 5) hub.inject(1, 0, 1, abort, {});
-                }});
-    g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [](const rt::Instance&) {}});
+    declare_protocol_graph(g, {.wx_body = [&hub, &abort](const rt::Instance& in) {
+                                 if (in.iteration == 5) hub.inject(1, 0, 1, abort, {});
+                               }});
   });
   for (auto& x : f)
     if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
