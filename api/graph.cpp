@@ -49,6 +49,7 @@ rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t chan
                                bool share_memory, const std::function<bool(rt::Engine&)>& load) {
   if (engine) return *engine;
   const unsigned ranks = with ? with->size() : 1;
+  for (const auto& f : before_first_run) f(with ? with->rank() : 0, ranks);
   for (const rt::LocationDesc& l : graph.locations())
     if (l.home >= static_cast<std::int32_t>(ranks))
       throw Error("location '" + l.name + "' is placed on rank " + std::to_string(l.home) +

@@ -37,6 +37,11 @@ class GraphImpl {
   // by layers that keep state of their own inside locations (the stencil layer's block
   // headers): detail::RestoredCheck, api/checkpoint.hpp. Each returns "" or what is wrong.
   std::vector<std::function<std::string(const rt::Engine&, const rt::Graph&)>> restored_checks;
+  // Called once, in order, when the first run is about to freeze the graph, with this rank
+  // and the job's rank count: layers whose tasks depend on where their locations live (the
+  // stencil layer declares its halo exchange once its blocks are placed) declare them here if
+  // the program did not make them do it earlier.
+  std::vector<std::function<void(unsigned rank, unsigned ranks)>> before_first_run;
   std::uint32_t declaring_count = 0;  // its members, for their names in messages
   // A task's name in messages, also for a member of the family being declared.
   std::string task_name(std::uint32_t task) const;

@@ -123,12 +123,9 @@ std::set<Ix> read_directions(const Spec& s) {
   return out;
 }
 
-void Stencil::Impl::declare(const std::set<Ix>& dirs) {
+void Stencil::Impl::declare_blocks() {
   Graph& g = *graph;
-  const std::size_t n = grid.count();
-  halo.width = spec.halo * spec.tb_depth;
-  halo.copies = levels;
-  for (std::size_t b = 0; b < n; ++b) {
+  for (std::size_t b = 0; b < grid.count(); ++b) {
     const core::BlockGeom& geo = grid.block(b);
     Locations l;
     l.main = g.location<double>(spec.name + "[" + geo.tag + "]", kHeader + nb * buffer_size(b));
@@ -136,9 +133,44 @@ void Stencil::Impl::declare(const std::set<Ix>& dirs) {
       l.aux = g.location<double>(spec.name + ".aux[" + geo.tag + "]",
                                  spec.aux_grids * geo.pad.count);
     locs.push_back(l);
-    halo.exports.push_back(grid.declare_exports(g, b, spec.name, halo.width, dirs, levels));
   }
-  grid.wire_imports(halo, dirs);
+  // A graph run before Stencil::place (another stencil's run, Runtime::run) places this one
+  // first, so that its tasks exist. Like the task bodies, the hook needs the Stencil alive
+  // while its graph runs.
+  ordo::detail::impl_of(g).before_first_run.push_back([this](unsigned rank, unsigned ranks) {
+    if (!placement.placed) place(rank, ranks);
+  });
+}
+
+void Stencil::Impl::declare_exchange() {
+  Graph& g = *graph;
+  const std::size_t n = grid.count();
+  halo.width = spec.halo * spec.tb_depth;
+  halo.copies = levels;
+  halo.exports.assign(n, {});
+  // Each direction a neighbour reads from b: an export location when the neighbour lives on
+  // another rank, else a halo task (one per neighbour, gathering its directions).
+  for (std::size_t b = 0; b < n; ++b) {
+    const core::BlockGeom& geo = grid.block(b);
+    std::set<Ix> remote;
+    for (const Ix& r : read_dirs) {
+      Ix o{}, c{};
+      for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
+      if (!geometry::block_neighbour(d, spec.blocks, grid.periodic(), geo.coord, o, c)) continue;
+      const std::size_t to = geometry::block_index(d, spec.blocks, c);
+      if (placement.home[to] != placement.home[b]) {
+        remote.insert(r);
+        continue;
+      }
+      auto p = std::find_if(pushes.begin(), pushes.end(),
+                            [&](const Push& q) { return q.from == b && q.to == to; });
+      if (p == pushes.end()) p = pushes.insert(pushes.end(), Push{b, to, {}});
+      p->dirs.push_back(o);
+    }
+    halo.exports[b] = grid.declare_exports(g, b, spec.name, halo.width, remote, levels);
+    for (const core::Export& e : halo.exports[b]) g.set_home_rank(e.loc, placement.home[b]);
+  }
+  grid.wire_imports(halo, read_dirs);
 
   auto declare_compute = [&](std::size_t b) {
     std::vector<Access> acc{write(locs[b].main)};
@@ -147,24 +179,40 @@ void Stencil::Impl::declare(const std::set<Ix>& dirs) {
     g.task(spec.name + ".compute[" + std::to_string(b) + "]", std::move(acc),
            [this, b](Context& ctx) { compute(ctx, b); });
   };
-  auto declare_export = [&](std::size_t b) {
-    if (halo.exports[b].empty()) return;
-    std::vector<Access> acc{read(locs[b].main)};
-    for (const core::Export& e : halo.exports[b]) acc.push_back(write(e.loc));
-    g.task(spec.name + ".export[" + std::to_string(b) + "]", std::move(acc),
-           [this, b](Context& ctx) {
-             pack_exports(b, ctx.read(locs[b].main),
-                          [&](Location<double> l) { return ctx.write(l); });
-           });
+  auto declare_sends = [&](std::size_t b) {
+    if (!halo.exports[b].empty()) {
+      std::vector<Access> acc{read(locs[b].main)};
+      for (const core::Export& e : halo.exports[b]) acc.push_back(write(e.loc));
+      g.task(spec.name + ".export[" + std::to_string(b) + "]", std::move(acc),
+             [this, b](Context& ctx) {
+               pack_exports(b, ctx.read(locs[b].main),
+                            [&](Location<double> l) { return ctx.write(l); });
+             });
+    }
+    for (const Push& p : pushes) {
+      if (p.from != b) continue;
+      const std::string name = spec.name + ".halo[" + std::to_string(b) + ">" +
+                               std::to_string(p.to) + "]";
+      if (p.to == b) {
+        g.task(name, {write(locs[b].main)}, [this, &p](Context& ctx) {
+          std::span<double> main = ctx.write(locs[p.to].main);
+          push_halo(p, main, main);
+        });
+        continue;
+      }
+      g.task(name, {read(locs[b].main), write(locs[p.to].main)}, [this, &p](Context& ctx) {
+        push_halo(p, ctx.read(locs[p.from].main), ctx.write(locs[p.to].main));
+      });
+    }
   };
   if (spec.traversal == Traversal::gauss_seidel) {
     for (std::size_t b = 0; b < n; ++b) {
       declare_compute(b);
-      declare_export(b);
+      declare_sends(b);
     }
   } else {
     for (std::size_t b = 0; b < n; ++b) declare_compute(b);
-    for (std::size_t b = 0; b < n; ++b) declare_export(b);
+    for (std::size_t b = 0; b < n; ++b) declare_sends(b);
   }
 }
 
@@ -178,6 +226,28 @@ const double* Stencil::Impl::held_level(std::size_t b, std::size_t level) const 
   std::span<const double> main = std::as_const(*graph).data(locs[b].main);
   const auto rot = static_cast<std::uint64_t>(main[0]);
   return level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level));
+}
+
+void Stencil::Impl::push_halo(const Push& p, std::span<const double> from,
+                              std::span<double> to) const {
+  const geometry::Pad& src = grid.block(p.from).pad;
+  const geometry::Pad& dst = grid.block(p.to).pad;
+  const auto w = static_cast<std::ptrdiff_t>(halo.width);
+  // Each block's own step count: with Gauss-Seidel a later block has not swept yet (its one
+  // buffer is the same whatever the count).
+  const auto rot_from = static_cast<std::uint64_t>(from[0]);
+  const auto rot_to = static_cast<std::uint64_t>(to[0]);
+  for (const Ix& o : p.dirs) {
+    Ix slo{}, shi{}, dlo{}, dhi{}, back{};
+    geometry::send_box(src, w, o, slo, shi);
+    for (std::size_t k = 0; k < d; ++k) back[k] = -o[k];
+    geometry::halo_box(dst, w, back, dlo, dhi);
+    for (std::size_t l = 0; l < levels; ++l) {
+      const auto delta = -static_cast<std::ptrdiff_t>(l);
+      geometry::copy_box_between(src, level_data(p.from, from, rot_from, delta), slo, shi,
+                                 dst, level_data(p.to, to, rot_to, delta), dlo);
+    }
+  }
 }
 
 void Stencil::Impl::pack_exports(
@@ -211,7 +281,8 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.grid.set_padding(m.spec.halo * m.spec.tb_depth);
   if (m.spec.traversal == Traversal::jacobi_in_place) m.shift = in_place_shift(m.spec, m.grid);
   m.fixed_halo.resize(m.grid.count());
-  m.declare(read_directions(m.spec));
+  m.read_dirs = read_directions(m.spec);
+  m.declare_blocks();
   // A restart fills the blocks from a checkpoint, headers included: the steps done and the
   // buffers' shifts become pointer offsets (buffer_data), so a checkpoint whose headers no run
   // could have written is refused before any sweep reads them.
@@ -262,11 +333,17 @@ void Stencil::Impl::place(unsigned rank, unsigned ranks) {
       [&](std::size_t b, unsigned r) {
         graph->set_home_rank(locs[b].main, r);
         if (spec.aux_grids > 0) graph->set_home_rank(locs[b].aux, r);
-        for (const core::Export& e : halo.exports[b]) graph->set_home_rank(e.loc, r);
       },
       [&](std::size_t b) { return graph->home_rank(locs[b].main); });
   placement.rank = rank;
   placement.placed = true;
+  declare_exchange();
+  // Blocks set before placement filled their halos; what goes to other ranks is packed now.
+  if (filled)
+    for (std::size_t b = 0; b < grid.count(); ++b)
+      if (holds(b) && !halo.exports[b].empty())
+        pack_exports(b, graph->data(locs[b].main),
+                     [&](Location<double> l) { return graph->data(l); });
 }
 
 void Stencil::place(const Runtime& runtime) {
@@ -300,8 +377,10 @@ void Stencil::set(const BoxFill& fill, std::size_t level) {
     // The spare buffer of Jacobi needs the fixed boundary too; its interior is overwritten.
     if (level == 0 && m.nb > m.levels)
       m.grid.fill(b, m.level_data(b, main, rot, 1), fill, m.spec.fixed_value, true);
-    m.pack_exports(b, main, [&](Location<double> l) { return m.graph->data(l); });
+    if (m.placement.placed)
+      m.pack_exports(b, main, [&](Location<double> l) { return m.graph->data(l); });
   }
+  m.filled = true;
 }
 
 void Stencil::set_aux(std::size_t index, std::span<const double> global) {

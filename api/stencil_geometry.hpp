@@ -149,6 +149,32 @@ inline void unpack_box(const Pad& p, double* buf, const Ix& lo, const Ix& hi,
   });
 }
 
+// Copies the box [slo, shi) of buffer `src` (layout ps) onto the box of the same shape that
+// starts at dlo in buffer `dst` (layout pd, whose strides may differ: uneven blocks).
+inline void copy_box_between(const Pad& ps, const double* src, const Ix& slo, const Ix& shi,
+                             const Pad& pd, double* dst, const Ix& dlo) {
+  const std::size_t d = ps.d, last = d - 1;
+  for (std::size_t i = 0; i < d; ++i)
+    if (shi[i] <= slo[i]) return;
+  const auto len = static_cast<std::size_t>(shi[last] - slo[last]);
+  Ix x = slo;
+  std::ptrdiff_t from = ps.at(slo), to = pd.at(dlo);
+  for (;;) {
+    copy_row(dst + to, src + from, len);
+    std::size_t i = last;  // odometer over the dimensions before the last, as for_each_box_row
+    for (;;) {
+      if (i == 0) return;
+      --i;
+      from += ps.stride[i];
+      to += pd.stride[i];
+      if (++x[i] < shi[i]) break;
+      from -= (shi[i] - slo[i]) * ps.stride[i];
+      to -= (shi[i] - slo[i]) * pd.stride[i];
+      x[i] = slo[i];
+    }
+  }
+}
+
 // The sender's edge region of width h towards direction o (each o[i] in {-1, 0, 1}).
 inline void send_box(const Pad& p, std::ptrdiff_t h, const Ix& o, Ix& lo, Ix& hi) {
   for (std::size_t i = 0; i < p.d; ++i) {

@@ -11,21 +11,30 @@
 //              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
 //              Gauss-Seidel NB = 1 (in place).
 //   aux[b]     the coefficient grids, padded, written once by set_aux().
-//   x[b,o]     for each direction o in {-1,0,1}^d \ 0 that a neighbour n = b+o reads: the
-//              time_levels copies of b's edge region facing n, packed (core::Exchange).
+//   x[b,o]     for each direction o in {-1,0,1}^d \ 0 that a neighbour n = b+o on another
+//              rank reads: the time_levels copies of b's edge region facing n, packed
+//              (core::Exchange). A neighbour on b's own rank gets no export location: its halo
+//              is written straight from b's buffer (halo[b>n] below), so a rank holds no copy
+//              of an edge that does not leave it.
+// The exchange (x, export, halo) depends on which rank holds which block, so it is declared
+// when the blocks are placed (Impl::place: Stencil::place, or the graph's first run).
 // Tasks per block b:
-//   compute[b] write main[b], read aux[b], read x[n,-o] for every neighbour n = b+o:
-//              unpacks each x[n,-o] into the halo of main[b], then runs S kernel steps
-//              (S = tb_depth, or fewer for the last group of a run).
-//   export[b]  read main[b], write every x[b,o]: packs b's edge regions.
+//   compute[b]   write main[b], read aux[b], read x[n,-o] for every neighbour n = b+o on
+//                another rank: unpacks each x[n,-o] into the halo of main[b], then runs S
+//                kernel steps (S = tb_depth, or fewer for the last group of a run).
+//   export[b]    read main[b], write every x[b,o]: packs b's edges that go to other ranks.
+//   halo[b>n]    for every neighbour n of b on b's rank (n may be b itself across a periodic
+//                end): read main[b], write main[n]: copies b's edge regions facing n into
+//                n's halo, every direction o with b+o = n at once.
 // Order (program order, so the FIFOs need no explicit positions):
-//   Jacobi:       every compute, then every export. On x[b,o] the reader compute[b+o] comes
-//                 before the writer export[b], so compute of step group k reads the edges of
-//                 group k-1: exact Jacobi with no barrier and no global copy.
-//   Gauss-Seidel: compute[b], export[b] for each b in lexicographic block order. A neighbour
-//                 declared earlier (the low side, for axis-aligned offsets) has already
-//                 exported this sweep's values; one declared later still holds the previous
-//                 sweep's: exactly the global lexicographic in-place sweep.
+//   Jacobi:       every compute, then every export and halo task. On x[b,o] the reader
+//                 compute[b+o] comes before the writer export[b], and on main[n] compute[n]
+//                 comes before halo[b>n], so compute of step group k reads the edges of group
+//                 k-1: exact Jacobi with no barrier and no global copy.
+//   Gauss-Seidel: compute[b], export[b], halo[b>*] for each b in lexicographic block order. A
+//                 neighbour declared earlier (the low side, for axis-aligned offsets) has
+//                 already sent this sweep's values; one declared later still holds the
+//                 previous sweep's: exactly the global lexicographic in-place sweep.
 // Temporal blocking (papers/004 §7.3): H = h*D. After the halo is filled, step s of the
 // group computes the block extended by h*(S-1-s) on every side (clipped to the grid for
 // fixed boundaries), so the last step computes exactly the block and every value it reads
@@ -34,6 +43,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <span>
 #include <vector>
 
@@ -83,7 +93,16 @@ struct Stencil::Impl {
   };
   mutable std::vector<std::unique_ptr<FixedHalo>> fixed_halo;
   std::unique_ptr<FixedHalo> fixed_runs(std::size_t b) const;
-  core::Exchange halo;     // the main grid's exports and imports (all time levels)
+  core::Exchange halo;     // the exports and imports across ranks (all time levels)
+  // A block's edges that go straight into the halo of a neighbour on its rank: every
+  // direction o with from + o = to.
+  struct Push {
+    std::size_t from = 0, to = 0;
+    std::vector<core::Ix> dirs;
+  };
+  std::vector<Push> pushes;
+  std::set<core::Ix> read_dirs;  // the directions the kernel reads (read_directions)
+  bool filled = false;           // set() ran: the exports to pack once placed
   struct Locations {
     Location<double> main, aux;
   };
@@ -91,7 +110,10 @@ struct Stencil::Impl {
   std::shared_ptr<detail_stencil::Shared> shared = std::make_shared<detail_stencil::Shared>();
   core::Placement placement;
 
-  void declare(const std::set<core::Ix>& dirs);
+  // The blocks' locations and the graph's hook that places them at its first run
+  // (construction), then the halo exchange, its locations and every task (placement).
+  void declare_blocks();
+  void declare_exchange();
 
   // Buffer index of time level `delta` relative to the newest (0), or the spare (+1), after
   // `rot` steps.
@@ -161,6 +183,9 @@ struct Stencil::Impl {
   // Unpacks the rows [r0, r1) (dimension 1) of plane p of a late face into every level.
   void unpack_late(std::size_t b, std::span<double> main, std::uint64_t rot, const LateFace& f,
                    std::ptrdiff_t p, std::ptrdiff_t r0, std::ptrdiff_t r1) const;
+  // Copies the edges of push p from `from` (main[p.from]) into the halo of `to` (main[p.to];
+  // the same span when p.from == p.to), every time level.
+  void push_halo(const Push& p, std::span<const double> from, std::span<double> to) const;
   // Packs block b's edges from `main` into its exports, through out(location).
   void pack_exports(std::size_t b, std::span<const double> main,
                     const std::function<std::span<double>(Location<double>)>& out) const;

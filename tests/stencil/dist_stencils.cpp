@@ -114,6 +114,30 @@ int main(int argc, char** argv) {
         ++bad;
         std::printf("rank 0: the pipeline's gathered grid differs from the stencil's\n");
       }
+      // What the stencil's graph holds on this rank (Graph::storage_held): its blocks, and for
+      // each face between one of its blocks and a block of another rank the edge it exports
+      // and, unless it maps the other rank's memory (shared memory on one host), the replica
+      // of the edge it imports; nothing for a face between two of its blocks.
+      // Blocks {5, 2}, von Neumann: faces between (i, j) and (i + 1, j), and (i, 0) and (i, 1).
+      auto home = [&](std::size_t i, std::size_t j) { return sten.home_rank(i * 2 + j); };
+      std::size_t blocks_here = 0, faces_out = 0;
+      for (std::size_t i = 0; i < 5; ++i)
+        for (std::size_t j = 0; j < 2; ++j) {
+          if (home(i, j) == rt.rank()) ++blocks_here;
+          auto face = [&](unsigned x, unsigned y) {
+            if (x != y && (x == rt.rank() || y == rt.rank())) ++faces_out;
+          };
+          if (i + 1 < 5) face(home(i, j), home(i + 1, j));
+          if (j == 0) face(home(i, 0), home(i, 1));
+        }
+      const std::size_t held = g2.storage_held().locations;
+      ++run;
+      if (held != blocks_here + faces_out && held != blocks_here + 2 * faces_out) {
+        ++bad;
+        std::printf("rank %u: the stencil holds storage for %zu locations, want %zu blocks and "
+                    "%zu faces to other ranks (one or two locations each)\n",
+                    rt.rank(), held, blocks_here, faces_out);
+      }
     }
     std::printf("rank %u of %u: %d of %d stencils match the brute force\n", rt.rank(),
                 rt.ranks(), run - bad, run);

@@ -219,15 +219,49 @@ TEST_CASE("stencil layer exchanges only with the neighbours the offsets reach", 
   s.size = {8, 8};
   s.blocks = {2, 2};
   s.neighbourhood = st::von_neumann(2, 1);
+  ordo::Runtime rt({.workers = 1});
   ordo::Graph g;
   st::Stencil st1(g, s, [](const st::Block&) {});
-  // 4 main locations + 2 face exports per block (corner block, von Neumann: 2 neighbours).
-  CHECK(g.locations() == 4 + 8);
-  CHECK(g.tasks() == 8);
+  // The exchange is declared once the blocks are placed: before, the 4 main locations only.
+  CHECK(g.locations() == 4);
+  CHECK(g.tasks() == 0);
+  st1.place(rt);
+  // One rank: no export location; a compute per block and a halo task per neighbour (corner
+  // block, von Neumann: 2 neighbours).
+  CHECK(g.locations() == 4);
+  CHECK(g.tasks() == 4 + 8);
   ordo::Graph gm;
   s.neighbourhood = st::moore(2, 1);
   st::Stencil st2(gm, s, [](const st::Block&) {});
-  CHECK(gm.locations() == 4 + 12);  // faces and the diagonal
+  st2.run(rt, 1);  // places it
+  CHECK(gm.locations() == 4);
+  CHECK(gm.tasks() == 4 + 12);  // faces and the diagonal
+}
+
+TEST_CASE("a rank keeps no copy of the edges that stay on it", "[stencil]") {
+  // Temporal blocking reads every direction 3 deep; on one rank each neighbour's halo is
+  // written straight from the block, so the rank holds the blocks' main locations only
+  // (counted by the runtime: Graph::storage_held).
+  st::Spec s;
+  s.size = {24, 20, 18};
+  s.blocks = {2, 2, 2};
+  s.neighbourhood = st::von_neumann(3, 1);
+  s.traversal = st::Traversal::jacobi_in_place;
+  s.tb_depth = 3;
+  const auto kernel = [](const st::Block& b) {
+    st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+      for (std::size_t j = 0; j < len; ++j) b.out[at + j] = 0.5 * b.in[0][at + j] + 1.0;
+    });
+  };
+  ordo::Runtime rt({.workers = 2});
+  ordo::Graph g;
+  st::Stencil st1(g, s, kernel);
+  st1.set([](st::Coord) { return 1.0; });
+  st1.run(rt, 6);
+  const ordo::StorageStats held = g.storage_held();
+  // With an export per direction it held 8 + 8 * 7 locations.
+  CHECK(held.locations == 8);
+  CHECK(st1.steps_done() == 6);
 }
 
 TEST_CASE("stencil spec errors say what is wrong", "[stencil]") {
