@@ -60,11 +60,22 @@ std::pair<std::size_t, std::size_t> BlockedGrid::smallest_block() const {
   return best;
 }
 
-void BlockedGrid::set_padding(std::size_t padding) {
+void BlockedGrid::set_padding(std::size_t padding) { set_padding(padding, padding); }
+
+void BlockedGrid::set_padding(std::size_t padding, std::size_t at_fixed_end) {
+  const auto deep = static_cast<std::ptrdiff_t>(padding);
+  const auto shallow = static_cast<std::ptrdiff_t>(at_fixed_end);
   for (BlockGeom& b : blocks_) {
     std::vector<std::size_t> ext(d_);
-    for (std::size_t k = 0; k < d_; ++k) ext[k] = static_cast<std::size_t>(b.pad.ext[k]);
-    b.pad = Pad(d_, padding, ext);
+    Ix low{}, high{};
+    for (std::size_t k = 0; k < d_; ++k) {
+      ext[k] = static_cast<std::size_t>(b.pad.ext[k]);
+      low[k] = !periodic_ && b.origin[k] == 0 ? shallow : deep;
+      high[k] = !periodic_ && b.origin[k] + b.pad.ext[k] == static_cast<std::int64_t>(size_[k])
+                    ? shallow
+                    : deep;
+    }
+    b.pad = Pad(d_, low, high, ext);
   }
 }
 
@@ -135,19 +146,20 @@ void BlockedGrid::unpack(std::size_t b, const Exchange& x, const Import& i, cons
 namespace {
 
 // Calls f(lo, hi, beyond_fixed, box) for each of the 3^d regions t in {-1,0,1}^d of block g's
-// padded buffer with padding H (only t = 0 when H is 0): the region [lo, hi) in block-local
-// coordinates, whether it lies beyond a fixed end of the grid, and otherwise its box of the
-// global grid (wrapped across a periodic end). Along each dimension a region lies wholly
-// inside the grid or wholly beyond one of its ends, since H is at most a block's extent.
+// padded buffer (with `halo`; else only t = 0, the owned points) that is not empty: the region
+// [lo, hi) in block-local coordinates, whether it lies beyond a fixed end of the grid, and
+// otherwise its box of the global grid (wrapped across a periodic end). Along each dimension a
+// region lies wholly inside the grid or wholly beyond one of its ends, since the padding is at
+// most a block's extent.
 template <class F>
-void for_each_region(const BlockGeom& g, std::ptrdiff_t H, const std::vector<std::size_t>& size,
+void for_each_region(const BlockGeom& g, bool halo, const std::vector<std::size_t>& size,
                      bool periodic, F&& f) {
   const std::size_t d = size.size();
   const Pad& p = g.pad;
   Ix tlo{}, thi{};
   for (std::size_t k = 0; k < d; ++k) {
-    tlo[k] = H > 0 ? -1 : 0;
-    thi[k] = H > 0 ? 2 : 1;
+    tlo[k] = halo && p.low[k] > 0 ? -1 : 0;
+    thi[k] = halo && p.high[k] > 0 ? 2 : 1;
   }
   for_each_point(d, tlo, thi, [&](const Ix& t) {
     Ix lo{}, hi{};
@@ -155,8 +167,8 @@ void for_each_region(const BlockGeom& g, std::ptrdiff_t H, const std::vector<std
     box.dims = d;
     bool beyond_fixed = false;
     for (std::size_t k = 0; k < d; ++k) {
-      lo[k] = t[k] < 0 ? -H : t[k] > 0 ? p.ext[k] : 0;
-      hi[k] = t[k] < 0 ? 0 : t[k] > 0 ? p.ext[k] + H : p.ext[k];
+      lo[k] = t[k] < 0 ? -p.low[k] : t[k] > 0 ? p.ext[k] : 0;
+      hi[k] = t[k] < 0 ? 0 : t[k] > 0 ? p.ext[k] + p.high[k] : p.ext[k];
       const auto n = static_cast<std::int64_t>(size[k]);
       std::int64_t shift = 0;
       if (g.origin[k] + lo[k] < 0) shift = n;
@@ -176,7 +188,7 @@ void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
                        const PointValue& outside, bool halo) const {
   const BlockGeom& g = blocks_[b];
   const Pad& p = g.pad;
-  for_each_region(g, halo ? static_cast<std::ptrdiff_t>(p.h) : 0, size_, periodic_,
+  for_each_region(g, halo, size_, periodic_,
                   [&](const Ix& lo, const Ix& hi, bool beyond_fixed, Box& box) {
                     if (beyond_fixed) {
                       Origin x{};
@@ -194,7 +206,7 @@ void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
 std::vector<std::pair<Ix, Ix>> BlockedGrid::fixed_regions(std::size_t b) const {
   std::vector<std::pair<Ix, Ix>> out;
   const BlockGeom& g = blocks_[b];
-  for_each_region(g, static_cast<std::ptrdiff_t>(g.pad.h), size_, periodic_,
+  for_each_region(g, true, size_, periodic_,
                   [&](const Ix& lo, const Ix& hi, bool beyond_fixed, const Box&) {
                     if (beyond_fixed) out.emplace_back(lo, hi);
                   });

@@ -74,8 +74,10 @@ class BlockedGrid {
   // The smallest block extent over every dimension, and that dimension: a halo wider than it
   // would need a neighbour's neighbour.
   std::pair<std::size_t, std::size_t> smallest_block() const;
-  // Gives every block a padded buffer with `padding` points on every side.
+  // Gives every block a padded buffer with `padding` points on every side; or with
+  // `at_fixed_end` points on the sides where the grid has a fixed end (no neighbour).
   void set_padding(std::size_t padding);
+  void set_padding(std::size_t padding, std::size_t at_fixed_end);
 
   std::size_t dims() const { return d_; }
   std::size_t count() const { return blocks_.size(); }

@@ -278,7 +278,8 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
          : m.spec.traversal == Traversal::jacobi_in_place ? m.levels
                                                           : 1;
   m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
-  m.grid.set_padding(m.spec.halo * m.spec.tb_depth);
+  // The halo is D*h deep where a neighbour's values land, h beyond a fixed end of the grid.
+  m.grid.set_padding(m.spec.halo * m.spec.tb_depth, m.spec.halo);
   if (m.spec.traversal == Traversal::jacobi_in_place) m.shift = in_place_shift(m.spec, m.grid);
   m.fixed_halo.resize(m.grid.count());
   m.read_dirs = read_directions(m.spec);

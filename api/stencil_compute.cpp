@@ -200,7 +200,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   }
   Ix padded{};
   for (std::size_t k = 0; k < d; ++k)
-    padded[k] = pad.ext[k] + 2 * static_cast<std::ptrdiff_t>(pad.h);
+    padded[k] = pad.padded(k);
   const double point_bytes = 8.0 * static_cast<double>(nb + spec.aux_grids);
   const double budget = static_cast<double>(tile_budget());
   const auto lag = static_cast<std::ptrdiff_t>(spec.halo);

@@ -42,51 +42,66 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
   }
 }
 
-// Geometry of one padded block buffer: owned extent B, padding H on every side. In 2-D and
-// up each row (the last dimension) starts its owned points on a 64-byte boundary and rows are
-// a whole number of 64-byte lines apart: the row stride is B + 2H rounded up to 8 doubles, and
-// the first row's owned points start H rounded up to 8 doubles into the buffer, so that a
-// kernel's row loop does not split its loads and stores across cache lines differently from
-// row to row (the buffer itself starts 64-byte aligned: ordo's locations do, and the stencil
-// keeps its buffers a multiple of 8 doubles long). In 3-D and up a row's high halo and the
-// next row's low halo share the line between them: a sweep reads B/8 + 1 lines per row, not
-// B/8 + 2 (for 128-point rows that is 6% of its memory traffic). In 2-D each row keeps a line
-// of its own on either side: there the saving is a fraction of a percent (long rows), and
-// heat2d 8192² ran 8% slower with the shared line (docs/benchmarks.md). Points beyond the
-// halo's H are padding nobody reads.
+// Geometry of one padded block buffer: owned extent B, padding below (low) and above (high)
+// the block along each dimension (the halo: H = h*D where a neighbour's points land, h where
+// the grid's fixed end lies, since no step computes beyond it and the kernel reads h past it).
+// In 2-D and up each row (the last dimension) starts its owned points on a 64-byte boundary
+// and rows are a whole number of 64-byte lines apart: the row stride is B + low + high rounded
+// up to 8 doubles, and the first row's owned points start `low` rounded up to 8 doubles into
+// the buffer, so that a kernel's row loop does not split its loads and stores across cache
+// lines differently from row to row (the buffer itself starts 64-byte aligned: ordo's
+// locations do, and the stencil keeps its buffers a multiple of 8 doubles long). In 3-D and up
+// a row's high halo and the next row's low halo share the line between them: a sweep reads
+// B/8 + 1 lines per row, not B/8 + 2 (for 128-point rows that is 6% of its memory traffic). In
+// 2-D each row keeps a line of its own on either side: there the saving is a fraction of a
+// percent (long rows), and heat2d 8192² ran 8% slower with the shared line
+// (docs/benchmarks.md). Points beyond the padding are padding nobody reads.
 struct Pad {
   std::size_t d = 0;
-  std::size_t h = 0;  // padding (halo depth) H
+  Ix low{}, high{};   // padding below and above the owned points, per dimension
   Ix ext{};           // owned extent B per dimension
   Ix stride{};
   std::size_t count = 0;    // doubles in the buffer
   std::ptrdiff_t base = 0;  // index of local point 0
 
   Pad() = default;
+  // `halo` points on every side.
   Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
-      : d(dims), h(halo) {
-    const auto H = static_cast<std::ptrdiff_t>(h);
-    const std::ptrdiff_t low_last = d >= 2 ? (H + 7) / 8 * 8 : H;  // low padding of the rows
+      : Pad(dims, uniform(dims, halo), uniform(dims, halo), block) {}
+  Pad(std::size_t dims, const Ix& below, const Ix& above, const std::vector<std::size_t>& block)
+      : d(dims), low(below), high(above) {
+    const std::size_t last = d > 0 ? d - 1 : 0;
+    // Low padding of the rows, in whole lines from 2-D on.
+    const std::ptrdiff_t low_last = d >= 2 ? (low[last] + 7) / 8 * 8 : low[last];
     std::ptrdiff_t s = 1;
     for (std::size_t i = d; i-- > 0;) {
       ext[i] = static_cast<std::ptrdiff_t>(block[i]);
       stride[i] = s;
-      if (i + 1 == d && d >= 3)
-        s *= (ext[i] + 2 * H + 7) / 8 * 8;
-      else if (i + 1 == d && d == 2)
-        s *= (low_last + ext[i] + H + 7) / 8 * 8;
+      if (i == last && d >= 3)
+        s *= (low[i] + ext[i] + high[i] + 7) / 8 * 8;
+      else if (i == last && d == 2)
+        s *= (low_last + ext[i] + high[i] + 7) / 8 * 8;
       else
-        s *= ext[i] + 2 * H;
+        s *= low[i] + ext[i] + high[i];
     }
     // In 3-D and up the last row's high halo ends up to low_last doubles beyond the strides.
     count = static_cast<std::size_t>(d >= 3 ? s + low_last : s);
-    for (std::size_t i = 0; i + 1 < d; ++i) base += H * stride[i];
-    base += d >= 2 ? low_last : H;
+    for (std::size_t i = 0; i < last; ++i) base += low[i] * stride[i];
+    base += low_last;
   }
   std::ptrdiff_t at(const Ix& x) const {
     std::ptrdiff_t a = base;
     for (std::size_t i = 0; i < d; ++i) a += x[i] * stride[i];
     return a;
+  }
+  // The padded extent along dimension i.
+  std::ptrdiff_t padded(std::size_t i) const { return low[i] + ext[i] + high[i]; }
+
+ private:
+  static Ix uniform(std::size_t dims, std::size_t halo) {
+    Ix v{};
+    for (std::size_t i = 0; i < dims; ++i) v[i] = static_cast<std::ptrdiff_t>(halo);
+    return v;
   }
 };
 

@@ -97,7 +97,6 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   auto f = std::make_unique<FixedHalo>();
   const core::BlockGeom& geo = grid.block(b);
   const Pad& pad = geo.pad;
-  const auto H = static_cast<std::ptrdiff_t>(pad.h);
   // Whether a cell (local coordinate) lies beyond a fixed end of the grid, and its value.
   Ix low{}, high{};  // 1 where that end of the block is a fixed end of the grid
   for (std::size_t k = 0; k < d; ++k) {
@@ -128,7 +127,7 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
         want.resize(len);
         Ix src = l;
         src[0] += from;
-        bool same = src[0] >= -H && src[0] < pad.ext[0] + H && is_fixed(src);
+        bool same = src[0] >= -pad.low[0] && src[0] < pad.ext[0] + pad.high[0] && is_fixed(src);
         for (std::size_t j = 0; j < len; ++j) {
           Ix c = l;
           c[d - 1] += static_cast<std::ptrdiff_t>(j);
@@ -302,7 +301,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   const Base u_base = base_of(target, 0);
 
   // Temporal blocking: the wavefront of windows described at the top.
-  const auto H = static_cast<std::ptrdiff_t>(pad.h);
+  const std::ptrdiff_t H = pad.low[0];  // planes below the block in its buffer
   const core::BlockGeom& geo = grid.block(b);
   const bool fixed = spec.boundary == Boundary::fixed;
   // Planes of the window beyond a fixed end of the grid along each dimension, low and high.
@@ -312,12 +311,15 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
     rim_hi[k] = fixed && geo.origin[k] + pad.ext[k] == static_cast<std::int64_t>(spec.size[k]) ? h : 0;
   }
   std::ptrdiff_t plane_points = 1;
-  for (std::size_t k = 1; k < d; ++k) plane_points *= pad.ext[k] + 2 * H;
+  for (std::size_t k = 1; k < d; ++k) plane_points *= pad.padded(k);
   const std::ptrdiff_t P = std::max<std::ptrdiff_t>(
       1, static_cast<std::ptrdiff_t>(kUnitPoints) / std::max<std::ptrdiff_t>(plane_points, 1));
   const std::ptrdiff_t keep = 2 * h;  // planes behind the front that the next step still reads
   const std::ptrdiff_t K = P + keep + std::max<std::ptrdiff_t>(8, 4 * keep);  // window planes
-  const std::ptrdiff_t window_size = K * pad.stride[0];
+  // K planes, and past the last one what the buffer keeps beyond its last plane (in 3-D and
+  // up the last row's high halo runs past the strides: geometry::Pad::count).
+  const std::ptrdiff_t window_size =
+      K * pad.stride[0] + static_cast<std::ptrdiff_t>(pad.count) - pad.padded(0) * pad.stride[0];
   // The wavefront's working set: the S-1 windows and the planes of the buffer (and of each
   // coefficient grid) between its first and last step. Beyond the budget (large
   // cross-sections) every window would run out of memory, streaming 2(S-1) more grids' worth

@@ -264,6 +264,29 @@ TEST_CASE("a rank keeps no copy of the edges that stay on it", "[stencil]") {
   CHECK(st1.steps_done() == 6);
 }
 
+TEST_CASE("temporal blocking deepens a block's halo only where a neighbour lies", "[stencil]") {
+  // Depth 3 of a halo-1 stencil against depth 1 of a halo-3 one: the same halo where blocks
+  // meet, but beyond a fixed end of the grid no step computes, so the kernel reads 1 point
+  // there, not 3. Periodic grids have a neighbour on every side: the same memory.
+  auto held = [](st::Boundary boundary, std::size_t halo, std::size_t depth) {
+    st::Spec s;
+    s.size = {24, 20, 18};
+    s.blocks = {2, 2, 2};
+    s.neighbourhood = st::von_neumann(3, 1);
+    s.boundary = boundary;
+    s.halo = halo;
+    s.tb_depth = depth;
+    ordo::Runtime rt({.workers = 1});
+    ordo::Graph g;
+    st::Stencil st1(g, s, [](const st::Block&) {});
+    st1.set([](st::Coord) { return 1.0; });
+    st1.run(rt, depth);
+    return g.storage_held().bytes;
+  };
+  CHECK(held(st::Boundary::fixed, 1, 3) < held(st::Boundary::fixed, 3, 1));
+  CHECK(held(st::Boundary::periodic, 1, 3) == held(st::Boundary::periodic, 3, 1));
+}
+
 TEST_CASE("stencil spec errors say what is wrong", "[stencil]") {
   ordo::Graph g;
   auto k = [](const st::Block&) {};
