@@ -149,7 +149,16 @@ void Stencil::Impl::declare_exchange() {
   halo.copies = levels;
   halo.exports.assign(n, {});
   // Each direction a neighbour reads from b: an export location when the neighbour lives on
-  // another rank, else a halo task (one per neighbour, gathering its directions).
+  // another rank, else a halo task (one per neighbour, gathering its directions). Except the
+  // faces a one-step in-place sweep unpacks itself as it goes (is_late_face): written into
+  // the halo before the sweep, such a face costs a line fetched, written back and fetched
+  // again per row, so it keeps its export (a face one point deep: no deep halo without
+  // temporal blocking).
+  auto is_packed = [&](const Ix& r) {
+    core::Import face;
+    face.dir = r;
+    return spec.tb_depth == 1 && is_late_face(face, 1);
+  };
   for (std::size_t b = 0; b < n; ++b) {
     const core::BlockGeom& geo = grid.block(b);
     std::set<Ix> remote;
@@ -158,7 +167,7 @@ void Stencil::Impl::declare_exchange() {
       for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
       if (!geometry::block_neighbour(d, spec.blocks, grid.periodic(), geo.coord, o, c)) continue;
       const std::size_t to = geometry::block_index(d, spec.blocks, c);
-      if (placement.home[to] != placement.home[b]) {
+      if (placement.home[to] != placement.home[b] || is_packed(r)) {
         remote.insert(r);
         continue;
       }
