@@ -4,11 +4,13 @@
 // neighbourhood, boundary, traversal, time levels, coefficient grids, temporal-blocking depth --
 // and writes a kernel for one block. The layer declares the locations and tasks in CompUp form
 // with overlapped partitioning (papers/004 ch. 7): each block has a *main location* holding its
-// padded buffers (block plus halo on every side), and one *export location* per neighbour that
-// reads it. Per block there is one Compute task (fills the halo from the neighbours' exports,
-// runs the kernel) and one Local Update task (copies the block's edges into its exports). The
-// Global Update of Dido -- bringing a neighbour's export to this block -- is the runtime's read
-// grant, so a halo byte is copied once out of the sender and once into the receiver's halo.
+// padded buffers (block plus halo), and one *export location* per neighbour on another rank
+// that reads it. Per block there is one Compute task (fills the halo from the exports of its
+// neighbours on other ranks, runs the kernel), one Local Update task (copies the block's edges
+// into its exports) and, per neighbour on the same rank, a task that copies the block's edges
+// straight into that neighbour's halo. The Global Update of Dido -- bringing a neighbour's
+// export to this block -- is the runtime's read grant, so a halo byte is copied once out of
+// the sender and once into the receiver's halo, or only once when both are on one rank.
 // The user never writes a halo index or a FIFO position. The design is in docs/stencil.md.
 //
 //   ordo::stencil::Spec s;
