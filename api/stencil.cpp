@@ -195,7 +195,7 @@ void Stencil::Impl::declare_exchange() {
       g.task(spec.name + ".export[" + std::to_string(b) + "]", std::move(acc),
              [this, b](Context& ctx) {
                pack_exports(b, ctx.read(locs[b].main),
-                            [&](Location<double> l) { return ctx.write(l); });
+                            [&](Location<double> l) { return ctx.write(l); }, true);
              });
     }
     for (const Push& p : pushes) {
@@ -261,14 +261,23 @@ void Stencil::Impl::push_halo(const Push& p, std::span<const double> from,
 
 void Stencil::Impl::pack_exports(
     std::size_t b, std::span<const double> main,
-    const std::function<std::span<double>(Location<double>)>& out) const {
+    const std::function<std::span<double>(Location<double>)>& out, bool from_stage) const {
   const auto rot = static_cast<std::uint64_t>(main[0]);
+  ExportStage& stage = stages[b];
+  const bool staged = from_stage && stage.steps == main[0];
+  const double* next = stage.values.data();
   for (const core::Export& e : halo.exports[b]) {
     std::span<double> dst = out(e.loc);
+    if (staged && is_staged_export(e)) {
+      geometry::copy_row(dst.data(), next, e.count);
+      next += e.count;
+      continue;
+    }
     for (std::size_t l = 0; l < levels; ++l)
       grid.pack(b, halo, e, level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)),
                 dst.data() + l * e.count);
   }
+  if (from_stage) stage.steps = -1;
 }
 
 Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_unique<Impl>()) {
@@ -289,8 +298,12 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
   // The halo is D*h deep where a neighbour's values land, h beyond a fixed end of the grid.
   m.grid.set_padding(m.spec.halo * m.spec.tb_depth, m.spec.halo);
-  if (m.spec.traversal == Traversal::jacobi_in_place) m.shift = in_place_shift(m.spec, m.grid);
+  if (m.spec.traversal == Traversal::jacobi_in_place) {
+    m.shift = in_place_shift(m.spec, m.grid);
+    m.shift_rows = in_place_shift_rows(m.spec, m.grid);
+  }
   m.fixed_halo.resize(m.grid.count());
+  m.stages.resize(m.grid.count());
   m.read_dirs = read_directions(m.spec);
   m.declare_blocks();
   // A restart fills the blocks from a checkpoint, headers included: the steps done and the
@@ -389,6 +402,9 @@ void Stencil::set(const BoxFill& fill, std::size_t level) {
       m.grid.fill(b, m.level_data(b, main, rot, 1), fill, m.spec.fixed_value, true);
     if (m.placement.placed)
       m.pack_exports(b, main, [&](Location<double> l) { return m.graph->data(l); });
+    // Set-up work, which the block's first sweep would otherwise do (a value per cell of the
+    // halo beyond fixed ends of the grid, twice).
+    if (m.shift != 0 && !m.fixed_halo[b]) m.fixed_halo[b] = m.fixed_runs(b);
   }
   m.filled = true;
 }

@@ -142,6 +142,10 @@ void for_each_box_row(const Pad& p, const Ix& lo, const Ix& hi, F&& f) {
 // Copies a row of n doubles: inline for the short rows of halos and fixed boundaries (a face
 // across the last dimension is one point per row), a library copy for long ones.
 inline void copy_row(double* __restrict dst, const double* __restrict src, std::size_t n) {
+  if (n == 1) {  // a face across the last dimension: the loop below would become a memmove call
+    *dst = *src;
+    return;
+  }
   if (n >= 16) {
     std::memcpy(dst, src, n * sizeof(double));
     return;

@@ -6,7 +6,7 @@
 //
 // Locations per block b (all on b's rank):
 //   main[b]    header (steps done, then each buffer's plane shift; kHeader doubles) + NB
-//              padded buffers of the block (geometry::Pad; in place, + shift planes each):
+//              padded buffers of the block (geometry::Pad; in place, + shift_at() each):
 //              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
 //              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
 //              Gauss-Seidel NB = 1 (in place).
@@ -78,8 +78,15 @@ struct Stencil::Impl {
   std::size_t d = 0, nb = 0, levels = 0;
   bool streaming = false;  // Stores resolved at construction
   // In-place Jacobi: the planes (dimension 0) by which a one-step sweep moves a block in its
-  // buffer, h + the planes of one kernel call (stencil_in_place.cpp); 0 otherwise.
+  // buffer, h + the planes of one kernel call (stencil_in_place.cpp); 0 otherwise. With a
+  // star neighbourhood in 3-D and up the sweep moves it by h planes and `shift_rows` = h rows
+  // (dimension 1) instead, a row per kernel call (sweep_rows).
   std::ptrdiff_t shift = 0;
+  std::ptrdiff_t shift_rows = 0;
+  // The doubles by which a one-step sweep moves a block of layout `pad`.
+  std::ptrdiff_t shift_at(const geometry::Pad& pad) const {
+    return shift * pad.stride[0] + (shift_rows != 0 ? shift_rows * pad.stride[1] : 0);
+  }
   // Per block, the fixed values of its halo beyond fixed ends of the grid that a shifted
   // sweep must put back at the block's new place, one list per direction (built by the
   // block's first sweep, the only task that touches it). A run whose cells already hold their
@@ -92,6 +99,20 @@ struct Stencil::Impl {
     Runs down, up;  // after a sweep down the planes, after one up
   };
   mutable std::vector<std::unique_ptr<FixedHalo>> fixed_halo;
+  // Per block, the new values of its exports across the last dimension (3-D, one time level,
+  // a row-shifted sweep: is_staged_export), copied by the group's last sweep from each row it
+  // has just written, still in L1, for the export task that follows: gathered from the buffer
+  // there, each value of such a face costs a line read from memory. `steps`: main[0] after
+  // that group; the export task uses the stage only while it matches, then clears it. Guarded
+  // by the block's main location (the compute task writes it, the export task reads it).
+  struct ExportStage {
+    std::vector<double> values;  // the staged exports' packed values, one after the other
+    double steps = -1;
+  };
+  mutable std::vector<ExportStage> stages;
+  bool is_staged_export(const core::Export& e) const {
+    return shift_rows != 0 && d == 3 && levels == 1 && e.dir[0] == 0 && e.dir[1] == 0;
+  }
   std::unique_ptr<FixedHalo> fixed_runs(std::size_t b) const;
   core::Exchange halo;     // the exports and imports across ranks (all time levels)
   // A block's edges that go straight into the halo of a neighbour on its rank: every
@@ -128,19 +149,19 @@ struct Stencil::Impl {
   template <class T>
   T* buffer_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
-    const auto moved = static_cast<std::ptrdiff_t>(main[1 + index]);
+    const bool moved = main[1 + index] != 0;
     return main.data() + detail_stencil::kHeader + index * buffer_size(b) +
-           (shift + moved) * pad.stride[0];
+           (moved ? 0 : shift_at(pad));
   }
   // Time level `delta` of block b after `rot` steps (buffer_index), as buffer_data gives it.
   template <class T>
   T* level_data(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {
     return buffer_data(b, main, buffer_index(rot, delta));
   }
-  // Doubles per buffer of block b: the padded block and the planes a shifted sweep needs.
+  // Doubles per buffer of block b: the padded block and the room a shifted sweep needs.
   std::size_t buffer_size(std::size_t b) const {
     const geometry::Pad& pad = grid.block(b).pad;
-    return pad.count + static_cast<std::size_t>(shift * pad.stride[0]);
+    return pad.count + static_cast<std::size_t>(shift_at(pad));
   }
   // Working set of one cache tile or in-place window set: Spec::tile_bytes, or the default.
   std::size_t tile_budget() const;
@@ -170,10 +191,25 @@ struct Stencil::Impl {
   void run_in_place(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
                     std::size_t S, const std::vector<core::Ix>& slo,
                     const std::vector<core::Ix>& shi, std::span<const LateFace> late) const;
-  // Its one-step sweep, moving the block by `shift` planes (stencil_in_place.cpp).
+  // Its one-step sweep, moving the block by shift_at() (stencil_in_place.cpp).
+  // `last`: the group's last step (its range is the block), which fills the export stage.
   void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
-                     const core::Ix& lo, const core::Ix& hi,
+                     const core::Ix& lo, const core::Ix& hi, bool last,
                      std::span<const LateFace> late = {}) const;
+  // The sweep's units when it moves the block by rows too (shift_rows): one row each, slab by
+  // slab, plane by plane, writing through blk.out; down (ascending) or up (descending); with
+  // `stage`, copying each row's part of the staged exports into stages[b].
+  void sweep_rows(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
+                  const core::Ix& lo, const core::Ix& hi, std::span<const LateFace> late,
+                  bool down, bool stage) const;
+  // The sweep's units when it moves the block by planes only: P planes (and a slab's rows in
+  // 3-D and up) each, writing to `out`.
+  void sweep_planes(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
+                    const core::Ix& lo, const core::Ix& hi, std::span<const LateFace> late,
+                    bool down, double* out) const;
+  // Rows per slab of a 3-D+ sweep over rows [lo, hi) of block b (dimension 1): the planes a
+  // unit reaches stay in half the L2 (or tile_bytes).
+  std::ptrdiff_t slab_rows(std::size_t b, std::ptrdiff_t lo, std::ptrdiff_t hi) const;
   // Whether a one-step in-place group unpacks import `i` plane by plane inside its sweep
   // instead of before it: a face across the last dimension in 3-D and up. Unpacked up front,
   // such a face writes one value per row, a cache line per row fetched from memory, written
@@ -186,9 +222,11 @@ struct Stencil::Impl {
   // Copies the edges of push p from `from` (main[p.from]) into the halo of `to` (main[p.to];
   // the same span when p.from == p.to), every time level.
   void push_halo(const Push& p, std::span<const double> from, std::span<double> to) const;
-  // Packs block b's edges from `main` into its exports, through out(location).
+  // Packs block b's edges from `main` into its exports, through out(location); the export
+  // task passes `from_stage`, taking the staged exports from stages[b] while it matches main.
   void pack_exports(std::size_t b, std::span<const double> main,
-                    const std::function<std::span<double>(Location<double>)>& out) const;
+                    const std::function<std::span<double>(Location<double>)>& out,
+                    bool from_stage = false) const;
 };
 
 // Default working-set budget of a cache tile: half of a core's share of the last-level cache,
@@ -204,8 +242,10 @@ Spec with_defaults(Spec s);
 // Throws Error saying what is wrong with a spec whose defaults are filled in, `grid` being
 // its block decomposition (which checked the shape).
 void validate(const Spec& s, const core::BlockedGrid& grid);
-// In-place Jacobi's shift for this spec and decomposition (stencil_in_place.cpp).
+// In-place Jacobi's shift for this spec and decomposition, planes and rows
+// (stencil_in_place.cpp).
 std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid);
+std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid);
 // The directions whose neighbour regions the kernel reads (every one with temporal blocking:
 // the extended range reaches the corners).
 std::set<core::Ix> read_directions(const Spec& s);

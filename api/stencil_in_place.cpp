@@ -11,6 +11,8 @@
 //   and h on either side), and the unit itself reads none of them. Upwards likewise. Nothing
 //   is copied: each point is read from memory and written once, the write landing on a line
 //   read h + P planes before (16 bytes per point for heat, against 24 double-buffered).
+//   With a star neighbourhood in 3-D and up the block moves by h planes and h rows instead,
+//   one row per kernel call (sweep_rows), so that each write lands on a line still in L1.
 //   What moves with the block is its halo: a neighbour's halo is unpacked at the new place
 //   by the next step anyway, and the values beyond a fixed end of the grid are put back from
 //   a store of them the block keeps (O(surface)). The shift of each buffer is in the main
@@ -90,7 +92,17 @@ std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid) {
       d >= 3 ? 1
              : std::clamp<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(kUnitPoints) / plane_points,
                                           1, planes);
-  return static_cast<std::ptrdiff_t>(s.halo) + P;
+  return static_cast<std::ptrdiff_t>(s.halo) + (in_place_shift_rows(s, grid) != 0 ? 0 : P);
+}
+
+// A star (every offset along one dimension) in 3-D and up: the sweep then moves the block by
+// h rows as well as h planes, and writes each row onto a line of the plane h behind that the
+// previous row read (in L1), where a plane shift writes onto one read a plane earlier (in L2).
+std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid) {
+  if (grid.dims() < 3) return 0;
+  for (const Offset& o : s.neighbourhood)
+    if (std::count_if(o.begin(), o.end(), [](int c) { return c != 0; }) > 1) return 0;
+  return static_cast<std::ptrdiff_t>(s.halo);
 }
 
 std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t b) const {
@@ -116,25 +128,31 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   };
   const std::vector<std::pair<Ix, Ix>> regions = grid.fixed_regions(b);
   std::vector<double> want;
-  // After a sweep down, the cells of plane p lie where plane p - shift was; up, p + shift.
-  for (const std::ptrdiff_t from : {-shift, shift}) {
-    FixedHalo::Runs& runs = from < 0 ? f->down : f->up;
+  // After a sweep down, the cells of plane p (row j) lie where plane p - shift (row
+  // j - shift_rows) was; up, p + shift (j + shift_rows).
+  for (const std::ptrdiff_t sign : {-1, 1}) {
+    FixedHalo::Runs& runs = sign < 0 ? f->down : f->up;
+    auto from = [&](Ix c) {
+      c[0] += sign * shift;
+      if (d >= 2) c[1] += sign * shift_rows;
+      return c;
+    };
     for (const auto& [rlo, rhi] : regions) {
       Ix row_hi = rhi;
       row_hi[d - 1] = rlo[d - 1] + 1;
       const auto len = static_cast<std::size_t>(rhi[d - 1] - rlo[d - 1]);
       for_each_point(d, rlo, row_hi, [&](const Ix& l) {  // l: the first cell of a run
         want.resize(len);
-        Ix src = l;
-        src[0] += from;
-        bool same = src[0] >= -pad.low[0] && src[0] < pad.ext[0] + pad.high[0] && is_fixed(src);
+        const Ix src = from(l);
+        bool same = is_fixed(src);
+        for (std::size_t k = 0; k < 2 && k < d; ++k)
+          same = same && src[k] >= -pad.low[k] && src[k] < pad.ext[k] + pad.high[k];
         for (std::size_t j = 0; j < len; ++j) {
           Ix c = l;
           c[d - 1] += static_cast<std::ptrdiff_t>(j);
           want[j] = value(c);
           if (!same) continue;
-          c[0] += from;
-          const double had = value(c);
+          const double had = value(from(c));
           same = std::memcmp(&had, &want[j], sizeof had) == 0;
         }
         if (same) return;
@@ -148,6 +166,7 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
 
 bool Stencil::Impl::is_late_face(const core::Import& i, std::size_t steps) const {
   if (spec.traversal != Traversal::jacobi_in_place || steps != 1 || d < 3) return false;
+  if (shift_rows != 0) return true;  // sweep_rows unpacks every import as it goes
   for (std::size_t k = 0; k + 1 < d; ++k)
     if (i.dir[k] != 0) return false;
   return true;
@@ -178,36 +197,148 @@ void Stencil::Impl::unpack_late(std::size_t b, std::span<double> main, std::uint
 }
 
 void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& blk,
-                                  std::uint64_t rot, const Ix& lo, const Ix& hi,
+                                  std::uint64_t rot, const Ix& lo, const Ix& hi, bool last,
                                   std::span<const LateFace> late) const {
   const Pad& pad = grid.block(b).pad;
-  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
-  const std::ptrdiff_t P = shift - h;
   const std::size_t target = buffer_index(rot, 1);  // the oldest level: it gets the new one
-  const auto moved = static_cast<std::ptrdiff_t>(main[1 + target]);
-  const bool down = moved == 0;  // where the block is decides the direction
+  const bool down = main[1 + target] == 0;  // where the block is decides the direction
   const std::ptrdiff_t to = down ? -shift : 0;
   blk.ahead = down ? pad.stride[0] : -pad.stride[0];
   for (std::size_t l = 0; l < levels; ++l)
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
   // Where point x of the new level goes: out + pad.at(x).
   double* const out = main.data() + detail_stencil::kHeader + target * buffer_size(b) +
-                      (shift + to) * pad.stride[0];
-  const Base out_base = base_of(out, 0);
+                      (down ? 0 : shift_at(pad));
   blk.step = rot;
+  if (shift_rows != 0) {
+    blk.out = out + pad.base;
+    // The stage holds the block's rows: only a range that is the block fills it.
+    bool stage = last;
+    for (std::size_t k = 0; k < d; ++k) stage = stage && lo[k] == 0 && hi[k] == pad.ext[k];
+    sweep_rows(b, main, blk, rot, lo, hi, late, down, stage);
+    if (stage) stages[b].steps = static_cast<double>(rot + 1);
+  } else {
+    sweep_planes(b, main, blk, rot, lo, hi, late, down, out);
+  }
+  main[1 + target] = static_cast<double>(to);
+  // The values beyond fixed ends of the grid, at the block's new place.
+  if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
+  const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
+  const double* values = runs.values.data();
+  for (const auto& [at, len] : runs.at) {
+    geometry::copy_row(out + at, values, len);
+    values += len;
+  }
+}
+
+std::ptrdiff_t Stencil::Impl::slab_rows(std::size_t b, std::ptrdiff_t lo,
+                                        std::ptrdiff_t hi) const {
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  const std::size_t l2 = cache_sizes().l2 ? cache_sizes().l2 : std::size_t{1} << 20;
+  // A plane shift writes one more row per unit, onto lines it does not read; a row shift
+  // writes onto lines of the 2h + 1 planes it reads, and its slabs may fill 3/4 of the L2: a
+  // slab re-reads the rows on either side of it, two per plane (heat3d 512³: 1/2 of the L2
+  // ran 4% slower, the whole L2 6%; docs/benchmarks.md).
+  const double budget = static_cast<double>(
+      spec.tile_bytes ? spec.tile_bytes : shift_rows != 0 ? 3 * l2 / 4 : l2 / 2);
+  const double rows = static_cast<double>(
+      (levels + spec.aux_grids) * static_cast<std::size_t>(2 * h + 1) + (shift_rows != 0 ? 0 : 1));
+  return std::clamp<std::ptrdiff_t>(
+      static_cast<std::ptrdiff_t>(budget / (8.0 * static_cast<double>(pad.stride[1]) * rows)), h,
+      std::max<std::ptrdiff_t>(hi - lo, h));
+}
+
+void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk,
+                               std::uint64_t rot, const Ix& lo, const Ix& hi,
+                               std::span<const LateFace> late, bool down, bool stage) const {
+  if (is_empty(d, lo, hi)) return;
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  const auto width = static_cast<std::ptrdiff_t>(halo.width);
+  // Unit (p, j) writes row j - h of plane p - h (down; up: + h, + h), which the units before
+  // it were the last to read: row j - h of plane p (plane p - h + h), and rows j - h +- m of
+  // plane p - h (m <= h, at most row j - 1: this slab's or an earlier one's, in an earlier
+  // plane). No unit reads what it writes, and no later unit reads it either, whatever the
+  // slabs: a slab never writes the rows the next one still reads (h rows from its edge, which
+  // only the next slab's own units overwrite).
+  const std::ptrdiff_t step = down ? 1 : -1;
+  const std::ptrdiff_t J = slab_rows(b, lo[1], hi[1]);
+  const std::ptrdiff_t slabs = (hi[1] - lo[1] + J - 1) / J;
+  // The staged exports (is_staged_export): the column each row's part starts at, and where
+  // row (p, j)'s part goes, at (p * rows + j) * width (the last step's range is the block).
+  struct Staged {
+    std::ptrdiff_t col = 0;
+    double* to = nullptr;
+  };
+  std::vector<Staged> staged;
+  if (stage) {
+    std::size_t n = 0;
+    for (const core::Export& e : halo.exports[b])
+      if (is_staged_export(e)) n += e.count;
+    std::vector<double>& values = stages[b].values;
+    values.resize(n);
+    n = 0;
+    for (const core::Export& e : halo.exports[b]) {
+      if (!is_staged_export(e)) continue;
+      Ix elo{}, ehi{};
+      geometry::send_box(pad, width, e.dir, elo, ehi);
+      staged.push_back({elo[2], values.data() + n});
+      n += e.count;
+    }
+  }
+  // The imports (all late, is_late_face), those across dimension 0 apart: the units of a
+  // plane read no other plane's halo (a star), which is unpacked just before them, its lines
+  // fetched ahead by the plane before.
+  std::vector<LateFace> across, along;
+  for (const LateFace& f : late) (f.import->dir[0] != 0 ? across : along).push_back(f);
+  Ix ulo = lo, uhi = hi, x{};
+  for (std::ptrdiff_t n = 0; n < slabs; ++n) {
+    const std::ptrdiff_t j0 = lo[1] + (down ? n : slabs - 1 - n) * J;
+    const std::ptrdiff_t j1 = std::min(j0 + J, hi[1]);
+    // The rows whose halo this slab's units read: its own and h on either side (the halo
+    // rows beyond the range's ends, or other slabs' rows, whose cells at the old place no
+    // unit has written yet: only the units of the slab that holds them will).
+    const std::ptrdiff_t r0 = j0 - h, r1 = j1 + h;
+    for (const LateFace& f : across) {
+      Ix flo{}, fhi{};
+      geometry::halo_box(pad, width, f.import->dir, flo, fhi);
+      for (std::ptrdiff_t p = flo[0]; p < fhi[0]; ++p) unpack_late(b, main, rot, f, p, r0, r1);
+    }
+    for (std::ptrdiff_t p = down ? lo[0] : hi[0] - 1; down ? p < hi[0] : p >= lo[0]; p += step) {
+      for (const LateFace& f : along) unpack_late(b, main, rot, f, p, r0, r1);
+      ulo[0] = p;
+      uhi[0] = p + 1;
+      x[0] = p;
+      for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += step) {
+        ulo[1] = j;
+        uhi[1] = j + 1;
+        blk.lo = ulo;
+        blk.hi = uhi;
+        kernel(blk);
+        x[1] = j;
+        for (const Staged& s : staged) {
+          x[2] = s.col;
+          const double* from = blk.out - pad.base + pad.at(x);
+          double* to = s.to + (p * pad.ext[1] + j) * width;
+          for (std::ptrdiff_t k = 0; k < width; ++k) to[k] = from[k];
+        }
+      }
+    }
+  }
+}
+
+void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& blk,
+                                 std::uint64_t rot, const Ix& lo, const Ix& hi,
+                                 std::span<const LateFace> late, bool down, double* out) const {
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  const std::ptrdiff_t P = shift - h;
+  const Base out_base = base_of(out, 0);
   // Slabs of J rows along dimension 1 (d >= 3) keep the planes a unit reaches in half the L2
   // (or tile_bytes). A slab's last h rows are read, old, by the next slab, so their new values
   // wait in a store (h rows per plane) until that slab has passed the plane they go to.
-  std::ptrdiff_t J = d >= 3 ? hi[1] - lo[1] : 0;
-  if (d >= 3) {
-    const std::size_t l2 = cache_sizes().l2 ? cache_sizes().l2 : std::size_t{1} << 20;
-    const double budget = static_cast<double>(spec.tile_bytes ? spec.tile_bytes : l2 / 2);
-    const double rows = static_cast<double>(
-        (levels + spec.aux_grids) * static_cast<std::size_t>(2 * h + 1) + 1);
-    J = std::clamp<std::ptrdiff_t>(
-        static_cast<std::ptrdiff_t>(budget / (8.0 * static_cast<double>(pad.stride[1]) * rows)), h,
-        hi[1] - lo[1]);
-  }
+  const std::ptrdiff_t J = d >= 3 ? slab_rows(b, lo[1], hi[1]) : 0;
   const std::ptrdiff_t planes = hi[0] - lo[0];
   const std::ptrdiff_t units = (planes + P - 1) / P;
   const std::ptrdiff_t slot = d >= 3 ? h * pad.stride[1] : 0;  // one plane's deferred rows
@@ -275,15 +406,6 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
     holding = defer;
     held = j1;
   }
-  main[1 + target] = static_cast<double>(to);
-  // The values beyond fixed ends of the grid, at the block's new place.
-  if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
-  const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
-  const double* values = runs.values.data();
-  for (const auto& [at, len] : runs.at) {
-    geometry::copy_row(out + at, values, len);
-    values += len;
-  }
 }
 
 void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& blk,
@@ -291,7 +413,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
                                  const std::vector<Ix>& shi,
                                  std::span<const LateFace> late) const {
   if (S == 1) {
-    sweep_shifted(b, main, blk, rot, slo[0], shi[0], late);
+    sweep_shifted(b, main, blk, rot, slo[0], shi[0], true, late);
     return;
   }
   const Pad& pad = grid.block(b).pad;
@@ -331,7 +453,8 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
                           static_cast<std::ptrdiff_t>(1 + spec.aux_grids) *
                               (static_cast<std::ptrdiff_t>(S + 1) * h + P));
   if (window_bytes > static_cast<double>(tile_budget())) {
-    for (std::size_t s = 0; s < S; ++s) sweep_shifted(b, main, blk, rot + s, slo[s], shi[s]);
+    for (std::size_t s = 0; s < S; ++s)
+      sweep_shifted(b, main, blk, rot + s, slo[s], shi[s], s + 1 == S);
     return;
   }
   std::vector<double*> window(S - 1);

@@ -77,11 +77,15 @@ int main(int argc, char** argv) {
       const std::ptrdiff_t si = b.stride[0], sj = b.stride[1];
       st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
         const double* u = b.in[0] + at;
-        // The row two rows on in the plane the sweep computes next, which it reads from memory
-        // soon: the hardware prefetcher alone keeps too few lines in flight (docs/benchmarks.md).
-        const auto ahead = reinterpret_cast<std::uintptr_t>(u + b.ahead) + 2 * sj * sizeof(double);
+        // The row two rows on (the sweep runs up the rows when it runs up the planes) in the
+        // plane the sweep computes next, which it reads from memory soon: the hardware
+        // prefetcher alone keeps too few lines in flight (docs/benchmarks.md).
+        const std::ptrdiff_t rows_on = b.ahead > 0 ? 2 * sj : -2 * sj;
+        const auto ahead = reinterpret_cast<std::uintptr_t>(u + b.ahead + rows_on);
         for (std::size_t k = 0; k < len; k += 8)
           __builtin_prefetch(reinterpret_cast<const void*>(ahead + k * sizeof(double)), 0, 2);
+        // and the line before it, which holds the row's halo value on the left.
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead - sizeof(double)), 0, 2);
         row(b.out + at, u, u - si, u + si, u - sj, u + sj, len);
       });
     };

@@ -410,6 +410,18 @@ TEST_CASE("in-place Jacobi equals the double buffer on long blocks", "[stencil]"
       {{4, 21, 12}, {1, 3, 3}, st::von_neumann(3, 1), 1, 3, 1, st::Boundary::fixed},
       {{7, 15, 13}, {1, 2, 2}, st::moore(3, 1), 1, 3, 1, st::Boundary::periodic},
       {{14, 15, 13}, {2, 2, 2}, st::moore(3, 1), 1, 3, 1, st::Boundary::fixed},
+      // Stars in 3-D and up move the block by rows too (one row per kernel call, the exports
+      // across the last dimension staged by the sweep): slabs of one row and several, halos
+      // of 2 (staged faces 2 wide), temporal blocking as shifted sweeps whose last one stages,
+      // 4-D rows of a plane each, fixed ends on every side (the halo rows put back).
+      {{40, 9, 7}, {1, 2, 1}, st::von_neumann(3, 1), 1, 1, 1, st::Boundary::fixed},
+      {{23, 17, 11}, {2, 2, 2}, st::von_neumann(3, 2), 1, 1, 0, st::Boundary::fixed},
+      {{21, 19, 10}, {2, 3, 2}, st::von_neumann(3, 2), 1, 1, 6000, st::Boundary::periodic},
+      {{9, 20, 13}, {1, 2, 2}, st::von_neumann(3, 1), 1, 3, 1, st::Boundary::fixed},
+      {{12, 14, 9}, {2, 2, 1}, st::von_neumann(3, 2), 1, 2, 1, st::Boundary::periodic},
+      {{12, 14, 9}, {2, 2, 1}, st::von_neumann(3, 2), 1, 2, 1, st::Boundary::fixed},
+      {{12, 7, 5, 4}, {2, 1, 1, 2}, st::von_neumann(4, 1), 1, 1, 0, st::Boundary::fixed},
+      {{10, 9, 4, 5}, {1, 2, 2, 1}, st::von_neumann(4, 1), 2, 1, 1, st::Boundary::periodic},
   };
   std::mt19937 rng(31337);
   ordo::Runtime rt({.workers = 2});
