@@ -174,6 +174,10 @@ class StoreBootstrap final : public Bootstrap {
     recv_all(fd, head, 5, deadline, doing);
     Blob out(store::get_u32(head + 1));
     recv_all(fd, out.data(), out.size(), deadline, doing);
+    if (std::uint8_t(head[0]) == std::uint8_t(store::Status::job_stopping))
+      throw CommError("comm: rank " + std::to_string(rank_) + " stopped " + doing +
+                      ": ordorun is stopping the job (" +
+                      std::string(reinterpret_cast<const char*>(out.data()), out.size()) + ")");
     if (std::uint8_t(head[0]) != std::uint8_t(store::Status::ok))
       throw CommError("comm: ordorun's store refused a request from rank " +
                       std::to_string(rank_) + " while " + doing);

@@ -16,7 +16,10 @@
 //   put    stores value under key (a later put overwrites). Answered at once.
 //   get    answered when key has a value: the value. The server parks the request until then;
 //          the client bounds the wait with its own timeout, so a missing peer is an error,
-//          never a hang.
+//          never a hang. Once ordorun stops the job (a rank failed, a signal, a timeout), every
+//          get or get_range still parked, and every later one that lacks a value, is answered
+//          with status job_stopping and, as the value, why: a rank waiting for a peer that died
+//          before its put ends at once with that reason, even one that ignores SIGTERM.
 //   get_range  key = a prefix P, value = first:u32 count:u32 (8 bytes, count at most the job's
 //          ranks): answered, like get, once every key P<first>, ..., P<first + count - 1>
 //          (decimal) has a value, with all of them in one value: for each, len:u32 then its
@@ -37,7 +40,7 @@
 namespace ordo::comm::store {
 
 enum class Op : std::uint8_t { hello = 1, put = 2, get = 3, get_range = 4 };
-enum class Status : std::uint8_t { ok = 0, bad_request = 1 };
+enum class Status : std::uint8_t { ok = 0, bad_request = 1, job_stopping = 2 };
 
 // Keys and values beyond this are a protocol error (the store is for small blobs).
 inline constexpr std::uint32_t max_field = 1u << 20;

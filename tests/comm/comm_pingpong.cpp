@@ -57,7 +57,7 @@ double cpu_seconds() {
 
 int main(int argc, char** argv) {
   std::vector<std::uint32_t> sizes = {0, 1, 100, 4096, 65536, 1u << 20, 4u << 20};
-  int rounds = 2, die_rank = -1, late_rank = -1;
+  int rounds = 2, die_rank = -1, late_rank = -1, exit_rank = -1;
   double late_seconds = 0;
   std::size_t rndv_threshold = 0;
   bool idle_check = false, hang = false, detect = true, ucx_detection = false;
@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--rounds") rounds = std::stoi(next());
     else if (a == "--die-rank") die_rank = std::stoi(next());
+    else if (a == "--exit-before-bootstrap") exit_rank = std::stoi(next());
     else if (a == "--late-rank") late_rank = std::stoi(next());
     else if (a == "--late-seconds") late_seconds = std::stod(next());
     else if (a == "--rndv-threshold") rndv_threshold = std::stoul(next());
@@ -83,6 +84,11 @@ int main(int argc, char** argv) {
   }
 
   const char* env_rank = std::getenv("ORDO_RANK");
+  // Dies before its first put: the others wait in the store for it.
+  if (exit_rank >= 0 && env_rank != nullptr && std::atoi(env_rank) == exit_rank) {
+    std::fprintf(stderr, "rank %d: exiting before the bootstrap, as asked\n", exit_rank);
+    return 5;
+  }
   if (late_rank >= 0 && env_rank != nullptr && std::atoi(env_rank) == late_rank)
     std::this_thread::sleep_for(std::chrono::milliseconds(long(late_seconds * 1000)));
 

@@ -157,6 +157,26 @@ def case_transport_detects():
         fail("a survivor had to be SIGKILLed: the transport did not end it")
 
 
+def case_dies_in_bootstrap():
+    # Rank 1 exits before its first put; ranks 0 and 2 wait in the store for it and ignore
+    # ordorun's SIGTERM (--grace 20), so only the store can end them before the SIGKILL: it
+    # answers their gets with why the job stops. Before, they waited for the SIGKILL. SIGTERM
+    # is ignored from the start (the shell's trap, kept across exec), so that a rank SIGTERMed
+    # before it reads its arguments on a loaded machine does not die of it.
+    p, elapsed = run([ORDORUN, "--grace", "20", "-n", "3", "sh", "-c", 'trap "" TERM; exec "$@"', "sh",
+                      PINGPONG, "--exit-before-bootstrap", "1"], env=ucx_env("tcp,self"), timeout=60)
+    if p.returncode != 5:
+        fail("exit status %d, expected 5 (rank 1's)" % p.returncode)
+    for r in (0, 2):
+        if not re.search(r"^\[%d\] comm: rank %d stopped waiting for [^:]+: ordorun is stopping the job "
+                         r"\(rank 1 \(pid \d+ on host \S+\) exited with status 5\)$" % (r, r), p.stderr, re.M):
+            fail("rank %d does not say that it stopped because rank 1 exited" % r)
+    if "sending SIGKILL" in p.stderr:
+        fail("a rank waiting in the store had to be SIGKILLed")
+    if elapsed > 15:
+        fail("took %.1f s to end the job" % elapsed)
+
+
 def case_late():
     p, elapsed = run([ORDORUN, "--timeout-startup", "2", "-n", "3", PINGPONG,
                       "--late-rank", "2", "--late-seconds", "60"], env=ucx_env("tcp,self"), timeout=60)

@@ -190,6 +190,38 @@ TEST_CASE("a get_range is answered once, with every key of the range, in its tur
   CHECK(f.server->requests_per_rank() == std::vector<std::uint64_t>{4, 5, 0});
 }
 
+// A rank that dies before its put leaves its peers parked on a get or get_range that no put
+// will answer: ordorun's stop answers them, and every later get for a missing key, with why.
+// Before, they waited until their bootstrap timeout or ordorun's SIGKILL, whichever came first.
+TEST_CASE("a stopping job answers the gets that wait, and later ones, with why", "[ordorun][store]") {
+  Fixture f(StoreLimits{}, 3);
+  Client a(f.at()), b(f.at());
+  REQUIRE(a.send(request(store::Op::hello, "0", token)));
+  REQUIRE(b.send(request(store::Op::hello, "2", token)));
+  REQUIRE(a.send(request(store::Op::put, "ag/0/0", "mine")));
+  REQUIRE(b.send(request(store::Op::get, "ag/0/1")));  // rank 1 never puts it
+  const std::vector<std::byte> all = store::encode_range(0, 3);
+  REQUIRE(b.send(store::encode_request(store::Op::get_range, "ag/0/", all.data(), all.size())));
+  REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return a.got.size() >= 10 && b.got.size() >= 5; }));
+  f.drive([&] { return false; }, 50ms);
+  b.poll_in();
+  REQUIRE(b.got == ok());  // parked
+  const std::string why = "rank 1 (pid 4242 on host n1) exited with status 5";
+  f.server->stop_job(why);
+  f.server->stop_job("a later reason");  // the first one stays
+  const auto stopping = store::encode_response(store::Status::job_stopping, bytes(why));
+  auto want_b = ok();
+  for (int i = 0; i < 2; ++i) want_b.insert(want_b.end(), stopping.begin(), stopping.end());
+  CHECK(f.drive([&] { b.poll_in(); return b.got.size() >= want_b.size(); }));
+  CHECK(b.got == want_b);
+  // Later: a key with a value is still answered with it, one without at once with why.
+  REQUIRE(b.send(request(store::Op::get, "ag/0/0")));
+  REQUIRE(b.send(request(store::Op::get, "ag/1/1")));
+  for (const auto& r : {ok("mine"), stopping}) want_b.insert(want_b.end(), r.begin(), r.end());
+  CHECK(f.drive([&] { b.poll_in(); return b.got.size() >= want_b.size(); }));
+  CHECK(b.got == want_b);
+}
+
 TEST_CASE("the store drops a client that does not say hello with the job's token and rank", "[ordorun][store]") {
   Fixture f;
   std::vector<std::pair<std::string, std::vector<std::vector<std::byte>>>> cases = {

@@ -218,8 +218,9 @@ int Job::run() {
   if (opt_.timeout > 0)
     loop_.at(start_ + seconds(opt_.timeout), [this] {
       if (stopping_) return;
-      say("the job ran longer than --timeout " + fmt_seconds(opt_.timeout) + " s; stopping every rank");
-      stop_ranks(124, SIGTERM);
+      const std::string why = "the job ran longer than --timeout " + fmt_seconds(opt_.timeout) + " s";
+      say(why + "; stopping every rank");
+      stop_ranks(124, SIGTERM, why);
     });
 
   for (;;) {
@@ -269,7 +270,7 @@ void Job::start_ranks() {
       // bootstrap timeout, other programs for ever).
       const auto started = std::count_if(ranks_.begin(), ranks_.end(), [](const Rank& x) { return x.running; });
       say(std::string(e.what()) + (started > 0 ? "; stopping the " + std::to_string(started) + " rank(s) already started" : ""));
-      stop_ranks(1, SIGTERM);
+      stop_ranks(1, SIGTERM, e.what());
       return;
     }
     r.pid = c.pid;
@@ -303,9 +304,10 @@ void Job::on_startup_deadline() {
   std::string missing;
   for (const Rank& r : ranks_)
     if (r.running && !r.hello) missing += (missing.empty() ? "" : ", ") + who(r);
-  say("rank " + missing + " did not connect to the store within " + fmt_seconds(opt_.timeout_startup) +
-      " s (--timeout-startup); stopping the job");
-  stop_ranks(124, SIGTERM);
+  const std::string why = "rank " + missing + " did not connect to the store within " +
+                          fmt_seconds(opt_.timeout_startup) + " s (--timeout-startup)";
+  say(why + "; stopping the job");
+  stop_ranks(124, SIGTERM, why);
 }
 
 std::string Job::who(const Rank& r) const {
@@ -328,16 +330,16 @@ void Job::on_signals() {
       forwarded_ = true;
       if (sig == SIGHUP) {
         say("got SIGHUP (the session ended): forwarding it to every rank as SIGTERM");
-        stop_ranks(128 + sig, SIGTERM);
+        stop_ranks(128 + sig, SIGTERM, "ordorun got SIGHUP");
       } else {
         say(std::string("forwarding ") + signal_name(sig) + " to every rank");
-        stop_ranks(128 + sig, sig);
+        stop_ranks(128 + sig, sig, std::string("ordorun got ") + signal_name(sig));
       }
     }
   }
 }
 
-void Job::stop_ranks(int exit_code, int sig) {
+void Job::stop_ranks(int exit_code, int sig, const std::string& why) {
   if (stopping_) {
     // A signal to ordorun while a failure already stops the job: pass it on, keep the status.
     for (Rank& r : ranks_)
@@ -347,6 +349,7 @@ void Job::stop_ranks(int exit_code, int sig) {
   stopping_ = true;
   exit_code_ = exit_code;
   stop_signal_ = sig;
+  if (store_) store_->stop_job(why);
   for (Rank& r : ranks_)
     if (r.running) ::kill(-r.pid, sig);
   loop_.at(Clock::now() + seconds(opt_.grace), [this] { on_grace_over(); });
@@ -412,9 +415,9 @@ void Job::blame(const Rank& r) {
   suspect_.reset();
   if (blame_timer_) loop_.cancel(*blame_timer_);
   blame_timer_.reset();
-  say("rank " + who(r) + " " + describe_status(r.status) + rsh_hint(r) +
-      (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
-  stop_ranks(exit_code_of(r.status), SIGTERM);
+  const std::string why = "rank " + who(r) + " " + describe_status(r.status) + rsh_hint(r);
+  say(why + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
+  stop_ranks(exit_code_of(r.status), SIGTERM, why);
 }
 
 // ssh exits with 255 when it cannot reach or log into the host (the rank never ran).

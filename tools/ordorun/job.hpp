@@ -86,7 +86,10 @@ class Job {
   void pump(Rank& r, Stream& s);
   void reap();
   void blame(const Rank& r);
-  void stop_ranks(int exit_code, int sig);
+  // Sends `sig` to every running rank (SIGKILL after --grace) and answers every rank that
+  // waits in the store with `why` (StoreServer::stop_job): a rank that ignores `sig` ends then
+  // too, unless it waits elsewhere.
+  void stop_ranks(int exit_code, int sig, const std::string& why);
   void on_grace_over();
   void on_startup_deadline();
   bool is_startup_pending() const;

@@ -232,13 +232,26 @@ bool StoreServer::is_answerable(Parked& p) const {
   return p.present == p.count;
 }
 
+void StoreServer::stop_job(const std::string& why) {
+  if (stopping_) return;
+  stopping_ = why;
+  answer_parked();
+  for (auto& [fd, c] : clients_) flush(*c);
+}
+
 void StoreServer::answer_parked() {
   for (auto& [fd, c] : clients_) {
-    while (!c->waiting.empty() && is_answerable(c->waiting.front())) {
+    // Once the job stops, a request that lacks a value is answered with why (job_stopping).
+    while (!c->waiting.empty() && (stopping_ || is_answerable(c->waiting.front()))) {
       const Parked& p = c->waiting.front();
       std::vector<std::byte> resp;
       if (p.is_refused) {
         resp = store::encode_response(store::Status::bad_request, {});
+      } else if (!is_answerable(c->waiting.front())) {
+        resp = store::encode_response(
+            store::Status::job_stopping,
+            std::vector<std::byte>(reinterpret_cast<const std::byte*>(stopping_->data()),
+                                   reinterpret_cast<const std::byte*>(stopping_->data()) + stopping_->size()));
       } else if (!p.is_range) {
         resp = store::encode_response(store::Status::ok, kv_.find(p.key)->second);
       } else {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ class StoreServer {
 
   // "address:port" of the i-th listener (in the order of `addresses`).
   std::string endpoint(std::size_t i) const;
+
+  // The job is stopping because of `why` (for the ranks' messages): every get that waits, and
+  // every later one for a key without a value, is answered job_stopping (store_protocol.hpp),
+  // so that no rank waits in the store for a peer that is gone. The first reason is kept.
+  void stop_job(const std::string& why);
 
   // For tests and messages.
   std::size_t pending_count() const;
@@ -109,6 +115,7 @@ class StoreServer {
   std::map<std::string, std::vector<std::byte>> kv_;
   std::vector<int> per_rank_;  // authenticated connections per rank
   std::vector<std::uint64_t> requests_;
+  std::optional<std::string> stopping_;  // why the job stops, once it does
   std::uint64_t accepted_ = 0;
   bool backing_off_ = false;
   bool said_accept_failure_ = false;
