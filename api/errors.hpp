@@ -14,6 +14,8 @@ namespace ordo::detail {
       throw GraphMismatch(e.what());
     case rt::Failure::Kind::protocol:
       throw ProtocolError(e.what(), e.rank());
+    case rt::Failure::Kind::own:  // this rank's own failure: no peer to name
+      throw Error(e.what());
     case rt::Failure::Kind::body:  // never a RunError: the body's exception is rethrown
     case rt::Failure::Kind::peer_body:
     case rt::Failure::Kind::peer_lost:

@@ -482,6 +482,12 @@ void CommNet::job_failed(unsigned rank, const std::string& what) {
   failure_rank_ = rank;
 }
 
+std::optional<std::pair<unsigned, std::string>> CommNet::job_failure() {
+  std::lock_guard lock(mu_);
+  if (failure_.empty()) return std::nullopt;
+  return std::make_pair(failure_rank_, failure_);
+}
+
 void CommNet::on_peer_failure(unsigned rank, const std::string& what) {
   std::vector<std::pair<std::uint32_t, Failure>> targets;
   {

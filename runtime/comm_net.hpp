@@ -129,6 +129,7 @@ class CommNet final : public Net, public sched::Poller {
   // channels: their engines know), so that ~CommNet skips the close barrier, which waits for
   // every rank through the store and would wait for ever for a dead one.
   void job_failed(unsigned rank, const std::string& what) override;
+  std::optional<std::pair<unsigned, std::string>> job_failure() override;
   // A send's completion state beyond its record (Outgoing is reused at once).
   struct Completed {
     std::uint32_t channel = 0;

@@ -86,6 +86,15 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
   if (net_) {
     dist_ = std::make_unique<Distributed>(*this, *net_, channel_);
     local_tasks_ = dist_->dist.local_tasks;
+    // The job failed before this graph: the first run reports that failure, this rank's own
+    // as its own, a peer's as that peer's, and nothing is sent (every rank knows of it).
+    if (auto earlier = net_->job_failure()) {
+      Failure f{earlier->first == dist_->dist.rank ? Failure::Kind::own : Failure::Kind::peer_lost,
+                earlier->first, earlier->second, nullptr};
+      f.earlier = true;
+      fail(std::move(f));
+      return;
+    }
     dist_->remote.attach();
     start_distributed(share, load);
     return;
@@ -517,8 +526,11 @@ void Engine::fail(Failure f) {
     tell = f.what;
   } else if (f.kind == Failure::Kind::peer_lost && f.seen_here) {
     tell = f.what;
+  } else if (f.kind == Failure::Kind::own) {
+    f.what = "rank " + std::to_string(rank()) + " (this rank) failed: " + f.what;
   }
   const bool relayed = f.kind == Failure::Kind::peer_lost;
+  const bool earlier = f.earlier;
   const Failure::Kind kind = f.kind;
   const std::uint32_t at_fault = f.rank;
   const unsigned told_by = f.told_by;
@@ -533,7 +545,7 @@ void Engine::fail(Failure f) {
     if (first) failure_ = std::move(f);
   }
   aborted_.store(true, std::memory_order_relaxed);
-  if (dist_) {
+  if (dist_ && !earlier) {
     auto send = [this](unsigned to, std::uint16_t flags, std::uint32_t named,
                        const std::string& text) {
       std::vector<std::byte> msg;

@@ -11,7 +11,7 @@
 //   draining  (body in one process, mismatch): the current step still completes: bodies are
 //             skipped, locks are released, quiescence ends the step; run() then throws. A
 //             mismatch is found by every rank in the same collective, so all drain alike.
-//   stopping  (peer_body, peer_lost, protocol, and a body across ranks): the control plane
+//   stopping  (peer_body, peer_lost, protocol, own, and a body across ranks): the control plane
 //             stops, messages are dropped, parked fibers are woken (their acquires throw,
 //             unwinding the body), and run() returns once no instance is queued or running.
 //             A failure that one rank learns from a message must not drain: the others may
@@ -34,6 +34,9 @@ struct Failure {
     peer_lost,  // another rank died, became unreachable, or stopped (a fatal ABORT)
     protocol,   // another rank sent a message the protocol never sends: this rank stops
     mismatch,   // the ranks did not all build the same graph
+    // The job had failed before this graph's engine was built, by this rank's own failure (a
+    // body of another graph threw, it stopped on an error): there is no peer to blame.
+    own,
   };
   Kind kind;
   unsigned rank;             // the rank at fault: this one for `body`, the sender for `protocol`
@@ -46,10 +49,14 @@ struct Failure {
   // The rank whose message reported it (an ABORT's sender), or kNoRank: this rank found it.
   static constexpr unsigned kNoRank = ~0u;
   unsigned told_by = kNoRank;
+  // The job had failed before this engine was built (Net::job_failure): every rank knows of it,
+  // so nothing is sent.
+  bool earlier = false;
 
   // Across ranks a `body` stops as well (Engine::fail).
   bool stops_run() const {
-    return kind == Kind::peer_body || kind == Kind::peer_lost || kind == Kind::protocol;
+    return kind == Kind::peer_body || kind == Kind::peer_lost || kind == Kind::protocol ||
+           kind == Kind::own;
   }
 };
 

@@ -11,8 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ordo::rt {
@@ -59,6 +61,13 @@ class Net {
   virtual void job_failed(unsigned rank, const std::string& what) {
     (void)rank;
     (void)what;
+  }
+  // The job's first failure as this net knows it (job_failed's, or a peer its transport lost):
+  // (rank, what), or nullopt. An engine built after it asks first and fails at once, without
+  // attaching or sending (every rank already knows), naming its own rank's failure as its own.
+  // Default: none known.
+  virtual std::optional<std::pair<unsigned, std::string>> job_failure() {
+    return std::nullopt;
   }
 
   // Whether `peer` runs on this host, in this process's PID namespace, so that this process can

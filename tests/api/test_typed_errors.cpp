@@ -31,6 +31,14 @@ TEST_CASE("each failure across ranks has its public type", "[errors]") {
   check_typed<PeerFailure>(Kind::peer_body, 1, "rank 1 failed: boom");
   check_typed<ProtocolError>(Kind::protocol, 3, "rank 0 stopped: rank 3 sent a malformed message");
   check_typed<GraphMismatch>(Kind::mismatch, 0, "ranks 0 and 1 built different graphs");
+  // This rank's own failure (before the graph ran): no peer to blame, so no PeerFailure.
+  check_typed<Error>(Kind::own, 1, "rank 1 (this rank) failed: boom");
+  try {
+    detail::throw_typed(rt::RunError(Kind::own, 1, "x"));
+  } catch (const PeerFailure&) {
+    FAIL("this rank's own failure reported as a peer's");
+  } catch (const Error&) {
+  }
   // Every one is an ordo::Error; a lost peer is not a protocol error.
   CHECK_THROWS_AS(detail::throw_typed(rt::RunError(Kind::mismatch, 0, "x")), Error);
   CHECK_THROWS_AS(detail::throw_typed(rt::RunError(Kind::peer_lost, 0, "x")), Error);

@@ -13,6 +13,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
 #include <span>
 #include <thread>
 #include <vector>
@@ -33,6 +36,9 @@ class LoopbackNet final : public rt::Net {
   void attach(std::uint32_t channel, Receiver on_message, Failure on_failure) override;
   void set_placer(std::uint32_t channel, Placer placer) override;
   std::vector<std::span<std::byte>> detach(std::uint32_t channel) override;
+  // As CommNet: the first failure, replayed to channels attached later.
+  void job_failed(unsigned rank, const std::string& what) override;
+  std::optional<std::pair<unsigned, std::string>> job_failure() override;
   // As a transport that placed a rendezvous payload from `from` and cannot end that receive
   // (its peer died where it cannot tell): asks the channel's placer where the payload goes and
   // keeps that span in flight, so that detach() returns it.
@@ -152,6 +158,19 @@ inline void LoopbackNet::attach(std::uint32_t channel, Receiver on_message, Fail
   }
   if (!failure_.empty()) queue_.push_back(Msg{0, channel, {}, {}, true, {}, {}});
   cv_.notify_all();
+}
+
+inline void LoopbackNet::job_failed(unsigned rank, const std::string& what) {
+  std::lock_guard lock(mu_);
+  if (!failure_.empty()) return;
+  failure_ = what;
+  failed_rank_ = rank;
+}
+
+inline std::optional<std::pair<unsigned, std::string>> LoopbackNet::job_failure() {
+  std::lock_guard lock(mu_);
+  if (failure_.empty()) return std::nullopt;
+  return std::make_pair(failed_rank_, failure_);
 }
 
 inline void LoopbackNet::set_placer(std::uint32_t channel, Placer placer) {

@@ -537,7 +537,8 @@ TEST_CASE("a version reaches each reading process once, however many tasks read 
 // "exception: <what>" for a body's own exception.
 std::string described(const std::exception& e) {
   if (const auto* r = dynamic_cast<const rt::RunError*>(&e)) {
-    static const char* const kinds[] = {"body", "peer_body", "peer_lost", "protocol", "mismatch"};
+    static const char* const kinds[] = {"body",     "peer_body", "peer_lost",
+                                        "protocol", "mismatch",  "own"};
     return std::string("RunError(") + kinds[static_cast<int>(r->kind())] + ", rank " +
            std::to_string(r->rank()) + "): " + e.what();
   }
@@ -551,15 +552,16 @@ std::string described(const std::exception& e) {
 // condition that is never met between them (run_until's shape: more rounds to wait in).
 std::vector<std::future<std::string>> run_failing(
     LoopbackHub& hub, std::vector<Rank>& rs, unsigned workers, std::uint64_t iterations,
-    const std::function<void(rt::Graph&, unsigned)>& declare, std::uint64_t check_every = 0) {
+    const std::function<void(rt::Graph&, unsigned)>& declare, std::uint64_t check_every = 0,
+    std::uint32_t channel = 1) {
   std::vector<std::future<std::string>> f;
   for (unsigned r = 0; r < hub.size(); ++r)
     f.push_back(std::async(std::launch::async, [&hub, &rs, workers, iterations, declare,
-                                                check_every, r]() -> std::string {
+                                                check_every, channel, r]() -> std::string {
       declare(rs[r].graph, r);
       auto c = rt::compile(rs[r].graph);
       rs[r].pool = std::make_unique<sched::Pool>(sched::PoolConfig{workers});
-      rs[r].engine = std::make_unique<rt::Engine>(rs[r].graph, std::move(c.plan), &hub.net(r), 1);
+      rs[r].engine = std::make_unique<rt::Engine>(rs[r].graph, std::move(c.plan), &hub.net(r), channel);
       try {
         std::function<bool(std::uint64_t)> never;
         if (check_every != 0) never = [](std::uint64_t) { return false; };
@@ -605,6 +607,40 @@ TEST_CASE("a body exception on one rank stops every rank", "[distributed]") {
   // as it was, on rank 0 rank 1's failure.
   CHECK(f[0].get() == "RunError(peer_body, rank 1): rank 1 failed: wy broke at 4");
   CHECK(f[1].get() == "exception: wy broke at 4");
+}
+
+// A program that goes on after a failed run (it caught the error) and runs another graph: the
+// job has failed, so that graph's first run fails at once on every rank, and on the rank whose
+// body threw it names that rank's own failure. Before, that rank reported it as a lost peer
+// naming itself ("RunError(peer_lost, rank 1)", a PeerFailure of rank 1 on rank 1).
+TEST_CASE("a graph run after this rank's own failure reports that failure as its own",
+          "[distributed]") {
+  LoopbackHub hub(2);
+  auto declare = [](bool throws) {
+    return [throws](rt::Graph& g, unsigned) {
+      auto x = g.add_location("x", 8, 4, typeid(long));
+      auto y = g.add_location("y", 8, 4, typeid(long));
+      g.set_home(x, 0);
+      g.set_home(y, 1);
+      g.add_task({"wx", {{x, rt::Mode::write}}, [](const rt::Instance&) {}});
+      g.add_task({"wy", {{y, rt::Mode::write}, {x, rt::Mode::read}}, [throws](const rt::Instance& in) {
+                    if (throws && in.iteration == 4) throw std::runtime_error("wy broke at 4");
+                  }});
+    };
+  };
+  std::vector<Rank> first(2), second(2);
+  auto f = run_failing(hub, first, 1, 50, declare(true));
+  CHECK(f[0].get() == "RunError(peer_body, rank 1): rank 1 failed: wy broke at 4");
+  CHECK(f[1].get() == "exception: wy broke at 4");
+  auto g = run_failing(hub, second, 1, 50, declare(false), 0, 2);
+  for (auto& x : g)
+    if (x.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+      FAIL_CHECK("the second graph's run did not return within 30 s");
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  CHECK(g[0].get() == "RunError(peer_lost, rank 1): rank 1 failed: wy broke at 4");
+  CHECK(g[1].get() == "RunError(own, rank 1): rank 1 (this rank) failed: wy broke at 4");
 }
 
 TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distributed]") {
