@@ -79,8 +79,9 @@ struct Stencil::Impl {
   bool streaming = false;  // Stores resolved at construction
   // In-place Jacobi: the planes (dimension 0) by which a one-step sweep moves a block in its
   // buffer, h + the planes of one kernel call (stencil_in_place.cpp); 0 otherwise. With a
-  // star neighbourhood in 3-D and up the sweep moves it by h planes and `shift_rows` = h rows
-  // (dimension 1) instead, a row per kernel call (sweep_rows).
+  // star neighbourhood the sweep moves it by h planes and `shift_rows` along dimension 1
+  // instead (sweep_rows): in 3-D and up h rows, a row per kernel call; in 2-D 512 points, a
+  // piece of a row of that length per call.
   std::ptrdiff_t shift = 0;
   std::ptrdiff_t shift_rows = 0;
   // The doubles by which a one-step sweep moves a block of layout `pad`.

@@ -98,11 +98,17 @@ std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid) {
 // A star (every offset along one dimension) in 3-D and up: the sweep then moves the block by
 // h rows as well as h planes, and writes each row onto a line of the plane h behind that the
 // previous row read (in L1), where a plane shift writes onto one read a plane earlier (in L2).
+// In 2-D the units are pieces of a row, kUnitPoints long (rounded to whole lines), and the
+// block moves by h rows and one piece: each piece is written onto the line the previous piece
+// read a row behind (in L1), where a shift by rows alone writes onto a line read two rows
+// earlier (in L2 for long rows).
 std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid) {
-  if (grid.dims() < 3) return 0;
+  if (grid.dims() < 2) return 0;
   for (const Offset& o : s.neighbourhood)
     if (std::count_if(o.begin(), o.end(), [](int c) { return c != 0; }) > 1) return 0;
-  return static_cast<std::ptrdiff_t>(s.halo);
+  const auto h = static_cast<std::ptrdiff_t>(s.halo);
+  if (grid.dims() >= 3) return h;
+  return (std::max<std::ptrdiff_t>(h, static_cast<std::ptrdiff_t>(kUnitPoints)) + 7) / 8 * 8;
 }
 
 std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t b) const {
@@ -263,7 +269,10 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   // slabs: a slab never writes the rows the next one still reads (h rows from its edge, which
   // only the next slab's own units overwrite).
   const std::ptrdiff_t step = down ? 1 : -1;
-  const std::ptrdiff_t J = slab_rows(b, lo[1], hi[1]);
+  // Units along dimension 1: a row (3-D and up), or shift_rows points of the row (2-D: no
+  // slabs; a unit's writes land shift_rows points behind it, so it reads none of them).
+  const std::ptrdiff_t U = d >= 3 ? 1 : shift_rows;
+  const std::ptrdiff_t J = d >= 3 ? slab_rows(b, lo[1], hi[1]) : hi[1] - lo[1];
   const std::ptrdiff_t slabs = (hi[1] - lo[1] + J - 1) / J;
   // The staged exports (is_staged_export): the column each row's part starts at, and where
   // row (p, j)'s part goes, at (p * rows + j) * width (the last step's range is the block).
@@ -310,9 +319,9 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
       ulo[0] = p;
       uhi[0] = p + 1;
       x[0] = p;
-      for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += step) {
-        ulo[1] = j;
-        uhi[1] = j + 1;
+      for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += step * U) {
+        ulo[1] = down ? j : std::max(j0, j - U + 1);
+        uhi[1] = down ? std::min(j + U, j1) : j + 1;
         blk.lo = ulo;
         blk.hi = uhi;
         kernel(blk);

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
       st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
         const double* u = b.in[0] + at;
         double* v = b.out + at;
-        const auto below = reinterpret_cast<std::uintptr_t>(u + b.ahead) + 8192;
+        // 8 KiB on along the next row, in the direction the sweep runs (backwards going up).
+        const auto below = reinterpret_cast<std::uintptr_t>(u + b.ahead) + (b.ahead > 0 ? 8192 : -8192);
         for (std::size_t j0 = 0; j0 < len; j0 += 64) {
           const std::size_t j1 = std::min<std::size_t>(j0 + 64, len);
           for (std::size_t j = j0; j < j1; j += 8)

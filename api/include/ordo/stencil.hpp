@@ -209,7 +209,8 @@ struct Block {
   std::uint64_t step = 0;  // global time step being computed (0 for the first)
   // Elements from a point to the same point of the plane (along dimension 0) the sweep
   // computes after this one: stride[0], or -stride[0] when an in-place sweep runs up the
-  // planes (in 3-D and up it then runs up the rows of each plane too). A kernel that
+  // planes (it then runs backwards along dimension 1 too: the rows of each plane in 3-D and up,
+  // pieces of each row in 2-D). A kernel that
   // prefetches the input it will read next reads it at in[l] + ahead.
   std::ptrdiff_t ahead = 0;
 };
