@@ -226,6 +226,16 @@ TEST_CASE("bad processing units and topologies are refused with a message", "[po
   CHECK_THROWS_AS(Pool(bad), std::invalid_argument);
 }
 
+TEST_CASE("items the pool keeps for its mailboxes are refused by push", "[pool]") {
+  // kOpen and kClosed mark a mailbox's state: pushed as items, a spinning worker would take
+  // one for an empty mailbox, or never see its item.
+  PoolConfig cfg;
+  cfg.workers = 1;
+  Pool pool(cfg);
+  CHECK_THROWS_WITH(pool.push(Pool::kOpen), Catch::Contains("below Pool::kOpen"));
+  CHECK_THROWS_WITH(pool.push(Pool::kClosed), Catch::Contains("below Pool::kOpen"));
+}
+
 TEST_CASE("absurd worker counts are refused at once; the limit itself starts", "[pool]") {
   // 8 units: the limit is max(256, 4 x 8) = 256. (20000 workers once spent minutes sorting
   // steal orders; 4294967295 ran out of memory.)
