@@ -788,6 +788,9 @@ TEST_CASE("a peer's malformed or impossible protocol message stops every rank, n
       // A fatal, relayed ABORT naming the receiver (location 0 = rank 0) was taken as the
       // receiver's own loss: it stopped without telling anyone, and rank 1 waited for ever.
       {header(4, 2 | 8, 0), {}, "rank 1 relayed the loss of this rank"},
+      // An ABORT's unknown flags, and a relay naming a rank outside the job, are refused too.
+      {header(4, 16, 0), {}, "rank 1 sent an ABORT with flags 16 this rank does not know"},
+      {header(4, 8, 5), {}, "rank 1 relayed the failure of rank 5 in a job of 2 ranks"},
   };
   for (const Case& c : cases) {
     LoopbackHub hub(2);
