@@ -64,7 +64,7 @@ std::uint32_t fiber_access(const detail::FiberContextImpl& impl, std::uint64_t g
                            std::uint32_t location, const char* verb) {
   const rt::Instance& inst = impl.instance;
   if (graph != impl.graph) check_graph(inst, graph, impl.graph, location, verb);
-  if (!inst.engine->on_own_fiber(inst))
+  if (!inst.engine->is_on_own_fiber(inst))
     throw Error("task '" + inst.graph->task_name(inst.task) + "' " + verb + " location " +
                 location_name(*inst.graph, location) +
                 " off its body's fiber (from another thread, or through a FiberContext kept "

@@ -195,8 +195,8 @@ class Engine final : public sched::Executor {
   // For fiber task bodies (fiber_driver.hpp), on the instance's own fiber.
   using Hold = FiberDriver::Hold;
   Hold hold(const Instance& inst, std::uint32_t access) const { return fibers_->hold(inst, access); }
-  bool on_own_fiber(const Instance& inst) const {
-    return fibers_ && fibers_->on_own_fiber(inst);
+  bool is_on_own_fiber(const Instance& inst) const {
+    return fibers_ && fibers_->is_on_own_fiber(inst);
   }
   void fiber_acquire(const Instance& inst, std::uint32_t access) { fibers_->acquire(inst, access); }
   void fiber_release(const Instance& inst, std::uint32_t access) { fibers_->release(inst, access); }

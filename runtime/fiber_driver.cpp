@@ -176,7 +176,7 @@ FiberDriver::Hold FiberDriver::hold(const Instance& inst, std::uint32_t access) 
   return tasks_[inst.task]->holds[access];
 }
 
-bool FiberDriver::on_own_fiber(const Instance& inst) const {
+bool FiberDriver::is_on_own_fiber(const Instance& inst) const {
   const Task* ft = tasks_[inst.task].get();
   return ft != nullptr && sched::Fiber::current() == &ft->fiber;
 }

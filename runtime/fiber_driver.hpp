@@ -88,7 +88,7 @@ class FiberDriver {
   // The api layer checks misuse (see hold()) before calling these.
   Hold hold(const Instance& inst, std::uint32_t access) const;
   // Whether the caller runs on `inst`'s fiber (and not on another thread or after the body).
-  bool on_own_fiber(const Instance& inst) const;
+  bool is_on_own_fiber(const Instance& inst) const;
   // Returns once the access is granted for inst.iteration (suspending the fiber meanwhile).
   // Precondition: hold() == requested.
   void acquire(const Instance& inst, std::uint32_t access);
