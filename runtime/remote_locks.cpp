@@ -160,12 +160,12 @@ void RemoteLocks::send_grant(std::uint32_t location, std::uint32_t phase, unsign
   Net::Sent sent;
   if (early) {
     traffic_.early_started.fetch_add(1, std::memory_order_relaxed);
-    sent = [this, location] { early_sent(location); };
+    sent = [this, location] { on_early_sent(location); };
   }
   net_.send(peer, channel_, wire::as_bytes(h), payload, std::move(sent));
 }
 
-void RemoteLocks::early_sent(std::uint32_t location) {
+void RemoteLocks::on_early_sent(std::uint32_t location) {
   // seq_cst pair with stop(): a call that saw the run open is counted before stop() reads
   // sent_running_, so stop() waits for it; a later one sees it closed.
   sent_running_.fetch_add(1);

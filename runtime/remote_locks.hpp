@@ -21,7 +21,7 @@
 // reader works on its own replica. So a read phase of at most kEarlyMaxBytes (sent eagerly:
 // the transport copies the bytes out at once) is granted to a remote rank *early*: the home
 // sends the GRANT (kEarly) and counts that rank in the phase's `remaining` only until the
-// transport no longer reads the location (Net::send's `sent`, early_sent()): the phase may end,
+// transport no longer reads the location (Net::send's `sent`, on_early_sent()): the phase may end,
 // and the writer overwrite the location, while the reader still reads its replica. Two rules
 // keep it exact:
 //   1. No GRANT of a location goes to a rank that holds an early version of it (`held`) until
@@ -52,7 +52,7 @@
 //     local holders' acq_rel decrements order their writes before the RELEASE's bytes.
 //   - Traffic: sent counted before each send, received counted (release) after each handled
 //     message: pairs with the control plane's acquire loads (quiescence).
-//   - early_sent() against stop(): seq_cst pair on sent_open_ / sent_running_ (early_sent()).
+//   - on_early_sent() against stop(): seq_cst pair on sent_open_ / sent_running_.
 #pragma once
 
 #include <atomic>
@@ -158,7 +158,9 @@ class RemoteLocks {
   // bytes (its `sent` releases the phase then). Call it without holding early_mu_.
   void send_grant(std::uint32_t location, std::uint32_t phase, unsigned peer, bool initial,
                   bool early);
-  void early_sent(std::uint32_t location);
+  // Net::send's `sent` callback of an early GRANT: the transport has the bytes, so the phase
+  // no longer waits for that rank.
+  void on_early_sent(std::uint32_t location);
   // Whether `phase` of `location` goes to `peer` as an early read grant.
   bool is_early_read(std::uint32_t location, std::uint32_t phase, unsigned peer) const;
   std::uint64_t trace_tag(bool grant, std::uint32_t location, unsigned peer);
@@ -181,8 +183,8 @@ class RemoteLocks {
   std::vector<std::uint32_t> grant_seq_, release_seq_;  // per Distribution::slot
   std::mutex message_mu_;  // held while a message is handled (pause(), stop())
   bool stopped_ = false;   // messages are dropped (guarded by message_mu_)
-  // early_sent() acts until stop(), which may leave GRANTs unsent: stop() closes it and waits
-  // for those inside (seq_cst pair, see early_sent()).
+  // on_early_sent() acts until stop(), which may leave GRANTs unsent: stop() closes it and waits
+  // for those inside (seq_cst pair, see on_early_sent()).
   std::atomic<bool> sent_open_{true};
   std::atomic<unsigned> sent_running_{0};
 };
