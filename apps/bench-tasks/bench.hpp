@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-namespace bench {
+namespace ordo::bench {
 
 enum class Pattern { independent, chain, stencil1d };
 
@@ -140,4 +140,4 @@ struct BusyResult {
 BusyResult measure_busy(unsigned workers, double task_us, std::uint32_t tiles,
                         std::uint32_t iterations);
 
-}  // namespace bench
+}  // namespace ordo::bench

@@ -25,7 +25,7 @@
 
 #include "bench.hpp"
 
-namespace bench {
+namespace ordo::bench {
 
 BusyResult measure_busy(unsigned workers, double task_us, std::uint32_t tiles,
                         std::uint32_t iterations) {
@@ -92,4 +92,4 @@ BusyResult measure_busy(unsigned workers, double task_us, std::uint32_t tiles,
           cpu > 0 ? inside_cpu / cpu : 0};
 }
 
-}  // namespace bench
+}  // namespace ordo::bench

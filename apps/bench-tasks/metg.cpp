@@ -14,7 +14,7 @@
 #include "metg_systems.hpp"
 #include "result_fields.hpp"
 
-namespace bench::metg {
+namespace ordo::bench::metg {
 
 namespace {
 
@@ -187,4 +187,4 @@ int run_metg(const MetgOptions& o) {
   return failed ? 1 : 0;
 }
 
-}  // namespace bench::metg
+}  // namespace ordo::bench::metg

@@ -23,7 +23,7 @@
 
 #include "bench.hpp"
 
-namespace bench::metg {
+namespace ordo::bench::metg {
 
 // 12 vectors of 4 doubles: independent chains that fill the floating-point pipelines without
 // spilling registers. Each iteration multiplies and adds once per element.
@@ -125,4 +125,4 @@ inline std::optional<Metg> metg(std::vector<Point> points, double threshold = 0.
   return m;
 }
 
-}  // namespace bench::metg
+}  // namespace ordo::bench::metg

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace bench::metg {
+namespace ordo::bench::metg {
 
 struct MetgOptions {
   unsigned width = 2;                   // points per step = workers = MPI ranks = threads
@@ -22,4 +22,4 @@ struct MetgOptions {
 // computed a wrong result or failed).
 int run_metg(const MetgOptions& o);
 
-}  // namespace bench::metg
+}  // namespace ordo::bench::metg

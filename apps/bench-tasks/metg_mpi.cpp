@@ -20,6 +20,7 @@
 #include "bench_numbers.hpp"
 #include "metg.hpp"
 
+namespace ordo::bench::metg {
 namespace {
 
 void check(int rc, const char* what) {
@@ -29,7 +30,7 @@ void check(int rc, const char* what) {
 // `steps` steps on this rank's point; returns the seconds and leaves its final tile in `self`.
 double run(int rank, int ranks, std::uint64_t steps, std::uint64_t iterations,
            std::uint64_t& self) {
-  const std::vector<std::uint64_t> start = bench::metg::initial_tiles(static_cast<unsigned>(ranks));
+  const std::vector<std::uint64_t> start = initial_tiles(static_cast<unsigned>(ranks));
   self = start[static_cast<std::size_t>(rank)];
   const bool has_left = rank > 0, has_right = rank + 1 < ranks;
   std::uint64_t left = has_left ? start[static_cast<std::size_t>(rank - 1)] : 0;
@@ -37,7 +38,7 @@ double run(int rank, int ranks, std::uint64_t steps, std::uint64_t iterations,
   check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   const double t0 = MPI_Wtime();
   for (std::uint64_t t = 0; t < steps; ++t) {
-    const std::uint64_t mine = bench::metg::task(left, self, right, iterations);
+    const std::uint64_t mine = task(left, self, right, iterations);
     MPI_Request req[4];
     int n = 0;
     if (has_left) {
@@ -69,9 +70,9 @@ int body(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--reps", reps, "repetitions of the sweep")->capture_default_str()
       ->check(CLI::Range(1u, 1000u));
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = app::parse_cli(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> sweep =
-      ordo::bench::parse_size_list(iterations_text, "--iterations", {1, std::uint64_t{1} << 30, 1});
+      parse_size_list(iterations_text, "--iterations", {1, std::uint64_t{1} << 30, 1});
 
   int rank = 0, ranks = 1;
   check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
@@ -86,7 +87,7 @@ int body(int argc, char** argv) {
             "MPI_Gather");
       if (rank != 0) continue;
       auto& e = expected[iterations];
-      if (e.empty()) e = bench::metg::reference(static_cast<unsigned>(ranks), steps, iterations);
+      if (e.empty()) e = reference(static_cast<unsigned>(ranks), steps, iterations);
       for (int i = 0; i < ranks; ++i)
         if (tiles[static_cast<std::size_t>(i)] != e[static_cast<std::size_t>(i)]) {
           std::fprintf(stderr, "ordo-bench-metg-mpi: wrong result: point %d after %llu steps of "
@@ -104,10 +105,12 @@ int body(int argc, char** argv) {
 }
 
 }  // namespace
+}  // namespace ordo::bench::metg
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  const int rc = ordo::app::guarded_main("ordo-bench-metg-mpi", [&] { return body(argc, argv); });
+  const int rc = ordo::app::guarded_main("ordo-bench-metg-mpi",
+                                         [&] { return ordo::bench::metg::body(argc, argv); });
   if (rc != 0) MPI_Abort(MPI_COMM_WORLD, rc);
   MPI_Finalize();
   return rc;

@@ -8,7 +8,7 @@
 #include "metg.hpp"
 #include "metg_systems.hpp"
 
-namespace bench::metg {
+namespace ordo::bench::metg {
 
 namespace {
 
@@ -68,4 +68,4 @@ std::unique_ptr<StencilSystem> make_omp_stencil(unsigned threads) {
   return std::make_unique<OmpStencil>(threads);
 }
 
-}  // namespace bench::metg
+}  // namespace ordo::bench::metg

@@ -12,7 +12,7 @@
 #include "metg.hpp"
 #include "metg_systems.hpp"
 
-namespace bench::metg {
+namespace ordo::bench::metg {
 
 namespace {
 
@@ -70,4 +70,4 @@ std::unique_ptr<StencilSystem> make_ordo_stencil(unsigned workers) {
   return std::make_unique<OrdoStencil>(workers);
 }
 
-}  // namespace bench::metg
+}  // namespace ordo::bench::metg

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-namespace bench::metg {
+namespace ordo::bench::metg {
 
 class StencilSystem {
  public:
@@ -29,4 +29,4 @@ class StencilSystem {
 std::unique_ptr<StencilSystem> make_ordo_stencil(unsigned workers);
 std::unique_ptr<StencilSystem> make_omp_stencil(unsigned threads);  // only with OpenMP
 
-}  // namespace bench::metg
+}  // namespace ordo::bench::metg

@@ -12,7 +12,7 @@
 
 #include "bench.hpp"
 
-namespace bench {
+namespace ordo::bench {
 
 namespace {
 
@@ -97,4 +97,4 @@ class OmpSystem final : public System {
 
 std::unique_ptr<System> make_omp(unsigned threads) { return std::make_unique<OmpSystem>(threads); }
 
-}  // namespace bench
+}  // namespace ordo::bench

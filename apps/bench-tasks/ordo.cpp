@@ -24,7 +24,7 @@
 
 #include "bench.hpp"
 
-namespace bench {
+namespace ordo::bench {
 
 namespace {
 
@@ -131,4 +131,4 @@ std::unique_ptr<System> make_ordo_pertask(unsigned threads) {
   return std::make_unique<OrdoSystem>(threads, true);
 }
 
-}  // namespace bench
+}  // namespace ordo::bench

@@ -3,7 +3,7 @@
 
 #include "bench.hpp"
 
-namespace bench {
+namespace ordo::bench {
 
 Expected expected_values(const Sizes& s) {
   Expected e;
@@ -39,4 +39,4 @@ void check_stencil(const char* system, const std::vector<std::uint64_t>& got,
           system, i, i < got.size() ? got[i] : 0, e.stencil[i]));
 }
 
-}  // namespace bench
+}  // namespace ordo::bench

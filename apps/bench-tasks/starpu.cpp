@@ -20,7 +20,7 @@
 
 #include "bench.hpp"
 
-namespace bench {
+namespace ordo::bench {
 
 namespace {
 
@@ -165,4 +165,4 @@ std::unique_ptr<System> make_starpu(unsigned threads) {
   return std::make_unique<StarpuSystem>(threads);
 }
 
-}  // namespace bench
+}  // namespace ordo::bench

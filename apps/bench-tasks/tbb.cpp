@@ -17,7 +17,7 @@
 
 #include "bench.hpp"
 
-namespace bench {
+namespace ordo::bench {
 
 namespace {
 
@@ -116,4 +116,4 @@ class TbbSystem final : public System {
 
 std::unique_ptr<System> make_tbb(unsigned threads) { return std::make_unique<TbbSystem>(threads); }
 
-}  // namespace bench
+}  // namespace ordo::bench

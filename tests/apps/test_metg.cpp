@@ -5,7 +5,7 @@
 
 #include "metg.hpp"
 
-using namespace bench::metg;
+using namespace ordo::bench::metg;
 
 namespace {
 
