@@ -29,7 +29,7 @@ void ControlPlane::deliver(unsigned from, std::span<const std::byte> header) {
 
 void ControlPlane::stop() {
   std::lock_guard lock(mu_);
-  stopped_.store(true, std::memory_order_release);
+  stopped_ = true;
   cv_.notify_all();
 }
 
@@ -57,8 +57,8 @@ void ControlPlane::send_to(unsigned peer, std::uint64_t round, std::span<const s
 std::optional<ControlPlane::Bytes> ControlPlane::receive_from(unsigned peer, std::uint64_t round) {
   const auto key = std::make_pair(round, peer);
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return stopped_.load(std::memory_order_relaxed) || in_.count(key) != 0; });
-  if (stopped_.load(std::memory_order_relaxed)) return std::nullopt;
+  cv_.wait(lock, [&] { return stopped_ || in_.count(key) != 0; });
+  if (stopped_) return std::nullopt;
   auto node = in_.extract(key);
   return std::move(node.mapped());
 }
@@ -177,7 +177,8 @@ ControlPlane::Quiescence ControlPlane::quiesce(const Traffic& traffic) {
     if (!total) return Quiescence::stopped;
     const std::uint64_t s = get_u64(*total, 0), r = get_u64(*total, 8);
     if (received_before && s == *received_before) return Quiescence::quiet;
-    if (received_before && s < *received_before) return Quiescence::overcounted;  // header
+    // More handled than sent: a message that no rank sent (control_plane.hpp's top comment).
+    if (received_before && s < *received_before) return Quiescence::overcounted;
     received_before = r;
     // Messages still in flight: leave the core to whoever handles them before the next wave.
     if (s != r) std::this_thread::yield();

@@ -121,7 +121,6 @@ class ControlPlane {
   // Ends every collective in progress or to come (any thread): a peer failed, so none could
   // complete. Idempotent.
   void stop();
-  bool stopped() const { return stopped_.load(std::memory_order_acquire); }
 
   unsigned rank() const { return rank_; }
   unsigned ranks() const { return ranks_; }
@@ -146,7 +145,7 @@ class ControlPlane {
   // The rounds' bytes received and not yet taken, keyed by (round, sender); guarded by mu_.
   // Only tree neighbours (and, on a mismatch, one rank) send to a rank.
   std::map<std::pair<std::uint64_t, unsigned>, Bytes> in_;
-  std::atomic<bool> stopped_{false};  // written under mu_
+  bool stopped_ = false;  // guarded by mu_
 };
 
 // The first difference between this rank's graph and another rank's, worded for the user
