@@ -52,10 +52,10 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // lines differently from row to row (the buffer itself starts 64-byte aligned: ordo's
 // locations do, and the stencil keeps its buffers a multiple of 8 doubles long). In 3-D and up
 // a row's high halo and the next row's low halo share the line between them: a sweep reads
-// B/8 + 1 lines per row, not B/8 + 2 (for 128-point rows that is 6% of its memory traffic). In
-// 2-D each row keeps a line of its own on either side: there the saving is a fraction of a
-// percent (long rows), and heat2d 8192² ran 8% slower with the shared line
-// (docs/benchmarks.md). Points beyond the padding are padding nobody reads.
+// B/8 + 1 lines per row, not B/8 + 2. In 2-D each row keeps a line of its own on either side:
+// with long rows the shared line saves little traffic, and it measured slower there
+// (docs/benchmarks.md, the heat2d item of "heat3d on the layer against its hand-written
+// graph"). Points beyond the padding are padding nobody reads.
 struct Pad {
   std::size_t d = 0;
   Ix low{}, high{};   // padding below and above the owned points, per dimension
