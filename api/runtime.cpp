@@ -169,8 +169,10 @@ struct Runtime::Impl {
   // control-plane tree and graph neighbours; docs/distributed.md), when it is done.
   ~Impl() {
     if (net && settings.pool.verbose)
-      std::fprintf(stderr, "ordo: endpoints: this rank opened %zu, to %u other rank(s)\n",
-                   net->endpoint_count(), net->size() - 1);
+      std::fprintf(stderr,
+                   "ordo: endpoints: this rank opened %zu, to %u other rank(s); it holds %zu "
+                   "rank address(es)\n",
+                   net->endpoint_count(), net->size() - 1, net->addresses_held());
   }
 
   detail::Settings settings;

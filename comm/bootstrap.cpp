@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "comm/store_protocol.hpp"
@@ -78,22 +79,41 @@ class StoreBootstrap final : public Bootstrap {
   // Two requests whatever the ranks: the put, and one get_range answered once every rank has
   // put (store_protocol.hpp).
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
-    const std::string prefix = "ag/" + std::to_string(round_++) + "/";
-    request(store::Op::put, prefix + std::to_string(rank_), mine, "publishing");
-    const std::vector<std::byte> range = store::encode_range(0, std::uint32_t(size_));
-    const Blob answer = request(store::Op::get_range, prefix, range,
-                                "waiting for every rank's part of collective " +
-                                    std::to_string(round_ - 1));
+    const Blob answer = gather(store::Op::get_range, mine);
     auto all = store::parse_entries(answer, std::size_t(size_));
-    if (!all)
-      throw CommError("comm: ordorun's store answered rank " + std::to_string(rank_) +
-                      "'s collective with a malformed reply (" + std::to_string(answer.size()) +
-                      " bytes for " + std::to_string(size_) + " ranks); is ordorun the same "
-                      "ordo build as the program?");
+    if (!all) malformed(answer, "collective");
     return std::move(*all);
   }
 
-  void barrier() override { allgather({}); }
+  // An allgather of nothing answered as runs: one run, so that its reply does not grow with
+  // the ranks as get_range's N empty entries would.
+  void barrier() override { runs(gather(store::Op::get_runs, {}), "barrier"); }
+
+  // Three requests: the put of `own`, then an allgather of `shared` answered as runs
+  // (store_protocol.hpp, get_runs).
+  std::vector<Run> exchange(std::span<const std::byte> shared, std::span<const Blob> own) override {
+    for (std::size_t part = 0; part < own.size(); ++part)
+      request(store::Op::put, own_prefix(part) + std::to_string(rank_), own[part],
+              "publishing its start-up record");
+    return runs(gather(store::Op::get_runs, shared), "start-up exchange");
+  }
+
+  std::vector<Blob> fetch(std::size_t part, std::span<const int> ranks) override {
+    check_ranks(ranks);
+    if (ranks.empty()) return {};
+    const std::vector<std::byte> list =
+        store::encode_list(std::vector<std::uint32_t>(ranks.begin(), ranks.end()));
+    const Blob answer = request(store::Op::get_list, own_prefix(part), list,
+                                "fetching part " + std::to_string(part) + " of " +
+                                    std::to_string(ranks.size()) + " rank(s)' start-up records");
+    auto all = store::parse_entries(answer, ranks.size());
+    if (!all)
+      throw CommError("comm: ordorun's store answered rank " + std::to_string(rank_) +
+                      "'s request for " + std::to_string(ranks.size()) + " record(s) with a "
+                      "malformed reply (" + std::to_string(answer.size()) + " bytes); is "
+                      "ordorun the same ordo build as the program?");
+    return std::move(*all);
+  }
 
  private:
   // A second connection to ordorun that carries nothing: when it closes, ordorun is gone (killed,
@@ -157,8 +177,40 @@ class StoreBootstrap final : public Bootstrap {
                     where_ + " (" + last + ") within " + std::to_string(timeout_.count()) + " ms");
   }
 
+  // Where part `part` of the ranks' own start-up records is kept: "pub/<part>/<rank>".
+  static std::string own_prefix(std::size_t part) { return "pub/" + std::to_string(part) + "/"; }
+
+  // Collective number s: puts `mine` as "ag/s/<rank>", then asks for every rank's with `op`
+  // (get_range or get_runs); the answer's bytes.
+  Blob gather(store::Op op, std::span<const std::byte> mine) {
+    const std::uint64_t round = round_++;
+    const std::string prefix = "ag/" + std::to_string(round) + "/";
+    request(store::Op::put, prefix + std::to_string(rank_), mine, "publishing");
+    const std::vector<std::byte> range = store::encode_range(0, std::uint32_t(size_));
+    return request(op, prefix, range,
+                   "waiting for every rank's part of collective " + std::to_string(round));
+  }
+
+  std::vector<Run> runs(const Blob& answer, const char* what) {
+    auto parsed = store::parse_runs(answer, std::size_t(size_));
+    if (!parsed) malformed(answer, what);
+    std::vector<Run> out;
+    out.reserve(parsed->size());
+    for (store::Run& r : *parsed) out.push_back({int(r.count), std::move(r.value)});
+    return out;
+  }
+
+  [[noreturn]] void malformed(const Blob& answer, const char* what) {
+    throw CommError("comm: ordorun's store answered rank " + std::to_string(rank_) + "'s " + what +
+                    " with a malformed reply (" + std::to_string(answer.size()) + " bytes for " +
+                    std::to_string(size_) + " ranks); is ordorun the same ordo build as the "
+                    "program?");
+  }
+
+  // On the request connection, one request at a time (fetch() may come from any thread).
   Blob request(store::Op op, const std::string& key, std::span<const std::byte> value,
                const std::string& doing) {
+    std::lock_guard lock(request_mu_);
     return request(fd_, op, key, value, doing);
   }
 
@@ -166,9 +218,11 @@ class StoreBootstrap final : public Bootstrap {
                const std::string& doing) {
     const auto msg = store::encode_request(op, key, value.data(), value.size());
     // Only startup is timed (hello and the first collective, where a rank that never started
-    // shows). Later collectives may legitimately wait on a slow peer; a dead one ends the job
-    // through ordorun, and a dead ordorun through the lifeline.
-    const auto deadline = round_ <= 1 ? Clock::now() + timeout_ : Clock::time_point::max();
+    // shows), and get_list, which the store answers at once. Later collectives may
+    // legitimately wait on a slow peer; a dead one ends the job through ordorun, and a dead
+    // ordorun through the lifeline.
+    const bool timed = round_.load(std::memory_order_relaxed) <= 1 || op == store::Op::get_list;
+    const auto deadline = timed ? Clock::now() + timeout_ : Clock::time_point::max();
     send_all(fd, msg.data(), msg.size(), deadline, doing);
     std::byte head[5];
     recv_all(fd, head, 5, deadline, doing);
@@ -178,6 +232,11 @@ class StoreBootstrap final : public Bootstrap {
       throw CommError("comm: rank " + std::to_string(rank_) + " stopped " + doing +
                       ": ordorun is stopping the job (" +
                       std::string(reinterpret_cast<const char*>(out.data()), out.size()) + ")");
+    if (std::uint8_t(head[0]) == std::uint8_t(store::Status::missing))
+      throw CommError("comm: rank " + std::to_string(rank_) + " asked ordorun's store for '" +
+                      std::string(reinterpret_cast<const char*>(out.data()), out.size()) +
+                      "' while " + doing + ", which no rank put there; is every rank the same "
+                      "ordo build?");
     if (std::uint8_t(head[0]) != std::uint8_t(store::Status::ok))
       throw CommError("comm: ordorun's store refused a request from rank " +
                       std::to_string(rank_) + " while " + doing);
@@ -234,7 +293,8 @@ class StoreBootstrap final : public Bootstrap {
   std::chrono::milliseconds timeout_;
   std::string where_;
   int fd_ = -1;
-  std::uint64_t round_ = 0;
+  std::atomic<std::uint64_t> round_{0};  // collectives begun (read by fetch's timeout rule)
+  std::mutex request_mu_;                // one request at a time on fd_
   int lifeline_fd_ = -1;
   std::thread lifeline_;
   std::atomic<bool> stopping_{false};
@@ -276,6 +336,63 @@ Launch Launch::from(const Lookup& lookup) {
   }
   if (lookup("PMIX_RANK") != nullptr && lookup("PMIX_NAMESPACE") != nullptr) l.kind = Kind::pmix;
   return l;
+}
+
+std::vector<Bootstrap::Run> Bootstrap::runs_of(std::vector<Blob> all) {
+  std::vector<Run> runs;
+  for (Blob& b : all) {
+    if (!runs.empty() && runs.back().value == b)
+      ++runs.back().count;
+    else
+      runs.push_back({1, std::move(b)});
+  }
+  return runs;
+}
+
+void Bootstrap::check_ranks(std::span<const int> ranks) const {
+  for (int r : ranks)
+    if (r < 0 || r >= size())
+      throw CommError("comm: rank " + std::to_string(rank()) + " asked about rank " +
+                      std::to_string(r) + ", but the job has ranks 0.." + std::to_string(size() - 1));
+}
+
+// Every rank's shared bytes and own parts as entries of one allgather; the parts are kept
+// for fetch().
+std::vector<Bootstrap::Run> Bootstrap::exchange(std::span<const std::byte> shared,
+                                                std::span<const Blob> own) {
+  std::size_t bytes = 4 + shared.size();
+  for (const Blob& part : own) bytes += 4 + part.size();
+  std::vector<std::byte> mine;
+  mine.reserve(bytes);
+  store::put_u32(mine, std::uint32_t(shared.size()));
+  mine.insert(mine.end(), shared.begin(), shared.end());
+  for (const Blob& part : own) store::append_entry(mine, part);
+  std::vector<Blob> all = allgather(mine);
+  std::vector<Blob> shared_of(all.size());
+  exchanged_own_.assign(all.size(), {});
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    auto entries = store::parse_entries(all[r], 1 + own.size());
+    if (!entries)
+      throw CommError("comm: rank " + std::to_string(r) + " sent a malformed start-up record (" +
+                      std::to_string(all[r].size()) + " bytes); are all ranks the same ordo build?");
+    shared_of[r] = std::move((*entries)[0]);
+    exchanged_own_[r].assign(std::make_move_iterator(entries->begin() + 1),
+                             std::make_move_iterator(entries->end()));
+  }
+  return runs_of(std::move(shared_of));
+}
+
+std::vector<Blob> Bootstrap::fetch(std::size_t part, std::span<const int> ranks) {
+  check_ranks(ranks);
+  std::vector<Blob> out;
+  for (int r : ranks) {
+    if (std::size_t(r) >= exchanged_own_.size() || part >= exchanged_own_[std::size_t(r)].size())
+      throw CommError("comm: rank " + std::to_string(rank()) + " asked for part " +
+                      std::to_string(part) + " of rank " + std::to_string(r) +
+                      "'s start-up record, which it did not give");
+    out.push_back(exchanged_own_[std::size_t(r)][part]);
+  }
+  return out;
 }
 
 std::unique_ptr<Bootstrap> Bootstrap::single() { return std::make_unique<SingleBootstrap>(); }

@@ -85,6 +85,25 @@ class Bootstrap {
   // peers are alive (the launcher ends the job when one dies).
   virtual std::vector<Blob> allgather(std::span<const std::byte> mine) = 0;
 
+  // Consecutive ranks that gave exchange() equal `shared` bytes: `count` of them.
+  struct Run {
+    int count = 0;
+    Blob value;
+  };
+  // The start-up exchange (collective, once, before any fetch): every rank gives `shared`,
+  // bytes that many ranks have alike (where it runs), and `own`, parts of its own (its
+  // address, its pid), the same number on every rank. Returns every rank's `shared` as runs
+  // of consecutive ranks with equal bytes, so that what a rank receives grows with its hosts
+  // rather than its ranks; each rank's `own` parts stay with the launcher until fetch() asks
+  // for them. Same timeout rule as allgather. The default (single, tests) is an allgather that
+  // keeps every rank's `own` here.
+  virtual std::vector<Run> exchange(std::span<const std::byte> shared, std::span<const Blob> own);
+  // Part `part` of the `own` that `ranks` gave exchange(), in that order, in one request to
+  // the launcher (store: one get_list; PMIx: a PMIx_Get each). Any thread, after exchange(),
+  // also while another thread fetches. Throws CommError for a rank outside the job, a part or
+  // rank the launcher does not have, or a malformed answer; never waits for a rank.
+  virtual std::vector<Blob> fetch(std::size_t part, std::span<const int> ranks);
+
   // Returns once every rank has called barrier() (same timeout rule as allgather). The store
   // bootstrap also keeps a lifeline to ordorun: if ordorun goes away the process exits.
   virtual void barrier() = 0;
@@ -102,6 +121,15 @@ class Bootstrap {
                                           int local_size = 1);
   // Throws CommError when built without PMIx.
   static std::unique_ptr<Bootstrap> pmix(std::chrono::milliseconds timeout);
+
+ protected:
+  // Merges consecutive equal blobs into runs (exchange()'s result from a full allgather).
+  static std::vector<Run> runs_of(std::vector<Blob> all);
+  // CommError unless every one of `ranks` is a rank of this job.
+  void check_ranks(std::span<const int> ranks) const;
+
+ private:
+  std::vector<std::vector<Blob>> exchanged_own_;  // the default exchange()'s `own` per rank
 };
 
 // The start-up bound when nothing sets one.

@@ -54,10 +54,42 @@ class PmixBootstrap final : public Bootstrap {
 
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
     const std::string key = "ordo.ag." + std::to_string(round_++);
-    // A leading byte keeps the byte object non-empty (barrier is an allgather of nothing).
-    Blob tagged(1 + mine.size());
+    put(key, mine);
+    if (pmix_status_t rc = PMIx_Commit(); rc != PMIX_SUCCESS)
+      throw CommError(pmix_error("commit", rc));
+    fence(true);
+    std::vector<Blob> all(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) all[std::size_t(r)] = get(r, key);
+    return all;
+  }
+
+  void barrier() override { fence(false); }
+
+  // The `own` parts go under keys of their own before the allgather of `shared` commits them;
+  // fetch() then takes each peer's from the PMIx server with a PMIx_Get, so that a rank holds
+  // only the ones it asked for. (`shared` is an allgather: one PMIx_Get per rank from this
+  // host's server, merged into runs.)
+  std::vector<Run> exchange(std::span<const std::byte> shared, std::span<const Blob> own) override {
+    for (std::size_t part = 0; part < own.size(); ++part) put(own_key(part), own[part]);
+    return runs_of(allgather(shared));
+  }
+
+  std::vector<Blob> fetch(std::size_t part, std::span<const int> ranks) override {
+    check_ranks(ranks);
+    std::vector<Blob> out;
+    out.reserve(ranks.size());
+    for (int r : ranks) out.push_back(get(r, own_key(part)));
+    return out;
+  }
+
+ private:
+  static std::string own_key(std::size_t part) { return "ordo.own." + std::to_string(part); }
+
+  // A leading byte keeps the byte object non-empty (barrier is an allgather of nothing).
+  void put(const std::string& key, std::span<const std::byte> bytes) {
+    Blob tagged(1 + bytes.size());
     tagged[0] = std::byte{1};
-    std::memcpy(tagged.data() + 1, mine.data(), mine.size());
+    if (!bytes.empty()) std::memcpy(tagged.data() + 1, bytes.data(), bytes.size());
     pmix_value_t v;
     PMIX_VALUE_CONSTRUCT(&v);
     v.type = PMIX_BYTE_OBJECT;
@@ -66,30 +98,25 @@ class PmixBootstrap final : public Bootstrap {
     v.data.bo.size = tagged.size();
     if (pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v); rc != PMIX_SUCCESS)
       throw CommError(pmix_error("put", rc));
-    if (pmix_status_t rc = PMIx_Commit(); rc != PMIX_SUCCESS)
-      throw CommError(pmix_error("commit", rc));
-    fence(true);
-    std::vector<Blob> all(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) {
-      pmix_proc_t p;
-      PMIX_LOAD_PROCID(&p, me_.nspace, pmix_rank_t(r));
-      pmix_value_t* got = nullptr;
-      if (pmix_status_t rc = PMIx_Get(&p, key.c_str(), nullptr, 0, &got); rc != PMIX_SUCCESS)
-        throw CommError(pmix_error(("get of rank " + std::to_string(r) + "'s blob").c_str(), rc));
-      if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size < 1) {
-        PMIX_VALUE_RELEASE(got);
-        throw CommError("comm: PMIx returned a malformed blob for rank " + std::to_string(r));
-      }
-      const auto* b = reinterpret_cast<const std::byte*>(got->data.bo.bytes);
-      all[std::size_t(r)].assign(b + 1, b + got->data.bo.size);
-      PMIX_VALUE_RELEASE(got);
-    }
-    return all;
   }
 
-  void barrier() override { fence(false); }
+  // Rank r's value of `key`, without put()'s leading byte.
+  Blob get(int r, const std::string& key) {
+    pmix_proc_t p;
+    PMIX_LOAD_PROCID(&p, me_.nspace, pmix_rank_t(r));
+    pmix_value_t* got = nullptr;
+    if (pmix_status_t rc = PMIx_Get(&p, key.c_str(), nullptr, 0, &got); rc != PMIX_SUCCESS)
+      throw CommError(pmix_error(("get of rank " + std::to_string(r) + "'s " + key).c_str(), rc));
+    if (got->type != PMIX_BYTE_OBJECT || got->data.bo.size < 1) {
+      PMIX_VALUE_RELEASE(got);
+      throw CommError("comm: PMIx returned a malformed " + key + " for rank " + std::to_string(r));
+    }
+    const auto* b = reinterpret_cast<const std::byte*>(got->data.bo.bytes);
+    Blob out(b + 1, b + got->data.bo.size);
+    PMIX_VALUE_RELEASE(got);
+    return out;
+  }
 
- private:
   void fence(bool collect) {
     pmix_info_t info[2];
     PMIX_INFO_CONSTRUCT(&info[0]);

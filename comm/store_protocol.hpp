@@ -24,11 +24,25 @@
 //          ranks): answered, like get, once every key P<first>, ..., P<first + count - 1>
 //          (decimal) has a value, with all of them in one value: for each, len:u32 then its
 //          bytes. Anything else is answered bad_request.
+//   get_runs   as get_range, answered when the same keys all have values, but with equal
+//          values of consecutive keys sent once: for each run, count:u32 len:u32 then its
+//          bytes, the counts adding up to the range's. What many ranks share (their host)
+//          then costs a reply per run (per host, as ordorun places ranks in blocks), not per
+//          rank.
+//   get_list   key = a prefix P, value = n:u32 then n indices i:u32 (n at most the job's
+//          ranks, each index below them): the values of P<i> for each, answered at once in
+//          its turn as get_range's are (len:u32 then bytes, in the order asked). A key without
+//          a value is answered missing, with that key as the value: a rank asks only for what
+//          every rank has put before a collective it has passed, so a missing key is an error,
+//          never something to wait for. Anything else is answered bad_request.
 // Collectives are built on these by the client: allgather number s puts "ag/s/<rank>", then
 // asks for "ag/s/0" .. "ag/s/<size-1>" with one get_range: two requests per rank and
 // collective, where a get per rank made each rank's start-up N requests and the store's N²;
-// barrier is an allgather of nothing. Keys are never deleted; a job's store lives as long as
-// the job.
+// barrier is an allgather of nothing. The start-up exchange (Bootstrap::exchange) puts a
+// rank's own blob (its address) under "pub/<rank>" and its shared one (its host) under
+// "ag/s/<rank>", and asks get_runs for the shared ones: each rank's reply weighs O(hosts), not
+// O(ranks); the addresses a rank needs are asked for by get_list, once per batch of peers.
+// Keys are never deleted; a job's store lives as long as the job.
 #pragma once
 
 #include <cstddef>
@@ -39,8 +53,9 @@
 
 namespace ordo::comm::store {
 
-enum class Op : std::uint8_t { hello = 1, put = 2, get = 3, get_range = 4 };
-enum class Status : std::uint8_t { ok = 0, bad_request = 1, job_stopping = 2 };
+enum class Op : std::uint8_t { hello = 1, put = 2, get = 3, get_range = 4, get_runs = 5, get_list = 6 };
+inline constexpr std::uint8_t max_op = 6;
+enum class Status : std::uint8_t { ok = 0, bad_request = 1, job_stopping = 2, missing = 3 };
 
 // Keys and values beyond this are a protocol error (the store is for small blobs).
 inline constexpr std::uint32_t max_field = 1u << 20;
@@ -116,6 +131,59 @@ inline std::optional<std::vector<std::vector<std::byte>>> parse_entries(
   return out;
 }
 
+// A run of a get_runs answer: `count` consecutive keys whose value is `value`.
+struct Run {
+  std::uint32_t count = 0;
+  std::vector<std::byte> value;
+};
+
+inline void append_run(std::vector<std::byte>& out, std::uint32_t count,
+                       const std::vector<std::byte>& value) {
+  put_u32(out, count);
+  append_entry(out, value);
+}
+
+// The runs of a get_runs answer for `count` keys, or nothing when `value` is not exactly runs
+// of at least one key each whose counts add up to `count` (each length checked against what is
+// there, as parse_entries does).
+inline std::optional<std::vector<Run>> parse_runs(const std::vector<std::byte>& value,
+                                                  std::size_t count) {
+  std::vector<Run> out;
+  std::size_t at = 0, covered = 0;
+  while (covered < count) {
+    if (value.size() - at < 8) return std::nullopt;
+    const std::size_t n = get_u32(value.data() + at);
+    const std::size_t len = get_u32(value.data() + at + 4);
+    at += 8;
+    if (n == 0 || n > count - covered || value.size() - at < len) return std::nullopt;
+    out.push_back({std::uint32_t(n), std::vector<std::byte>(value.begin() + std::ptrdiff_t(at),
+                                                            value.begin() + std::ptrdiff_t(at + len))});
+    at += len;
+    covered += n;
+  }
+  if (at != value.size()) return std::nullopt;
+  return out;
+}
+
+// get_list's value: the indices asked for.
+inline std::vector<std::byte> encode_list(const std::vector<std::uint32_t>& indices) {
+  std::vector<std::byte> out;
+  out.reserve(4 + 4 * indices.size());
+  put_u32(out, std::uint32_t(indices.size()));
+  for (std::uint32_t i : indices) put_u32(out, i);
+  return out;
+}
+
+// The indices of a get_list value, or nothing when it is not n:u32 then exactly n indices.
+inline std::optional<std::vector<std::uint32_t>> parse_list(const std::vector<std::byte>& value) {
+  if (value.size() < 4) return std::nullopt;
+  const std::size_t n = get_u32(value.data());
+  if ((value.size() - 4) / 4 != n || (value.size() - 4) % 4 != 0) return std::nullopt;
+  std::vector<std::uint32_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = get_u32(value.data() + 4 + 4 * i);
+  return out;
+}
+
 // Parses one request from the front of `in`. Returns nothing while incomplete; sets `consumed`
 // to the bytes used. Sets `bad` (and returns nothing) on a malformed request: the server then
 // drops the connection.
@@ -127,7 +195,7 @@ inline std::optional<Request> parse_request(const std::vector<std::byte>& in, st
   const auto op = std::uint8_t(in[0]);
   const std::uint32_t key_len = get_u32(in.data() + 1);
   const std::uint32_t value_len = get_u32(in.data() + 5);
-  if (op < 1 || op > 4 || key_len > max_field || value_len > max_field) {
+  if (op < 1 || op > max_op || key_len > max_field || value_len > max_field) {
     bad = true;
     return std::nullopt;
   }

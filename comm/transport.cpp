@@ -5,8 +5,9 @@
 // failure and shutdown.
 //
 // Protocol. One UCX context (feature AM + WAKEUP), one worker, one endpoint per peer this rank
-// sends to, created at the first send from the worker address connect() exchanged (so a rank
-// holds endpoints to the ranks it talks to, not to every rank). Every message is one UCX active message with the
+// sends to, created at the first send from the peer's worker address, which the rank fetches
+// from the launcher only for the ranks it talks to (AddressBook): it holds endpoints and
+// addresses for those, not for every rank. Every message is one UCX active message with the
 // single UCX AM id 0; the UCX header is our wire header followed by the caller's header:
 //   wire header = tag:u16  reserved:u16  source rank:u32      (host byte order: UCX does not
 //                                                            cross endianness either)
@@ -37,8 +38,9 @@
 // signalled by the next event: epoll_wait() on it (and on the local peers' pidfds) sleeps
 // without CPU. The hot path (progress, send) makes no system call of its own.
 //
-// Failure. Two detectors, chosen per peer in connect() from what the address exchange tells
-// (kernel boot id, PID and network namespace inodes, process id; see Locality):
+// Failure. Two detectors, chosen per peer in connect() from what the start-up exchange tells
+// (kernel boot id, PID and network namespace inodes; the pids of the ranks on this host; see
+// HostRecord in address_book.hpp):
 // * A local peer (same boot id and namespaces) is watched through a pidfd (pidfd_open), which
 //   becomes readable when the process ends; its endpoint has no UCX error handling
 //   (UCP_ERR_HANDLING_MODE_NONE), which leaves UCX free to use shared memory (UCX 1.13's shm
@@ -66,8 +68,9 @@
 // without the barrier: it is the error path, and it must not wait on anyone.
 #include "comm/transport.hpp"
 
+#include "comm/address_book.hpp"
+
 #include <sys/epoll.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
@@ -78,9 +81,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -139,42 +140,6 @@ ucs_log_func_rc_t quiet_probe(const char*, unsigned, const char*, ucs_log_level_
   throw CommError("comm: UCX " + what + " failed: " + ucs_status_string(s));
 }
 
-// Where a process runs, appended to its worker address in connect()'s exchange: two processes
-// with equal boot id and namespace inodes share a kernel and see each other's process ids.
-struct Locality {
-  char boot_id[40] = {};    // /proc/sys/kernel/random/boot_id, NUL-terminated
-  std::uint64_t pid_ns = 0;  // inode of /proc/self/ns/pid (0: unknown)
-  std::uint64_t net_ns = 0;  // inode of /proc/self/ns/net: other namespaces count as other hosts
-  std::uint64_t time_ns = 0;  // inode of /proc/self/ns/time (0: a kernel without them)
-  std::int64_t pid = 0;
-  std::uint64_t nonce = 0;  // random per process: rank 0's names the job (Transport::job_id)
-
-  static Locality here() {
-    Locality l;
-    std::ifstream f("/proc/sys/kernel/random/boot_id");
-    std::string id;
-    if (f >> id) std::strncpy(l.boot_id, id.c_str(), sizeof l.boot_id - 1);
-    struct stat st {};
-    if (::stat("/proc/self/ns/pid", &st) == 0) l.pid_ns = st.st_ino;
-    if (::stat("/proc/self/ns/net", &st) == 0) l.net_ns = st.st_ino;
-    if (::stat("/proc/self/ns/time", &st) == 0) l.time_ns = st.st_ino;
-    l.pid = ::getpid();
-    std::random_device entropy;
-    l.nonce = (std::uint64_t(entropy()) << 32) | entropy();
-    return l;
-  }
-  // One kernel (other PID and network namespaces included).
-  bool same_kernel_as(const Locality& o) const {
-    return boot_id[0] != 0 && std::strncmp(boot_id, o.boot_id, sizeof boot_id) == 0;
-  }
-  // One CLOCK_MONOTONIC: one kernel, and one time namespace (a time namespace adds its own
-  // offset to the monotonic clock; containers restored elsewhere carry one).
-  bool same_clock_as(const Locality& o) const { return same_kernel_as(o) && time_ns == o.time_ns; }
-  bool same_host_as(const Locality& o) const {
-    return same_kernel_as(o) && pid_ns != 0 && pid_ns == o.pid_ns && net_ns == o.net_ns;
-  }
-};
-
 // A pidfd for `pid`, or -1 (kernel before 5.3, or the process is already gone).
 int open_pidfd(std::int64_t pid) {
 #ifdef SYS_pidfd_open
@@ -212,10 +177,7 @@ struct Transport::Impl {
     bool detects_failure = true;  // endpoint has UCX peer failure handling, or a pidfd
     Status failure = Status::ok;
     int pidfd = -1;  // a local peer's process, while watched
-    bool same_clock = false;
-    bool same_host = false;
     bool ucx_detects = false;          // the endpoint asks UCX for peer failure handling
-    std::vector<std::byte> address;    // its worker address, until the endpoint exists
   };
   // One per send in flight: owns the wire header (UCX 1.13 reads it until completion) and the
   // caller's completion. Recycled through free_sends, so that a warm transport sends without
@@ -253,13 +215,14 @@ struct Transport::Impl {
   std::size_t watched = 0;
   Clock::time_point next_watch_check{};
   std::vector<Peer> peers;
+  std::unique_ptr<AddressBook> book;  // set by connect()
   std::unordered_map<Tag, Handler> handlers;
   std::function<void(const PeerFailure&)> failure_handler;
   std::optional<PeerFailure> first_failure;
   std::size_t outstanding = 0;
   std::size_t max_header = 0;
   bool connected = false;
-  std::uint64_t job_id = 0;  // rank 0's Locality::nonce
+  std::uint64_t job_id = 0;  // rank 0's HostRecord::job_nonce
   std::atomic<std::size_t> endpoints{0};  // created so far (endpoint_count(): any thread)
   bool closing = false;
   bool closed = false;
@@ -438,16 +401,18 @@ struct Transport::Impl {
     }
   }
 
-  // The endpoint to `p`, created at the first send to it from the address connect() kept: with
-  // UCX's peer failure handling where the transports to it support it, else without (UCX
-  // 1.13's shared memory cannot; a local peer is watched through its pidfd anyway). A peer
-  // whose endpoint cannot be created is reported failed, as one that died.
+  // The endpoint to `p`, created at the first send to it from its address in the book
+  // (fetched now if no batch brought it): with UCX's peer failure handling where the
+  // transports to it support it, else without (UCX 1.13's shared memory cannot; a local peer
+  // is watched through its pidfd anyway). A peer whose endpoint cannot be created is reported
+  // failed, as one that died. Throws CommError when the address cannot be had.
   void create_endpoint(Peer& p) {
+    const std::vector<std::byte>& address = book->address(p.rank);
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     // safety: the blob is the byte image of the peer's ucp_address_t, as UCX documents.
-    ep.address = reinterpret_cast<const ucp_address_t*>(p.address.data());
+    ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
     ep.err_mode = p.ucx_detects ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
     ep.err_handler.cb = &Impl::on_ep_error;
     ep.err_handler.arg = &p;
@@ -462,7 +427,6 @@ struct Transport::Impl {
       p.detects_failure = p.pidfd >= 0;
     }
     if (s == UCS_OK) {
-      std::vector<std::byte>().swap(p.address);
       endpoints.fetch_add(1, std::memory_order_relaxed);
       return;
     }
@@ -601,12 +565,23 @@ std::size_t Transport::endpoint_count() const {
 }
 
 bool Transport::shares_clock_with(int peer) const {
-  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_clock;
+  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->book->same_clock(peer);
 }
 
 bool Transport::same_host(int peer) const {
-  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->peers[std::size_t(peer)].same_host;
+  return peer >= 0 && std::size_t(peer) < impl_->peers.size() && impl_->book->same_host(peer);
 }
+
+void Transport::learn_addresses(std::span<const int> peers) {
+  if (!impl_->book) throw CommError("comm: learn_addresses before connect()");
+  impl_->book->learn(peers);
+}
+
+std::size_t Transport::addresses_held() const {
+  return impl_->book ? impl_->book->addresses_held() : 0;
+}
+
+std::size_t Transport::host_runs() const { return impl_->book ? impl_->book->host_runs() : 0; }
 
 int Transport::event_fd() const { return impl_->wait_fd; }
 
@@ -623,52 +598,45 @@ void Transport::connect() {
   std::size_t addr_len = 0;
   if (ucs_status_t s = ucp_worker_get_address(m.worker, &addr, &addr_len); s != UCS_OK)
     fail("worker address query", s);
-  // Each rank's blob: its worker address, then its Locality.
-  const Locality here = Locality::here();
-  std::vector<std::byte> mine(addr_len + sizeof here);
-  std::memcpy(mine.data(), addr, addr_len);
-  std::memcpy(mine.data() + addr_len, &here, sizeof here);
+  // The start-up exchange: hosts for every rank, compactly; addresses stay with the launcher
+  // until a batch or a first send asks for them (address_book.hpp).
+  const auto address = std::span(reinterpret_cast<const std::byte*>(addr), addr_len);
+  try {
+    m.book = std::make_unique<AddressBook>(m.boot, address);
+  } catch (...) {
+    ucp_worker_release_address(m.worker, addr);
+    throw;
+  }
   ucp_worker_release_address(m.worker, addr);
-  std::vector<Blob> all = m.boot.allgather(mine);
+  m.job_id = m.book->job_id();
   // Peer records must not move once UCX holds pointers to them (error handler argument).
-  m.peers.resize(all.size());
-  for (std::size_t r = 0; r < all.size(); ++r) {
+  m.peers.resize(std::size_t(m.boot.size()));
+  for (std::size_t r = 0; r < m.peers.size(); ++r) {
     Impl::Peer& p = m.peers[r];
     p.impl = &m;
     p.rank = int(r);
-    if (all[r].size() < sizeof(Locality))
-      throw CommError("comm: rank " + std::to_string(r) + " sent a malformed address (" +
-                      std::to_string(all[r].size()) + " bytes): are all ranks the same ordo build?");
-    Locality there;
-    std::memcpy(&there, all[r].data() + all[r].size() - sizeof there, sizeof there);
-    if (r == 0) m.job_id = there.nonce;
-    p.same_clock = here.same_clock_as(there);
-    p.same_host = here.same_host_as(there);
-    // A local peer is watched through its pidfd rather than by UCX (see the comment at the top).
-    bool ucx_detects = m.options.detect_peer_failure;
-    if (ucx_detects && !m.options.ucx_detection_for_local_peers && here.same_host_as(there)) {
-      if (int(r) == m.boot.rank()) {
-        ucx_detects = false;  // itself
-      } else if (int fd = open_pidfd(there.pid); fd >= 0) {
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.u64 = r;
-        if (::epoll_ctl(m.watch_fd, EPOLL_CTL_ADD, fd, &ev) == 0) {
-          p.pidfd = fd;
-          ++m.watched;
-          ucx_detects = false;
-        } else {
-          ::close(fd);
-        }
-      }
-    }
-    p.ucx_detects = ucx_detects;
-    p.detects_failure = ucx_detects || p.pidfd >= 0;
-    // The endpoint is created by the first send to this peer (Impl::endpoint): a rank talks to
-    // its tree neighbours in the control plane and to the ranks its graph connects, so it
-    // holds O(those) endpoints rather than one per rank.
-    p.address.assign(all[r].begin(), all[r].end() - sizeof(Locality));
+    p.ucx_detects = m.options.detect_peer_failure && int(r) != m.boot.rank();
   }
+  // The local peers are watched through their pidfds rather than by UCX (see the comment at
+  // the top), from now on: a local peer's death is seen even by a rank that never talks to it.
+  if (m.options.detect_peer_failure && !m.options.ucx_detection_for_local_peers) {
+    for (const AddressBook::LocalPeer& local : m.book->local_peers()) {
+      Impl::Peer& p = m.peers[std::size_t(local.rank)];
+      const int fd = open_pidfd(local.pid);
+      if (fd < 0) continue;
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = std::uint64_t(local.rank);
+      if (::epoll_ctl(m.watch_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        ::close(fd);
+        continue;
+      }
+      p.pidfd = fd;
+      ++m.watched;
+      p.ucx_detects = false;
+    }
+  }
+  for (Impl::Peer& p : m.peers) p.detects_failure = p.ucx_detects || p.pidfd >= 0;
   m.connected = true;
 }
 

@@ -139,10 +139,20 @@ class Transport {
   // Called once per failed peer, on the transport's thread, from progress.
   void on_peer_failure(std::function<void(const PeerFailure&)> handler);
 
-  // Collective: exchanges worker addresses through the bootstrap and watches the local peers'
-  // processes; the endpoint to a peer is created at the first send to it. Throws CommError on
-  // failure.
+  // Collective: the start-up exchange through the bootstrap (every rank's host; addresses
+  // stay with the launcher, comm/address_book.hpp). The endpoint to a peer is created at the
+  // first send to it, from its address: learned in a batch by learn_addresses(), else fetched
+  // then, alone; a local peer is watched from then on. Throws CommError on failure.
   void connect();
+  // Fetches in one request the addresses of those of `peers` not known yet (the ranks this
+  // one is about to talk to). Any thread, after connect(). Throws CommError as
+  // Bootstrap::fetch does.
+  void learn_addresses(std::span<const int> peers);
+  // The other ranks' addresses this rank holds: O(the ranks it talks to), not O(ranks). And
+  // the runs of host records connect() received (one per host and rank 0's, ranks placed in
+  // blocks). Any thread.
+  std::size_t addresses_held() const;
+  std::size_t host_runs() const;
 
   // Sends header + payload to `peer`. `header` is copied; `payload` is not: it must stay valid
   // and unchanged until `done` runs (large payloads are read from it directly). `done` runs on
@@ -204,7 +214,7 @@ class Transport {
   // endpoint, created then, says whether UCX can watch it).
   bool detects_peer_failure(int peer) const;
   // Whether `peer` reads this process's CLOCK_MONOTONIC: it runs on this kernel (same boot id,
-  // as connect() exchanged it) in this time namespace. Valid after connect().
+  // as connect() exchanged it) in this time namespace. Valid after connect(); any thread.
   bool shares_clock_with(int peer) const;
   // The endpoints created so far (one per peer sent to, on first use): O(the ranks this rank
   // talks to), not O(ranks). Any thread.

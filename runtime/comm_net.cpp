@@ -1,4 +1,5 @@
 #include "runtime/comm_net.hpp"
+#include "runtime/tree.hpp"
 #include "runtime/wire.hpp"
 
 #include <poll.h>
@@ -43,6 +44,11 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOpti
                                                        f.cause + "); the job cannot go on without it");
   });
   transport_->connect();
+  // The control plane talks to the tree neighbours from the first collective on (the clock
+  // measurement below included): their addresses in one request.
+  std::vector<unsigned> tree_peers = tree::children(rank(), size());
+  if (rank() != 0) tree_peers.push_back(tree::parent(rank()));
+  will_talk_to(tree_peers);
   thread_ = std::thread([this] { progress_loop(); });
   clock_offset_ = clock_sync_.measure();
 }
@@ -80,6 +86,16 @@ CommNet::~CommNet() {
   // Torn down here, not after the members below it: tearing down (after a failure, locally)
   // completes the sends still in flight, whose completions use this object's state.
   transport_.reset();
+}
+
+void CommNet::will_talk_to(std::span<const unsigned> peers) {
+  std::vector<int> ranks(peers.begin(), peers.end());
+  try {
+    transport_->learn_addresses(ranks);
+  } catch (const comm::CommError&) {
+    // A hint only: the first send to such a peer fetches its address again and reports why
+    // it cannot (Net::will_talk_to).
+  }
 }
 
 namespace {

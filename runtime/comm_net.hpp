@@ -65,6 +65,11 @@ class CommNet final : public Net, public sched::Poller {
   std::int64_t clock_offset_ns() const { return clock_offset_.ns; }
   // The endpoints this rank has opened (comm::Transport::endpoint_count).
   std::size_t endpoint_count() const { return transport_->endpoint_count(); }
+  // The other ranks' addresses this rank holds (comm::Transport::addresses_held): its tree
+  // neighbours' from start-up, its graphs' peers', and any fetched at a first send.
+  std::size_t addresses_held() const { return transport_->addresses_held(); }
+  // Fetches the addresses of `peers` this rank does not hold, in one request.
+  void will_talk_to(std::span<const unsigned> peers) override;
   // The same on every rank of this job, different between jobs (comm::Transport::job_id).
   std::uint64_t job_id() const { return transport_->job_id(); }
   // The control plane's messages this rank has sent, on every channel (engines' graph checks,

@@ -114,6 +114,8 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
 
 void Engine::start_distributed(bool share, const std::function<bool(Engine&)>& load) {
   Distributed& d = *dist_;
+  // The graph's peers, in one batch before any protocol message goes to them.
+  net_->will_talk_to(d.dist.neighbours);
   if (auto difference = graph_difference(d.control, graph_))
     fail({Failure::Kind::mismatch, d.dist.rank, *difference, nullptr});
   if (has_failed()) return;

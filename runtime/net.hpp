@@ -78,6 +78,12 @@ class Net {
     return false;
   }
 
+  // The ranks this one is about to send to (a graph's peers, before its first run): a net that
+  // looks peers up on demand fetches those it does not know in one batch now, rather than one
+  // at a time at first sends (CommNet: their addresses, docs/distributed.md "Start-up"). A
+  // hint: a failure to fetch shows at the first send instead. Any thread. Default: nothing.
+  virtual void will_talk_to(std::span<const unsigned> peers) { (void)peers; }
+
   // Called once the transport no longer reads a payload (it was copied out or delivered).
   using Sent = std::function<void()>;
 

@@ -2,12 +2,15 @@
 // this one host under ordorun, with tiny blocks and one worker per rank, oversubscribed on
 // purpose (what is measured is the control plane, not the stencil), one line per rank count:
 //   ranks=N control_messages_per_rank_per_run=M startup_seconds=S run_seconds=T
-//     [mpi_run_seconds=U ordo_vs_mpi=T/U]
+//     store_bytes_per_rank=B addresses_per_rank=A [mpi_run_seconds=U ordo_vs_mpi=T/U]
 // M is the runtime's own count of the control messages rank 0 sent during the run (the app's
 // control_messages=; rank 0 is the root of the control plane's tree, and no rank sends more):
 // the graph check, shared memory's set-up, the run's barrier and its quiescence waves. S is the
 // job's wall time less the run (spawn, connect, graph building and check, verdict, teardown),
-// T rank 0's run. The MPI baseline (mpirun -n N ordo-mpi-heat2d, same grid) runs in the same
+// T rank 0's run. B is the most bytes ordorun's store sent one rank (ordorun --verbose: its
+// start-up exchange, address fetches and closing barrier), A the most other ranks' addresses
+// one rank held at its end (ORDO_VERBOSE's endpoints line): both O(1) and O(neighbours) per
+// rank, where every rank used to receive and keep N addresses. The MPI baseline (mpirun -n N ordo-mpi-heat2d, same grid) runs in the same
 // invocation when it is built and mpirun is there. Each rank count runs --reps times,
 // round-robin with MPI, and the medians are printed. The last line is the growth of M from 4
 // ranks to the most asked for: growth=M(max)/M(4) (the target, log growth, is at most 3 for 64
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -36,12 +40,27 @@ namespace ordo::bench {
 namespace {
 
 struct Measure {
-  std::vector<double> messages, startup, run, mpi_run;
+  std::vector<double> messages, startup, run, mpi_run, store_bytes, addresses;
   std::string failure;  // set once a run of this rank count failed
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ordorun --verbose's "store: sent T bytes to N rank(s), at most B to one rank" and the
+// ranks' "ordo: endpoints: ... it holds A rank address(es)": B and the largest A.
+std::optional<std::pair<double, double>> store_and_addresses(const std::string& text) {
+  static const std::regex store_line(R"(store: sent \d+ bytes to \d+ rank\(s\), at most (\d+) to one rank)");
+  static const std::regex held_line(R"(ordo: endpoints: .* it holds (\d+) rank address)");
+  std::smatch m;
+  if (!std::regex_search(text, m, store_line)) return std::nullopt;
+  const double bytes = std::stod(m[1].str());
+  double most = -1;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), held_line); it != std::sregex_iterator(); ++it)
+    most = std::max(most, std::stod((*it)[1].str()));
+  if (most < 0) return std::nullopt;
+  return std::pair{bytes, most};
 }
 
 std::optional<double> number(const AppResult& r, const std::string& key) {
@@ -107,7 +126,8 @@ int run(int argc, char** argv) {
       const std::vector<std::string> grid{
           "--size", std::to_string(rows * n) + "x" + std::to_string(cols),
           "--iters", std::to_string(iters)};
-      std::vector<std::string> job{ordorun->string(), "--timeout", std::to_string(timeout_s),
+      std::vector<std::string> job{"env", "ORDO_VERBOSE=1", ordorun->string(), "--verbose",
+                                   "--timeout", std::to_string(timeout_s),
                                    "-n", std::to_string(n), app->string(),
                                    "--blocks", std::to_string(n) + "x2", "--workers", "1"};
       job.insert(job.end(), grid.begin(), grid.end());
@@ -120,13 +140,18 @@ int run(int argc, char** argv) {
         messages = number(res[0], "control_messages");
         run = number(res[0], "seconds");
       }
-      if (out.status != 0 || !messages || !run) {
-        m.failure = out.status != 0 ? "rc=" + std::to_string(out.status) : "no_result_line";
+      const auto traffic = store_and_addresses(out.text);
+      if (out.status != 0 || !messages || !run || !traffic) {
+        m.failure = out.status != 0 ? "rc=" + std::to_string(out.status)
+                    : !traffic      ? "no_store_or_address_line"
+                                    : "no_result_line";
         std::fprintf(stderr, "ordo-bench-scale: %zu ranks failed (%s); the last output:\n%s\n", n,
                      m.failure.c_str(), last_lines(out.text, 8).c_str());
         continue;
       }
       m.messages.push_back(*messages);
+      m.store_bytes.push_back(traffic->first);
+      m.addresses.push_back(traffic->second);
       m.run.push_back(*run);
       m.startup.push_back(std::max(0.0, wall - *run));
       if (!with_mpi) continue;
@@ -154,8 +179,9 @@ int run(int argc, char** argv) {
     }
     std::string line = fmt::format(
         "ranks={} control_messages_per_rank_per_run={:.0f} startup_seconds={:.3f} "
-        "run_seconds={:.4f}",
-        n, median(m.messages), median(m.startup), median(m.run));
+        "run_seconds={:.4f} store_bytes_per_rank={:.0f} addresses_per_rank={:.0f}",
+        n, median(m.messages), median(m.startup), median(m.run), median(m.store_bytes),
+        median(m.addresses));
     if (!m.mpi_run.empty())
       line += fmt::format(" mpi_run_seconds={:.4f} ordo_vs_mpi={:.3f}", median(m.mpi_run),
                           median(m.run) / median(m.mpi_run));

@@ -34,9 +34,10 @@
       and exits 137.
   ranks_test.py ORDORUN endpoints BIN RANKS -- ARGS...
       RANKS ranks over TCP with ORDO_VERBOSE=1, --verify and --output (the run, the apps'
-      result gathers onto every rank, the output's): each rank's endpoints, as it reports them
-      when its Runtime ends, are at most its control-plane tree neighbours and its block rows'
-      neighbours (ARGS give each rank one row of blocks), and the output equals one rank's.
+      result gathers onto every rank, the output's): each rank's endpoints and the rank
+      addresses it holds, as it reports them when its Runtime ends, are at most its
+      control-plane tree neighbours and its block rows' neighbours (ARGS give each rank one row
+      of blocks), and the output equals one rank's.
   ranks_test.py ORDORUN cores|mpirun_cores BIN RANKS -- ARGS...
       RANKS ranks on this host (ORDO_VERBOSE=1), with the default, 1 and 3 workers each: when
       the host has at least RANKS cores, the ranks' shares are disjoint and hold their workers;
@@ -439,9 +440,11 @@ def case_endpoints(binary, n, args):
         if "verify=ok" not in line:
             fail("%d ranks: %s" % (n, line))
         same_file(ref, out, "%d ranks" % n)
-        opened = {int(m.group(1)): int(m.group(2)) for m in re.finditer(
-            r"^\[(\d+)\] ordo: endpoints: this rank opened (\d+), to %d other rank" % (n - 1),
-            p.stderr, re.M)}
+        reports = {int(m.group(1)): (int(m.group(2)), int(m.group(3))) for m in re.finditer(
+            r"^\[(\d+)\] ordo: endpoints: this rank opened (\d+), to %d other rank\(s\); "
+            r"it holds (\d+) rank address" % (n - 1), p.stderr, re.M)}
+        opened = {r: e for r, (e, _) in reports.items()}
+        held = {r: a for r, (_, a) in reports.items()}
         if sorted(opened) != list(range(n)):
             fail("ranks %s did not report their endpoints: %s" % (
                 sorted(set(range(n)) - set(opened)), p.stderr[-3000:]))
@@ -450,8 +453,12 @@ def case_endpoints(binary, n, args):
             if opened[r] > len(allowed):
                 fail("rank %d opened %d endpoints; its tree and block-row neighbours are %s" % (
                     r, opened[r], sorted(allowed)))
-        print("endpoints per rank: %s (of %d ranks), output identical to one rank" % (
-            [opened[r] for r in range(n)], n))
+            # Addresses are fetched for those neighbours only, not received for every rank.
+            if held[r] > len(allowed):
+                fail("rank %d holds %d rank addresses; its tree and block-row neighbours are %s" % (
+                    r, held[r], sorted(allowed)))
+        print("endpoints per rank: %s, addresses held: %s (of %d ranks), output identical to "
+              "one rank" % ([opened[r] for r in range(n)], [held[r] for r in range(n)], n))
 
 
 def units(text):

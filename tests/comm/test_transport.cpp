@@ -2,12 +2,15 @@
 // transport over UCX's self transport (a rank sending to itself), including its misuse errors.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <numeric>
 #include <thread>
 #include <vector>
 
+#include "comm/address_book.hpp"
 #include "comm/bootstrap.hpp"
 #include "comm/store_protocol.hpp"
 #include "comm/transport.hpp"
@@ -55,6 +58,43 @@ TEST_CASE("store rejects malformed requests", "[comm]") {
                                  std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}};
   CHECK_FALSE(store::parse_request(huge, used, bad).has_value());
   CHECK(bad);
+}
+
+TEST_CASE("get_runs and get_list answers that lie about their sizes are refused", "[comm]") {
+  const auto a = bytes_of("host-a"), b = bytes_of("host-b");
+  std::vector<std::byte> good;
+  store::append_run(good, 3, a);
+  store::append_run(good, 1, b);
+  auto runs = store::parse_runs(good, 4);
+  REQUIRE(runs.has_value());
+  REQUIRE(runs->size() == 2);
+  CHECK((*runs)[0].count == 3);
+  CHECK((*runs)[0].value == a);
+  CHECK((*runs)[1].count == 1);
+  CHECK((*runs)[1].value == b);
+  CHECK_FALSE(store::parse_runs(good, 5).has_value());  // covers 4 ranks, not 5
+  CHECK_FALSE(store::parse_runs(good, 3).has_value());  // a run past the ranks asked for
+  auto longer = good;
+  longer.push_back(std::byte{0});  // a byte past the last run
+  CHECK_FALSE(store::parse_runs(longer, 4).has_value());
+  for (std::size_t cut = 0; cut < good.size(); ++cut)  // every truncation
+    CHECK_FALSE(store::parse_runs(std::vector<std::byte>(good.begin(), good.begin() + std::ptrdiff_t(cut)), 4)
+                    .has_value());
+  std::vector<std::byte> lying;  // a length beyond what is there
+  store::put_u32(lying, 1);
+  store::put_u32(lying, 1000);
+  CHECK_FALSE(store::parse_runs(lying, 1).has_value());
+  std::vector<std::byte> empty_run;  // a run of no rank would never end
+  store::append_run(empty_run, 0, a);
+  CHECK_FALSE(store::parse_runs(empty_run, 1).has_value());
+
+  const auto list = store::encode_list({4, 0, 7});
+  CHECK(store::parse_list(list) == std::vector<std::uint32_t>{4, 0, 7});
+  CHECK_FALSE(store::parse_list(std::vector<std::byte>(list.begin(), list.end() - 1)).has_value());
+  auto more = list;
+  store::put_u32(more, 9);  // one index more than the count says
+  CHECK_FALSE(store::parse_list(more).has_value());
+  CHECK_FALSE(store::parse_list({}).has_value());
 }
 
 TEST_CASE("single bootstrap is rank 0 of 1", "[comm]") {
@@ -171,32 +211,89 @@ TEST_CASE("transport misuse is reported, not crashed on", "[comm]") {
 
 namespace {
 
-// Rank 0 of 2 whose peer's contribution to the first exchange is `peer_blob`: what a rank of
-// another ordo build (or a corrupted store) would send.
+// Rank 0 of 2 whose start-up exchange and fetches are what a rank of another ordo build, a
+// corrupted store or a lying launcher would give: `runs` for the hosts (empty: rank 0's host
+// record for both), `address` as rank 1's published address, and `extra` records more than
+// asked for.
 class ForgedPeer final : public Bootstrap {
  public:
-  explicit ForgedPeer(Blob peer_blob) : peer_(std::move(peer_blob)) {}
+  ForgedPeer(std::vector<Run> runs, Blob address, std::size_t extra = 0)
+      : runs_(std::move(runs)), address_(std::move(address)), extra_(extra) {}
   int rank() const override { return 0; }
   int size() const override { return 2; }
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
   const char* kind() const override { return "forged"; }
   std::vector<Blob> allgather(std::span<const std::byte> mine) override {
-    return {Blob(mine.begin(), mine.end()), peer_};
+    return {Blob(mine.begin(), mine.end()), Blob(mine.begin(), mine.end())};
+  }
+  std::vector<Run> exchange(std::span<const std::byte> shared, std::span<const Blob>) override {
+    if (runs_.empty()) return {{2, Blob(shared.begin(), shared.end())}};
+    return runs_;
+  }
+  // Rank 1's pid is rank 0's, as threads of one process (only a pid that is not 8 bytes is
+  // malformed); its address is `address`.
+  std::vector<Blob> fetch(std::size_t part, std::span<const int> ranks) override {
+    check_ranks(ranks);
+    Blob pid(sizeof(std::int64_t));
+    const std::int64_t me = ::getpid();
+    std::memcpy(pid.data(), &me, sizeof me);
+    return std::vector<Blob>(ranks.size() + extra_, part == AddressBook::kPidPart ? pid : address_);
   }
   void barrier() override {}
 
  private:
-  Blob peer_;
+  std::vector<Run> runs_;
+  Blob address_;
+  std::size_t extra_;
 };
 
 }  // namespace
 
-TEST_CASE("a peer address too short to hold its locality record is refused", "[comm]") {
-  ForgedPeer boot(bytes_of("short"));
-  Transport t(boot);
-  CHECK_THROWS_WITH(t.connect(), Catch::Contains("rank 1 sent a malformed address (5 bytes)") &&
-                                     Catch::Contains("same ordo build"));
+TEST_CASE("a malformed start-up exchange is refused at connect, naming what is wrong", "[comm]") {
+  {  // A host record of the wrong size.
+    ForgedPeer boot({{2, bytes_of("short")}}, {});
+    Transport t(boot);
+    CHECK_THROWS_WITH(t.connect(), Catch::Contains("malformed host record for ranks from 0 (5 bytes") &&
+                                       Catch::Contains("same ordo build"));
+  }
+  {  // Runs that cover one rank of two.
+    const Blob host(sizeof(ordo::comm::HostRecord), std::byte{0});
+    ForgedPeer boot({{1, host}}, {});
+    Transport t(boot);
+    CHECK_THROWS_WITH(t.connect(), Catch::Contains("host records for 1 of 2 ranks"));
+  }
+  {  // A run claiming more ranks than the job has.
+    const Blob host(sizeof(ordo::comm::HostRecord), std::byte{0});
+    ForgedPeer boot({{3, host}}, {});
+    Transport t(boot);
+    CHECK_THROWS_WITH(t.connect(), Catch::Contains("3 rank(s)"));
+  }
+}
+
+TEST_CASE("an empty peer address, a lying fetch or a rank outside the job is refused",
+          "[comm]") {
+  {
+    ForgedPeer boot({}, {});
+    Transport t(boot);
+    t.connect();
+    CHECK(t.addresses_held() == 0);
+    CHECK_THROWS_WITH(t.learn_addresses(std::vector<int>{1}),
+                      Catch::Contains("rank 1 published an empty address"));
+    CHECK_THROWS_WITH(t.learn_addresses(std::vector<int>{2}),
+                      Catch::Contains("rank 2, but the job has ranks 0..1"));
+    CHECK_THROWS_WITH(t.learn_addresses(std::vector<int>{-1}),
+                      Catch::Contains("rank -1, but the job has ranks 0..1"));
+    // The first send to rank 1 fetches its address (the last resort), and refuses it the same way.
+    CHECK_THROWS_WITH(t.send(1, 1, {}, {}, nullptr), Catch::Contains("empty address"));
+    CHECK(t.addresses_held() == 0);
+  }
+  {
+    ForgedPeer boot({}, bytes_of("0123456789abcdef"), 1);
+    Transport t(boot);
+    // The pids of the ranks on this host come first: one more than asked for is refused too.
+    CHECK_THROWS_WITH(t.connect(), Catch::Contains("asked for the pids of 1 rank(s) of its host and got 2"));
+  }
 }
 
 TEST_CASE("wake interrupts an idle wait", "[comm]") {

@@ -63,6 +63,13 @@ def main():
     put("store", "range", script((1, hello1 + request(4, b"ag/0/", struct.pack(">II", 0, 2))),
                                  (0, hello0 + request(2, b"ag/0/0", b"x" * 10)),
                                  (1, request(2, b"ag/0/1", b"y"))))
+    # get_runs (op 5) of two equal values, then get_list (op 6) of a key put, one nobody put
+    # (answered missing) and an index past the ranks (refused).
+    put("store", "runs_list", script((1, hello1 + request(5, b"h/", struct.pack(">II", 0, 2))),
+                                     (0, hello0 + request(2, b"h/0", b"same") + request(2, b"h/1", b"same")),
+                                     (1, request(6, b"h/", struct.pack(">III", 2, 1, 0))
+                                         + request(6, b"none/", struct.pack(">II", 1, 0))
+                                         + request(6, b"h/", struct.pack(">II", 1, 7)))))
     # fuzz_remote_lock.cpp: [header length (top bit: to rank 1)][header][payload]; the wire
     # header is kind u8 (1 GRANT, 2 RELEASE), initial u8, flags u16 (1 early, 4 shared),
     # location u32 (0 x, 1 y, 2 z), phase u32. x (32 bytes) and z (512) live on rank 0; x's

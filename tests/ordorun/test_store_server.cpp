@@ -190,6 +190,77 @@ TEST_CASE("a get_range is answered once, with every key of the range, in its tur
   CHECK(f.server->requests_per_rank() == std::vector<std::uint64_t>{4, 5, 0});
 }
 
+TEST_CASE("get_runs sends equal values of consecutive keys once; get_list answers at once, "
+          "missing keys and indices past the ranks refused", "[ordorun][store]") {
+  Fixture f({}, 4);
+  Client a(f.at()), b(f.at());
+  REQUIRE(a.send(request(store::Op::hello, "0", token)));
+  REQUIRE(b.send(request(store::Op::hello, "1", token)));
+  REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return a.got.size() >= 5 && b.got.size() >= 5; }));
+  a.got.clear();
+  b.got.clear();
+  const std::vector<std::byte> all4 = store::encode_range(0, 4);
+  // Parked until the fourth key: runs "x" x1, "y" x2, "x" x1 (equal but not consecutive).
+  REQUIRE(b.send(store::encode_request(store::Op::get_runs, "h/", all4.data(), all4.size())));
+  for (const auto& [k, v] : {std::pair{"h/0", "x"}, {"h/1", "y"}, {"h/2", "y"}})
+    REQUIRE(a.send(request(store::Op::put, k, v)));
+  REQUIRE(f.drive([&] { a.poll_in(); return a.got.size() >= 15; }));
+  f.drive([&] { return false; }, 50ms);
+  b.poll_in();
+  CHECK(b.got.empty());
+  REQUIRE(a.send(request(store::Op::put, "h/3", "x")));
+  std::vector<std::byte> runs;
+  store::append_run(runs, 1, bytes("x"));
+  store::append_run(runs, 2, bytes("y"));
+  store::append_run(runs, 1, bytes("x"));
+  const auto want_runs = store::encode_response(store::Status::ok, runs);
+  REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want_runs.size(); }));
+  CHECK(b.got == want_runs);
+  REQUIRE(store::parse_runs(runs, 4).has_value());
+
+  auto list = [](const std::vector<std::uint32_t>& indices) {
+    const std::vector<std::byte> v = store::encode_list(indices);
+    return store::encode_request(store::Op::get_list, "h/", v.data(), v.size());
+  };
+  b.got.clear();
+  // In the order asked; h/1 twice.
+  REQUIRE(b.send(list({3, 1, 1})));
+  std::vector<std::byte> entries;
+  for (const char* v : {"x", "y", "y"}) store::append_entry(entries, bytes(v));
+  const auto want_list = store::encode_response(store::Status::ok, entries);
+  REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want_list.size(); }));
+  CHECK(b.got == want_list);
+  // In its turn behind a parked get, and then at once: a key nobody put is answered missing
+  // (naming it), never waited for; an index past the ranks, more indices than ranks, or a
+  // count that lies about the indices that follow are refused.
+  b.got.clear();
+  REQUIRE(b.send(request(store::Op::get, "later")));
+  const std::vector<std::byte> lying = store::encode_list({1, 2});
+  REQUIRE(b.send(store::encode_request(store::Op::get_list, "h/", lying.data(), lying.size() - 4)));
+  REQUIRE(b.send(list({0, 4})));
+  REQUIRE(b.send(list({0, 0, 0, 0, 0})));
+  REQUIRE(b.send(store::encode_request(store::Op::get_list, "none/", store::encode_list({2}).data(), 8)));
+  f.drive([&] { return false; }, 50ms);
+  b.poll_in();
+  CHECK(b.got.empty());
+  REQUIRE(a.send(request(store::Op::put, "later", "z")));
+  std::vector<std::byte> want = ok("z");
+  for (int i = 0; i < 3; ++i) {
+    const auto r = store::encode_response(store::Status::bad_request, {});
+    want.insert(want.end(), r.begin(), r.end());
+  }
+  const auto missing = store::encode_response(store::Status::missing, bytes("none/2"));
+  want.insert(want.end(), missing.begin(), missing.end());
+  REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want.size(); }));
+  CHECK(b.got == want);
+  // What the store sent each rank, counted: b got every answer above, a its puts' (and each
+  // its hello's).
+  const auto& sent = f.server->bytes_sent_per_rank();
+  CHECK(sent[0] == 5 * 6);
+  CHECK(sent[1] == 5 + want_runs.size() + want_list.size() + want.size());
+  CHECK(sent[2] == 0);
+}
+
 // A rank that dies before its put leaves its peers parked on a get or get_range that no put
 // will answer: ordorun's stop answers them, and every later get for a missing key, with why.
 // Before, they waited until their bootstrap timeout or ordorun's SIGKILL, whichever came first.

@@ -242,7 +242,23 @@ int Job::run() {
   for (Rank& r : ranks_)
     for (Stream& s : r.streams)
       if (s.fd.is_open()) loop_.unwatch(s.fd.get());
+  if (opt_.verbose) say_store_traffic();
   return stopping_ ? exit_code_ : 0;
+}
+
+// --verbose: what the store sent and was asked, in all and to the rank that cost the most
+// (ordo-bench-scale reads this line; docs/distributed.md, "Start-up").
+void Job::say_store_traffic() const {
+  const auto& bytes = store_->bytes_sent_per_rank();
+  const auto& requests = store_->requests_per_rank();
+  std::uint64_t total = 0;
+  for (std::uint64_t b : bytes) total += b;
+  const std::uint64_t most_bytes = bytes.empty() ? 0 : *std::max_element(bytes.begin(), bytes.end());
+  const std::uint64_t most_requests =
+      requests.empty() ? 0 : *std::max_element(requests.begin(), requests.end());
+  say("store: sent " + std::to_string(total) + " bytes to " + std::to_string(bytes.size()) +
+      " rank(s), at most " + std::to_string(most_bytes) + " to one rank; at most " +
+      std::to_string(most_requests) + " request(s) from one rank");
 }
 
 void Job::start_ranks() {

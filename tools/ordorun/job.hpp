@@ -53,6 +53,7 @@ struct JobOptions {
   std::vector<std::string> command;
   StoreLimits store_limits;
   bool check_host = true;  // refuse more ranks than the host can start (host_limits.hpp)
+  bool verbose = false;     // say what the store served when the job ends
 };
 
 class Job {
@@ -81,6 +82,7 @@ class Job {
   void plan_ranks();
   std::vector<std::string> plan_store(std::vector<std::size_t>& listener_of_rank);
   void start_ranks();
+  void say_store_traffic() const;
   void on_signals();
   void on_hello(int rank);
   void pump(Rank& r, Stream& s);

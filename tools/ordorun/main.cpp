@@ -82,6 +82,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-host-check{false}", j.check_host,
                "start the ranks even when this host looks too small for them (the check counts "
                "what an ordo rank needs at least: 5 threads and 16 MiB; smaller programs may fit)");
+  app.add_flag("--verbose", j.verbose,
+               "when the job ends, say what the store sent (bytes in all, at most to one rank) "
+               "and the most requests one rank made");
   try {
     app.parse(argc, argv);
     j.command = app.remaining();

@@ -14,7 +14,6 @@
 #include "comm/store_protocol.hpp"
 
 namespace ordorun {
-namespace store = ordo::comm::store;
 
 namespace {
 
@@ -34,7 +33,7 @@ StoreServer::StoreServer(EventLoop& loop, std::string token, int ranks,
                          std::function<void(int)> on_hello)
     : loop_(loop), token_(std::move(token)), ranks_(ranks), limits_(limits),
       on_hello_(std::move(on_hello)), per_rank_(std::size_t(ranks), 0),
-      requests_(std::size_t(ranks), 0) {
+      requests_(std::size_t(ranks), 0), bytes_sent_(std::size_t(ranks), 0) {
   for (const std::string& address : addresses) {
     Listener l;
     l.fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -163,6 +162,13 @@ bool StoreServer::read_requests(Client& c) {
   }
 }
 
+StoreServer::Parked StoreServer::parked(const store::Request& r) {
+  Parked p;
+  p.key = r.key;
+  p.op = r.op;
+  return p;
+}
+
 bool StoreServer::serve(Client& c) {
   for (;;) {
     std::size_t used = 0;
@@ -179,17 +185,17 @@ bool StoreServer::serve(Client& c) {
       case store::Op::put: {
         if (c.rank < 0) return false;
         kv_[req->key] = std::move(req->value);
-        auto resp = store::encode_response(store::Status::ok, {});
-        c.out.insert(c.out.end(), resp.begin(), resp.end());
+        reply(c, store::encode_response(store::Status::ok, {}));
         break;
       }
       case store::Op::get:
         if (c.rank < 0) return false;
-        c.waiting.push_back({req->key});
+        c.waiting.push_back(parked(*req));
         break;
-      case store::Op::get_range: {
+      case store::Op::get_range:
+      case store::Op::get_runs: {
         if (c.rank < 0) return false;
-        Parked p{req->key, true};
+        Parked p = parked(*req);
         if (req->value.size() == 8) {
           p.first = store::get_u32(req->value.data());
           p.count = store::get_u32(req->value.data() + 4);
@@ -199,6 +205,18 @@ bool StoreServer::serve(Client& c) {
         // keys no rank will put.
         p.is_refused = req->value.size() != 8 || p.count > std::uint32_t(ranks_) ||
                        p.first > std::numeric_limits<std::uint32_t>::max() - p.count;
+        c.waiting.push_back(std::move(p));
+        break;
+      }
+      case store::Op::get_list: {
+        if (c.rank < 0) return false;
+        Parked p = parked(*req);
+        // More indices than ranks, or an index past them, names no rank's key: refused.
+        auto list = store::parse_list(req->value);
+        p.is_refused = !list || list->size() > std::size_t(ranks_) ||
+                       std::any_of(list->begin(), list->end(),
+                                   [&](std::uint32_t i) { return i >= std::uint32_t(ranks_); });
+        if (!p.is_refused) p.list = std::move(*list);
         c.waiting.push_back(std::move(p));
         break;
       }
@@ -217,16 +235,15 @@ bool StoreServer::authenticate(Client& c, const std::string& key, const std::vec
   c.rank = int(r);
   if (c.auth_timer != 0) loop_.cancel(c.auth_timer);
   c.auth_timer = 0;
-  auto resp = store::encode_response(store::Status::ok, {});
-  c.out.insert(c.out.end(), resp.begin(), resp.end());
+  reply(c, store::encode_response(store::Status::ok, {}));
   update_accepting();
   if (on_hello_) on_hello_(c.rank);
   return true;
 }
 
 bool StoreServer::is_answerable(Parked& p) const {
-  if (p.is_refused) return true;
-  if (!p.is_range) return kv_.count(p.key) != 0;
+  if (p.is_refused || p.op == store::Op::get_list) return true;
+  if (p.op == store::Op::get) return kv_.count(p.key) != 0;
   while (p.present < p.count && kv_.count(p.key + std::to_string(p.first + p.present)) != 0)
     ++p.present;
   return p.present == p.count;
@@ -243,27 +260,69 @@ void StoreServer::answer_parked() {
   for (auto& [fd, c] : clients_) {
     // Once the job stops, a request that lacks a value is answered with why (job_stopping).
     while (!c->waiting.empty() && (stopping_ || is_answerable(c->waiting.front()))) {
-      const Parked& p = c->waiting.front();
-      std::vector<std::byte> resp;
-      if (p.is_refused) {
-        resp = store::encode_response(store::Status::bad_request, {});
-      } else if (!is_answerable(c->waiting.front())) {
-        resp = store::encode_response(
-            store::Status::job_stopping,
-            std::vector<std::byte>(reinterpret_cast<const std::byte*>(stopping_->data()),
-                                   reinterpret_cast<const std::byte*>(stopping_->data()) + stopping_->size()));
-      } else if (!p.is_range) {
-        resp = store::encode_response(store::Status::ok, kv_.find(p.key)->second);
-      } else {
-        std::vector<std::byte> all;
-        for (std::uint32_t k = 0; k < p.count; ++k)
-          store::append_entry(all, kv_.find(p.key + std::to_string(p.first + k))->second);
-        resp = store::encode_response(store::Status::ok, all);
-      }
-      c->out.insert(c->out.end(), resp.begin(), resp.end());
+      Parked& p = c->waiting.front();
+      if (!is_answerable(p))
+        reply(*c, store::encode_response(
+                      store::Status::job_stopping,
+                      std::vector<std::byte>(reinterpret_cast<const std::byte*>(stopping_->data()),
+                                             reinterpret_cast<const std::byte*>(stopping_->data()) +
+                                                 stopping_->size())));
+      else
+        reply(*c, answer(p));
       c->waiting.pop_front();
     }
   }
+}
+
+std::vector<std::byte> StoreServer::answer(const Parked& p) const {
+  if (p.is_refused) return store::encode_response(store::Status::bad_request, {});
+  std::vector<std::byte> all;
+  switch (p.op) {
+    case store::Op::get:
+      return store::encode_response(store::Status::ok, kv_.find(p.key)->second);
+    case store::Op::get_range:
+      for (std::uint32_t k = 0; k < p.count; ++k)
+        store::append_entry(all, kv_.find(p.key + std::to_string(p.first + k))->second);
+      break;
+    case store::Op::get_runs: {
+      // Equal values of consecutive keys go once, with how many keys share them.
+      const std::vector<std::byte>* run = nullptr;
+      std::uint32_t length = 0;
+      for (std::uint32_t k = 0; k < p.count; ++k) {
+        const std::vector<std::byte>& v = kv_.find(p.key + std::to_string(p.first + k))->second;
+        if (run != nullptr && v == *run) {
+          ++length;
+          continue;
+        }
+        if (run != nullptr) store::append_run(all, length, *run);
+        run = &v;
+        length = 1;
+      }
+      if (run != nullptr) store::append_run(all, length, *run);
+      break;
+    }
+    case store::Op::get_list:
+      for (std::uint32_t i : p.list) {
+        const std::string key = p.key + std::to_string(i);
+        auto it = kv_.find(key);
+        if (it == kv_.end())
+          return store::encode_response(
+              store::Status::missing,
+              std::vector<std::byte>(reinterpret_cast<const std::byte*>(key.data()),
+                                     reinterpret_cast<const std::byte*>(key.data()) + key.size()));
+        store::append_entry(all, it->second);
+      }
+      break;
+    case store::Op::hello:
+    case store::Op::put:
+      break;  // never parked
+  }
+  return store::encode_response(store::Status::ok, all);
+}
+
+void StoreServer::reply(Client& c, const std::vector<std::byte>& response) {
+  c.out.insert(c.out.end(), response.begin(), response.end());
+  if (c.rank >= 0) bytes_sent_[std::size_t(c.rank)] += response.size();
 }
 
 void StoreServer::flush(Client& c) {

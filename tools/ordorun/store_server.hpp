@@ -30,10 +30,12 @@
 #include <string>
 #include <vector>
 
+#include "comm/store_protocol.hpp"
 #include "event_loop.hpp"
 #include "posix.hpp"
 
 namespace ordorun {
+namespace store = ordo::comm::store;
 
 struct StoreLimits {
   std::size_t max_pending = 64;
@@ -67,15 +69,20 @@ class StoreServer {
   std::size_t buffered_bytes() const;
   // Requests each rank made after its hello, over all its connections (puts, gets).
   const std::vector<std::uint64_t>& requests_per_rank() const { return requests_; }
+  // Bytes the store answered each rank with, over all its connections, hellos included: what
+  // a job's start-up costs ordorun per rank (docs/distributed.md, "Start-up").
+  const std::vector<std::uint64_t>& bytes_sent_per_rank() const { return bytes_sent_; }
 
  private:
-  // A get, or a get_range of keys prefix<first> .. prefix<first + count - 1>, not answered yet.
+  // A request not answered yet: a get, a get_range or get_runs of keys prefix<first> ..
+  // prefix<first + count - 1>, or a get_list (answerable at once, waiting only for its turn).
   struct Parked {
-    std::string key;  // get: the key; get_range: the prefix
-    bool is_range = false;
+    std::string key;  // get: the key; the others: the prefix
+    store::Op op = store::Op::get;
     std::uint32_t first = 0, count = 0;
-    std::uint32_t present = 0;  // get_range: the keys known to have values, from the first
-    bool is_refused = false;    // a malformed get_range: answered bad_request in its turn
+    std::uint32_t present = 0;  // get_range/get_runs: the keys known to have values, from the first
+    std::vector<std::uint32_t> list;  // get_list: the indices
+    bool is_refused = false;    // malformed: answered bad_request in its turn
   };
   struct Client {
     Fd fd;
@@ -95,11 +102,17 @@ class StoreServer {
   // Reads what the client sent and serves complete requests; false: drop the client.
   bool read_requests(Client& c);
   bool serve(Client& c);
+  // `r`, to be answered in its turn (its fields other than key and op: the caller's).
+  static Parked parked(const store::Request& r);
   bool authenticate(Client& c, const std::string& key, const std::vector<std::byte>& value);
   void answer_parked();
   // Whether `p` can be answered now: its keys all have values (get_range: counting on from
   // p.present, so that each key is looked up once it has a value), or it is refused.
   bool is_answerable(Parked& p) const;
+  // The answer to an answerable `p`.
+  std::vector<std::byte> answer(const Parked& p) const;
+  // Queues `response` to `c`, counted in bytes_sent_per_rank.
+  void reply(Client& c, const std::vector<std::byte>& response);
   void flush(Client& c);
   void drop(int fd);
   void drop_oldest_pending();
@@ -115,6 +128,7 @@ class StoreServer {
   std::map<std::string, std::vector<std::byte>> kv_;
   std::vector<int> per_rank_;  // authenticated connections per rank
   std::vector<std::uint64_t> requests_;
+  std::vector<std::uint64_t> bytes_sent_;
   std::optional<std::string> stopping_;  // why the job stops, once it does
   std::uint64_t accepted_ = 0;
   bool backing_off_ = false;
