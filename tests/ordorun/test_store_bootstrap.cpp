@@ -183,35 +183,20 @@ TEST_CASE("the store bootstrap's collectives cost each rank the same requests at
     ordorun::EventLoop loop;
     ordorun::StoreServer server(loop, token, ranks, {"127.0.0.1"}, {}, nullptr);
     const std::string at = server.endpoint(0);
-    std::atomic<int> done{0};
-    std::vector<std::string> wrong(static_cast<std::size_t>(ranks));  // per rank: what went wrong, or ""
     std::vector<std::unique_ptr<ordo::comm::Bootstrap>> boots(static_cast<std::size_t>(ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < ranks; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          auto& boot = boots[std::size_t(r)];
-          boot = ordo::comm::Bootstrap::store(r, ranks, at, 20s, token);
-          for (int round = 0; round < 2; ++round) {
-            const std::vector<ordo::comm::Blob> all = boot->allgather(blob(round, r));
-            if (all.size() != std::size_t(ranks)) wrong[std::size_t(r)] = "wrong count";
-            for (int q = 0; q < ranks && all.size() == std::size_t(ranks); ++q)
-              if (all[std::size_t(q)] != blob(round, q))
-                wrong[std::size_t(r)] = "rank " + std::to_string(q) + "'s blob of round " +
-                                        std::to_string(round) + " differs";
-          }
-          boot->barrier();
-        } catch (const std::exception& e) {
-          wrong[std::size_t(r)] = e.what();
-        }
-        done.fetch_add(1);
-      });
-    const auto end = ordorun::EventLoop::Clock::now() + 60s;
-    while (done.load() < ranks && ordorun::EventLoop::Clock::now() < end) {
-      loop.at(ordorun::EventLoop::Clock::now() + 5ms, [] {});  // bounds each turn's wait
-      loop.run_once();
-    }
-    for (auto& t : threads) t.join();
+    const std::vector<std::string> wrong = run_ranks(loop, ranks, [&](int r) {
+      auto& boot = boots[std::size_t(r)];
+      boot = ordo::comm::Bootstrap::store(r, ranks, at, 20s, token);
+      for (int round = 0; round < 2; ++round) {
+        const std::vector<ordo::comm::Blob> all = boot->allgather(blob(round, r));
+        if (all.size() != std::size_t(ranks)) throw std::runtime_error("wrong count");
+        for (int q = 0; q < ranks; ++q)
+          if (all[std::size_t(q)] != blob(round, q))
+            throw std::runtime_error("rank " + std::to_string(q) + "'s blob of round " +
+                                     std::to_string(round) + " differs");
+      }
+      boot->barrier();
+    });
     for (int r = 0; r < ranks; ++r) CHECK(wrong[std::size_t(r)] == "");
     // The bootstraps close their connections (and lifelines) before the store goes.
     boots.clear();

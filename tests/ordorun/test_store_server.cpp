@@ -41,6 +41,14 @@ std::vector<std::byte> ok(const std::string& value = "") {
   return store::encode_response(store::Status::ok, bytes(value));
 }
 
+// Appends `n` bad_request answers to `out`.
+void append_refusals(std::vector<std::byte>& out, int n) {
+  for (int i = 0; i < n; ++i) {
+    const auto r = store::encode_response(store::Status::bad_request, {});
+    out.insert(out.end(), r.begin(), r.end());
+  }
+}
+
 // A blocking-connect, non-blocking-read client of the store.
 struct Client {
   int fd = -1;
@@ -87,6 +95,14 @@ struct Fixture {
                                            [this](int r) { hellos.push_back(r); });
   }
   std::string at() const { return server->endpoint(0); }
+  // `a` and `b` say hello as ranks 0 and 1; returns once both are answered, answers dropped.
+  void say_hello(Client& a, Client& b) {
+    REQUIRE(a.send(request(store::Op::hello, "0", token)));
+    REQUIRE(b.send(request(store::Op::hello, "1", token)));
+    REQUIRE(drive([&] { a.poll_in(); b.poll_in(); return a.got.size() >= 5 && b.got.size() >= 5; }));
+    a.got.clear();
+    b.got.clear();
+  }
   // Runs the loop until done() or the time is up; returns done().
   bool drive(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
     const auto end = EventLoop::Clock::now() + limit;
@@ -139,11 +155,7 @@ TEST_CASE("a rank that says hello may put and get; a get waits for its put", "[o
 TEST_CASE("a get_range is answered once, with every key of the range, in its turn", "[ordorun][store]") {
   Fixture f({}, 3);
   Client a(f.at()), b(f.at());
-  REQUIRE(a.send(request(store::Op::hello, "0", token)));
-  REQUIRE(b.send(request(store::Op::hello, "1", token)));
-  REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return a.got.size() >= 5 && b.got.size() >= 5; }));
-  a.got.clear();
-  b.got.clear();
+  f.say_hello(a, b);
   auto range = [](const std::string& prefix, std::uint32_t first, std::uint32_t count) {
     const std::vector<std::byte> v = store::encode_range(first, count);
     return store::encode_request(store::Op::get_range, prefix, v.data(), v.size());
@@ -181,10 +193,7 @@ TEST_CASE("a get_range is answered once, with every key of the range, in its tur
   CHECK(b.got.empty());
   REQUIRE(a.send(request(store::Op::put, "later", "x")));
   std::vector<std::byte> want_refusals = ok("x");
-  for (int i = 0; i < 3; ++i) {
-    const auto r = store::encode_response(store::Status::bad_request, {});
-    want_refusals.insert(want_refusals.end(), r.begin(), r.end());
-  }
+  append_refusals(want_refusals, 3);
   REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want_refusals.size(); }));
   CHECK(b.got == want_refusals);
   CHECK(f.server->requests_per_rank() == std::vector<std::uint64_t>{4, 5, 0});
@@ -194,11 +203,7 @@ TEST_CASE("get_runs sends equal values of consecutive keys once; get_list answer
           "missing keys and indices past the ranks refused", "[ordorun][store]") {
   Fixture f({}, 4);
   Client a(f.at()), b(f.at());
-  REQUIRE(a.send(request(store::Op::hello, "0", token)));
-  REQUIRE(b.send(request(store::Op::hello, "1", token)));
-  REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return a.got.size() >= 5 && b.got.size() >= 5; }));
-  a.got.clear();
-  b.got.clear();
+  f.say_hello(a, b);
   const std::vector<std::byte> all4 = store::encode_range(0, 4);
   // Parked until the fourth key: runs "x" x1, "y" x2, "x" x1 (equal but not consecutive).
   REQUIRE(b.send(store::encode_request(store::Op::get_runs, "h/", all4.data(), all4.size())));
@@ -245,10 +250,7 @@ TEST_CASE("get_runs sends equal values of consecutive keys once; get_list answer
   CHECK(b.got.empty());
   REQUIRE(a.send(request(store::Op::put, "later", "z")));
   std::vector<std::byte> want = ok("z");
-  for (int i = 0; i < 3; ++i) {
-    const auto r = store::encode_response(store::Status::bad_request, {});
-    want.insert(want.end(), r.begin(), r.end());
-  }
+  append_refusals(want, 3);
   const auto missing = store::encode_response(store::Status::missing, bytes("none/2"));
   want.insert(want.end(), missing.begin(), missing.end());
   REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= want.size(); }));
