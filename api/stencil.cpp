@@ -177,7 +177,16 @@ void Stencil::Impl::declare_exchange() {
       p->dirs.push_back(o);
     }
     halo.exports[b] = grid.declare_exports(g, b, spec.name, halo.width, remote, levels);
-    for (const core::Export& e : halo.exports[b]) g.set_home_rank(e.loc, placement.home[b]);
+    ExportStage& stage = stages[b];
+    stage = {};
+    for (const core::Export& e : halo.exports[b]) {
+      g.set_home_rank(e.loc, placement.home[b]);
+      if (!is_staged_export(e)) continue;
+      Ix lo{}, hi{};
+      geometry::send_box(geo.pad, static_cast<std::ptrdiff_t>(halo.width), e.dir, lo, hi);
+      stage.parts.push_back({lo[2], stage.count});
+      stage.count += e.count;
+    }
   }
   grid.wire_imports(halo, read_dirs);
 

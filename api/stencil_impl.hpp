@@ -107,6 +107,14 @@ struct Stencil::Impl {
   // that group; the export task uses the stage only while it matches, then clears it. Guarded
   // by the block's main location (the compute task writes it, the export task reads it).
   struct ExportStage {
+    // Each staged export's part of a row: the column it starts at, and where row (p, j)'s part
+    // goes in `values`: first + (p * rows + j) * halo width. Set when the exchange is declared.
+    struct Part {
+      std::ptrdiff_t col = 0;
+      std::size_t first = 0;
+    };
+    std::vector<Part> parts;
+    std::size_t count = 0;       // values of every part
     std::vector<double> values;  // the staged exports' packed values, one after the other
     double steps = -1;
   };

@@ -274,34 +274,38 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   const std::ptrdiff_t U = d >= 3 ? 1 : shift_rows;
   const std::ptrdiff_t J = d >= 3 ? slab_rows(b, lo[1], hi[1]) : hi[1] - lo[1];
   const std::ptrdiff_t slabs = (hi[1] - lo[1] + J - 1) / J;
-  // The staged exports (is_staged_export): the column each row's part starts at, and where
-  // row (p, j)'s part goes, at (p * rows + j) * width (the last step's range is the block).
-  struct Staged {
-    std::ptrdiff_t col = 0;
-    double* to = nullptr;
-  };
-  std::vector<Staged> staged;
-  if (stage) {
-    std::size_t n = 0;
-    for (const core::Export& e : halo.exports[b])
-      if (is_staged_export(e)) n += e.count;
-    std::vector<double>& values = stages[b].values;
-    values.resize(n);
-    n = 0;
-    for (const core::Export& e : halo.exports[b]) {
-      if (!is_staged_export(e)) continue;
-      Ix elo{}, ehi{};
-      geometry::send_box(pad, width, e.dir, elo, ehi);
-      staged.push_back({elo[2], values.data() + n});
-      n += e.count;
-    }
-  }
-  // The imports (all late, is_late_face), those across dimension 0 apart: the units of a
+  // The staged exports (is_staged_export), filled by the last step, whose range is the block.
+  ExportStage* const st = stage && !stages[b].parts.empty() ? &stages[b] : nullptr;
+  if (st) st->values.resize(st->count);
+  // The imports (all late, is_late_face). Those across dimension 0 per slab: the units of a
   // plane read no other plane's halo (a star), which is unpacked just before them, its lines
-  // fetched ahead by the plane before.
-  std::vector<LateFace> across, along;
-  for (const LateFace& f : late) (f.import->dir[0] != 0 ? across : along).push_back(f);
-  Ix ulo = lo, uhi = hi, x{};
+  // fetched ahead by the plane before. The others per plane, except those across the last
+  // dimension in 3-D: a row's part of such a face is what only that row's unit reads, one
+  // value per row on a line of its own, so it is unpacked just before the unit reads that line
+  // (unpacked a plane ahead, the slab's lines would each be fetched twice).
+  auto is_across = [](const LateFace& f) { return f.import->dir[0] != 0; };
+  auto is_row_face = [&](const LateFace& f) {
+    return d == 3 && f.import->dir[0] == 0 && f.import->dir[1] == 0;
+  };
+  struct RowFace {
+    const double* src = nullptr;  // the face's values, plane by plane, row by row
+    std::size_t count = 0;        // values per level
+    std::ptrdiff_t col = 0;       // the halo column its part of a row starts at
+  };
+  std::array<RowFace, 2> row_faces{};  // a star in 3-D has two faces across the last dimension
+  std::size_t n_row_faces = 0;
+  std::array<double*, kMaxLevels> level{};
+  for (std::size_t l = 0; l < levels; ++l)
+    level[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l));
+  for (const LateFace& f : late) {
+    if (!is_row_face(f)) continue;
+    Ix flo{}, fhi{};
+    geometry::halo_box(pad, width, f.import->dir, flo, fhi);
+    row_faces.at(n_row_faces++) = {f.src, f.import->count, flo[2]};
+  }
+  // A unit's range differs from [lo, hi) along dimensions 0 and 1 only.
+  blk.lo = lo;
+  blk.hi = hi;
   for (std::ptrdiff_t n = 0; n < slabs; ++n) {
     const std::ptrdiff_t j0 = lo[1] + (down ? n : slabs - 1 - n) * J;
     const std::ptrdiff_t j1 = std::min(j0 + J, hi[1]);
@@ -309,30 +313,50 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
     // rows beyond the range's ends, or other slabs' rows, whose cells at the old place no
     // unit has written yet: only the units of the slab that holds them will).
     const std::ptrdiff_t r0 = j0 - h, r1 = j1 + h;
-    for (const LateFace& f : across) {
+    for (const LateFace& f : late) {
+      if (!is_across(f)) continue;
       Ix flo{}, fhi{};
       geometry::halo_box(pad, width, f.import->dir, flo, fhi);
       for (std::ptrdiff_t p = flo[0]; p < fhi[0]; ++p) unpack_late(b, main, rot, f, p, r0, r1);
     }
     for (std::ptrdiff_t p = down ? lo[0] : hi[0] - 1; down ? p < hi[0] : p >= lo[0]; p += step) {
-      for (const LateFace& f : along) unpack_late(b, main, rot, f, p, r0, r1);
-      ulo[0] = p;
-      uhi[0] = p + 1;
-      x[0] = p;
+      for (const LateFace& f : late)
+        if (!is_across(f) && !is_row_face(f)) unpack_late(b, main, rot, f, p, r0, r1);
+      blk.lo[0] = p;
+      blk.hi[0] = p + 1;
+      // In 3-D: where row (p, j) starts (pad.at), and its part of a face or stage (packed
+      // plane by plane, row by row, `width` values a row).
+      const std::ptrdiff_t plane_at = pad.base + p * pad.stride[0];
+      const std::ptrdiff_t plane_part = p * pad.ext[1];
+      // The row whose staged parts are still to copy: the one before, whose values the
+      // kernel's stores have left by now (read at once, they wait for those stores).
+      std::ptrdiff_t staged_row = -1;
+      auto copy_staged = [&](std::ptrdiff_t j) {
+        const double* row = blk.out - pad.base + plane_at + j * pad.stride[1];
+        for (const ExportStage::Part& part : st->parts)
+          geometry::copy_row(st->values.data() + part.first + (plane_part + j) * width,
+                             row + part.col, static_cast<std::size_t>(width));
+      };
       for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += step * U) {
-        ulo[1] = down ? j : std::max(j0, j - U + 1);
-        uhi[1] = down ? std::min(j + U, j1) : j + 1;
-        blk.lo = ulo;
-        blk.hi = uhi;
-        kernel(blk);
-        x[1] = j;
-        for (const Staged& s : staged) {
-          x[2] = s.col;
-          const double* from = blk.out - pad.base + pad.at(x);
-          double* to = s.to + (p * pad.ext[1] + j) * width;
-          for (std::ptrdiff_t k = 0; k < width; ++k) to[k] = from[k];
+        blk.lo[1] = down ? j : std::max(j0, j - U + 1);
+        blk.hi[1] = down ? std::min(j + U, j1) : j + 1;
+        for (std::size_t i = 0; i < n_row_faces; ++i) {  // 3-D: the unit is row (p, j)
+          const RowFace& f = row_faces[i];
+          const std::ptrdiff_t at = plane_at + j * pad.stride[1] + f.col;
+          const double* from = f.src + (plane_part + j) * width;
+          // A line of the face holds the parts of a few rows: the next one's, well ahead.
+          __builtin_prefetch(reinterpret_cast<const void*>(
+              reinterpret_cast<std::uintptr_t>(from) +
+              static_cast<std::uintptr_t>(step * 8 * width) * sizeof(double)));
+          for (std::size_t l = 0; l < levels; ++l)
+            geometry::copy_row(level[l] + at, from + l * f.count, static_cast<std::size_t>(width));
         }
+        kernel(blk);
+        if (!st) continue;
+        if (staged_row >= 0) copy_staged(staged_row);
+        staged_row = j;
       }
+      if (st && staged_row >= 0) copy_staged(staged_row);
     }
   }
 }
