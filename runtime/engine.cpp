@@ -45,16 +45,6 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
   const auto& families = graph_.families();
   for (const Family& f : families)
     if (f.fiber && !fibers_) fibers_ = std::make_unique<FiberDriver>(*this, graph_, plan_);
-  if (!net_) {
-    // Grant the initial phase of every lock (below, once the tasks are set up). limit_ is 0,
-    // so every instance that becomes ready is held until the first run raises the limit.
-    for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
-      const LockPlan& lp = plan_.locks[l];
-      if (!lp.locked) continue;
-      locks_[l].phase = lp.initial_phase;
-      locks_[l].remaining.store(lp.initial_end - lp.initial_begin, std::memory_order_relaxed);
-    }
-  }
   auto add_free = [&](std::uint32_t begin, std::uint32_t end) {
     if (!free_runs_.empty() && free_runs_.back().second == begin)
       free_runs_.back().second = end;
@@ -103,6 +93,17 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
   if (load && storage_error_.empty() && !load(*this)) {
     broken_ = true;
     return;
+  }
+  // limit_ is 0: every instance this makes ready is held until the first run raises it.
+  grant_initial();
+}
+
+void Engine::grant_initial() {
+  for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
+    const LockPlan& lp = plan_.locks[l];
+    if (!lp.locked) continue;
+    locks_[l].phase = lp.initial_phase;
+    locks_[l].remaining.store(lp.initial_end - lp.initial_begin, std::memory_order_relaxed);
   }
   for (std::size_t l = 0; l < plan_.locks.size(); ++l) {
     const LockPlan& lp = plan_.locks[l];
@@ -236,6 +237,13 @@ void Engine::raise_limit(std::uint64_t limit) {
     for (const auto& [begin, end] : free_runs_) pool_->push(range_item(begin, end));
   }
   ORDO_ASSERT(limit >= limit_.load(std::memory_order_relaxed));  // the gate only rises
+  if (lanes_on_) {
+    // Nothing is held on lanes: every lane is at the old limit, and its item runs on to this.
+    limit_.store(limit, std::memory_order_release);  // pairs with the acquire in run_lane
+    for (unsigned l = 0; l < lanes_->size(); ++l)
+      if (!lanes_->is_empty(l)) pool_->push_to(l, kLane | l);  // lane l on worker l
+    return;
+  }
   std::vector<std::uint32_t> go;
   {
     std::lock_guard lock(hold_mu_);
@@ -388,6 +396,10 @@ void Engine::execute(sched::Item item, unsigned worker) {
 }
 
 void Engine::execute_one(sched::Item item, unsigned worker, std::uint64_t& uncounted) {
+  if (item & kLane) {
+    run_lane(static_cast<unsigned>(item & ~kLane), worker);
+    return;
+  }
   if (item & kRange) {
     run_range(static_cast<std::uint32_t>((item >> 31) & 0x7fffffff),
               static_cast<std::uint32_t>(item & 0x7fffffff), worker);
@@ -658,6 +670,7 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     }
     fibers_->set_stacks(stacks);  // no fiber is active between runs: each run may bring its own
   }
+  choose_protocol(pool);
   pool.attach(*this);
   if (pause && pause->every == 0) pause = nullptr;
   const std::uint64_t first = graph_.first_iteration();

@@ -6,7 +6,9 @@
 //   shared_peers.hpp   location memory shared with the ranks of this host;
 //   distribution.hpp   which rank is each location's home and runs each task.
 // One process uses the phase machine and, for fiber tasks, the fiber driver; the others exist
-// only when the graph is spread over ranks (a Net is given).
+// only when the graph is spread over ranks (a Net is given). A narrow graph in one process
+// runs on lanes instead (lanes.hpp, engine_lanes.cpp: no shared counter between the workers;
+// the rule: docs/model.md, "Lanes").
 //
 // State machine per location (see plan.hpp for why this is the ORWL FIFO):
 //   phase      -- index of the granted phase in the location's cyclic phase list
@@ -99,6 +101,7 @@
 #include "runtime/failure.hpp"
 #include "runtime/fiber_driver.hpp"
 #include "runtime/graph.hpp"
+#include "runtime/lanes.hpp"
 #include "runtime/net.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/remote_locks.hpp"
@@ -191,6 +194,16 @@ class Engine final : public sched::Executor {
   bool is_written(std::uint32_t location) const { return plan_.locks[location].locked; }
 
   void execute(sched::Item item, unsigned worker) override;
+
+  // Which protocol runs the graph in one process (lanes.hpp, docs/model.md "Lanes"):
+  // `automatic` takes lanes when Lanes::fits and the pool is flat and not oversubscribed;
+  // `always` whenever they can run at all; `never` keeps the phase machine. Lanes never run
+  // across ranks, with fiber tasks or while tracing (the trace records the phase machine's
+  // grants). Between runs; the next run changes protocol if needed.
+  enum class LaneChoice { automatic, always, never };
+  void set_lanes(LaneChoice choice) { lane_choice_ = choice; }
+  // Whether the latest run ran on lanes.
+  bool ran_lanes() const { return lanes_on_; }
 
   // For fiber task bodies (fiber_driver.hpp), on the instance's own fiber.
   using Hold = FiberDriver::Hold;
@@ -294,6 +307,18 @@ class Engine final : public sched::Executor {
     return kRange | (sched::Item{begin} << 31) | end;
   }
   void run_range(std::uint32_t begin, std::uint32_t end, unsigned worker);
+  // --- engine_lanes.cpp (lanes.hpp) ---
+  // A lane item: the lane's instances up to the limit (kLane | lane).
+  static constexpr sched::Item kLane = sched::Item{1} << 61;
+  void run_lane(unsigned lane, unsigned worker);
+  // Spins for the inputs of the lane's next instance; false when the lane parked instead.
+  bool wait_lane_inputs(unsigned lane, std::uint32_t position, std::uint64_t iteration);
+  // At the start of a run, before raise_limit: picks the protocol for `pool` and, when it
+  // changes, carries the state over (every locked task is at iteration done_iterations_).
+  void choose_protocol(const sched::Pool& pool);
+  // The phase machine's state before the iteration every locked task is at: the initial phase
+  // of every lock granted, the instances it makes ready held.
+  void grant_initial();
   void raise_limit(std::uint64_t limit);
   static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
   void grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
@@ -343,6 +368,10 @@ class Engine final : public sched::Executor {
   std::vector<int> task_node_;               // per task; empty or -1: no hint
   std::unique_ptr<sched::StackPool> own_stacks_;  // when run() was given none
   trace::Recorder* trace_ = nullptr;
+
+  LaneChoice lane_choice_ = LaneChoice::automatic;
+  std::unique_ptr<Lanes> lanes_;  // built at the first run that takes them, for its pool's size
+  bool lanes_on_ = false;         // the current state is the lanes' (else the phase machine's)
 
   std::vector<std::pair<std::uint32_t, std::uint32_t>> free_runs_;
   // Set by raise_limit before it pushes range items, while none runs (the push publishes them).

@@ -386,6 +386,12 @@ bool Pool::steal_from(Worker& thief, unsigned victim, Item& item) {
 }
 
 bool Pool::find(Worker& w, Item& item) {
+  // acquire: pairs with the release store in push_to().
+  if (const Item p = w.pinned.load(std::memory_order_acquire); p != kClosed) {
+    w.pinned.store(kClosed, std::memory_order_relaxed);  // only push_to fills it, when empty
+    item = p;
+    return true;
+  }
   if (++w.ticks % kInboxEvery == 0 && take_inbox(w.node, item)) return true;
   if (auto v = w.own.pop()) {
     item = *v;
@@ -465,7 +471,16 @@ void Pool::run(Worker& w, Item item) {
   exec->execute(item, w.index);
 }
 
-void Pool::notify() {
+void Pool::push_to(unsigned worker, Item item) {
+  if (item >= kOpen) throw std::invalid_argument("pool items must be below Pool::kOpen");
+  if (worker >= size()) throw std::invalid_argument("push_to: no worker " + std::to_string(worker));
+  // release: pairs with the acquire load in find(). The owner sees it in its next search, or,
+  // parked, once notify() wakes it (find() runs between W2 and W4, as for any other item).
+  workers_[worker]->pinned.store(item, std::memory_order_release);
+  notify(true);
+}
+
+void Pool::notify(bool all) {
   // seq_cst: N1, pairs with W2 (the fence in prepare_wait); see the protocol above.
   full_fence();
   if ((state_.load(std::memory_order_relaxed) & kWaiterMask) == 0) return;  // N2
@@ -476,7 +491,7 @@ void Pool::notify() {
     state_.fetch_add(kEpochOne, std::memory_order_seq_cst);  // N3
   }
   // With steal_far off a worker cannot see other nodes' work, so any one might not do.
-  if (steal_far_)
+  if (steal_far_ && !all)
     park_cv_.notify_one();
   else
     park_cv_.notify_all();

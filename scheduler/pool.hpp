@@ -135,6 +135,12 @@ class Pool {
   // workers should run the item; -1 for none. Ignored in flat mode.
   void push(Item item, int node);
 
+  // An item for worker `worker` alone: it takes it before anything else it finds, and no
+  // thief does. At most one pinned item per worker at a time (the runtime's lanes: one item
+  // per lane, lane i on worker i, so that a lane waits for its neighbours on a worker of its
+  // own, as an MPI rank does). Any thread.
+  void push_to(unsigned worker, Item item);
+
   // Installs the observer. Call only while no executor is attached. Workers may call it at any
   // time (parking is not tied to runs), so it must outlive the pool: construct it first.
   // release: pairs with the acquire loads on the workers, which may be parking right now.
@@ -200,6 +206,9 @@ class Pool {
     // kClosed; kOpen while the owner spins idle; or an item put there for the owner (pool.cpp,
     // "Mailboxes"). On a line of its own: the pusher writes it, the spinning owner reads it.
     alignas(64) std::atomic<Item> mailbox{kClosed};
+    // kClosed, or the item push_to() pinned to this worker (its owner empties it). On a line
+    // of its own: the owner reads it at every search.
+    alignas(64) std::atomic<Item> pinned{kClosed};
   };
   struct alignas(64) Inbox {
     std::atomic<std::size_t> count{0};  // items, readable without the lock
@@ -217,7 +226,9 @@ class Pool {
   bool close_mailbox(Worker& w, Item& item);
   bool steal_from(Worker& thief, unsigned victim, Item& item);
   void run(Worker& w, Item item);
-  void notify();
+  // Wakes a parked worker (every one with `all`: the item is for one that notify_one might
+  // not pick).
+  void notify(bool all = false);
   std::uint64_t prepare_wait();
   void cancel_wait();
   void commit_wait(std::uint64_t epoch);

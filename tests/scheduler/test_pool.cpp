@@ -217,6 +217,73 @@ TEST_CASE("a push from a worker goes to a spinning worker's mailbox, not to a th
   CHECK(obs.steals.load() == 0);
 }
 
+namespace {
+// An item of the pinning test at or above this is one for a worker to pin (minus this).
+constexpr Item kRelay = Item{1} << 40;
+}  // namespace
+
+TEST_CASE("a pinned item runs on its worker only, also when every worker is parked", "[pool]") {
+  // Item = target worker + 4 x round. Rounds alternate: pinned from outside once every worker
+  // has parked (the wake-up must reach the pinned worker, not any parked one), and pinned from
+  // a worker that then keeps its core until the item has run elsewhere (a deque would let a
+  // thief take it).
+  constexpr unsigned kWorkers = 4;
+  CountingObserver obs(kWorkers);
+  PoolConfig cfg;
+  cfg.workers = kWorkers;
+  cfg.idle_spin = std::chrono::nanoseconds{0};  // parking within a few yields
+  Pool pool(cfg);
+  pool.set_observer(&obs);
+  class PinExecutor final : public Executor {
+   public:
+    explicit PinExecutor(Pool& pool) : pool_(pool) {}
+    void execute(Item item, unsigned worker) override {
+      if (item >= kRelay) {  // pin item - kRelay, then wait until it has run (elsewhere)
+        const std::uint64_t before = ran.load();
+        const auto target = static_cast<unsigned>((item - kRelay) % kWorkers);
+        pool_.push_to(target, item - kRelay);
+        if (target == worker) return;  // it runs next, here
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (ran.load() == before && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::yield();
+        return;
+      }
+      if (worker != item % kWorkers) wrong.fetch_add(1);
+      ran.fetch_add(1);
+    }
+    Pool& pool_;
+    std::atomic<std::uint64_t> ran{0}, wrong{0};
+  } exec(pool);
+  pool.attach(exec);
+  const auto parked = [&] {
+    std::uint64_t n = 0;
+    for (unsigned w = 0; w < kWorkers; ++w) n += obs.parks[w].load() - obs.unparks[w].load();
+    return n;
+  };
+  const std::uint64_t rounds = 200 / kScale;
+  std::uint64_t expected = 0;
+  for (std::uint64_t r = 0; r < rounds; ++r) {
+    const Item item = (r * 7 + r / 3) % kWorkers + kWorkers * r;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    if (r % 2 == 0) {
+      while (parked() < kWorkers && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      pool.push_to(static_cast<unsigned>(item % kWorkers), item);
+    } else {
+      pool.push(kRelay + item);
+    }
+    ++expected;
+    deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (exec.ran.load() < expected && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    INFO("round " << r);
+    REQUIRE(exec.ran.load() == expected);  // not lost, nor left with a parked worker
+  }
+  pool.detach();
+  CHECK(exec.wrong.load() == 0);
+  CHECK_THROWS_WITH(pool.push_to(kWorkers, 1), Catch::Contains("no worker 4"));
+}
+
 TEST_CASE("bad processing units and topologies are refused with a message", "[pool]") {
   PoolConfig cfg;
   cfg.pus = {100000};

@@ -1,0 +1,96 @@
+// The engine's lanes (lanes.hpp): the protocol's choice at the start of a run, and the lane
+// items that run a graph in one process without the phase machine's shared counters.
+#include <chrono>
+
+#include "runtime/engine.hpp"
+
+namespace ordo::rt {
+
+namespace {
+
+// How long a lane spins for its next instance's inputs before it gives its worker back: as
+// long as an idle worker spins (sched::PoolConfig::idle_spin) before it yields.
+constexpr auto kLaneSpin = std::chrono::microseconds(20);
+// Looks between two readings of the clock.
+constexpr unsigned kLooksPerClock = 32;
+
+}  // namespace
+
+void Engine::choose_protocol(const sched::Pool& pool) {
+  bool lanes = false;
+  if (!net_ && !fibers_ && trace_ == nullptr && lane_choice_ != LaneChoice::never)
+    lanes = lane_choice_ == LaneChoice::always ||
+            (!pool.numa_mode() && !pool.is_oversubscribed() && Lanes::fits(graph_, plan_, pool.size()));
+  // Between runs every instance below done_iterations_ has completed and none beyond it has
+  // started, so every locked task is at that iteration in either state.
+  const std::uint64_t at = done_iterations_;
+  if (lanes) {
+    if (!lanes_ || lanes_->size() != pool.size())
+      lanes_ = std::make_unique<Lanes>(graph_, plan_, pool.size());
+    lanes_->reset(at);
+    // The phase machine's state is left as it is (and rebuilt if it comes back): what it held
+    // is not run by it.
+    std::lock_guard lock(hold_mu_);
+    held_.clear();
+  } else if (lanes_on_) {
+    for (std::uint32_t t : lanes_->tasks()) {
+      TaskState& ts = tasks_[t];
+      ts.iteration = at;
+      ts.missing = ts.requests;
+    }
+    grant_initial();
+  }
+  lanes_on_ = lanes;
+}
+
+bool Engine::wait_lane_inputs(unsigned lane, std::uint32_t position, std::uint64_t iteration) {
+  Lanes& lanes = *lanes_;
+  lanes.prefetch_inputs(position);
+  const auto until = std::chrono::steady_clock::now() + kLaneSpin;
+  for (;;) {
+    for (unsigned look = 0; look < kLooksPerClock; ++look) {
+      __builtin_ia32_pause();
+      if (lanes.has_inputs(position, iteration)) return true;
+    }
+    if (std::chrono::steady_clock::now() > until) break;
+  }
+  return !lanes.park(lane);
+}
+
+void Engine::run_lane(unsigned lane, unsigned worker) {
+  Lanes& lanes = *lanes_;
+  // acquire: pairs with raise_limit's release store (the limit only rises while no lane runs).
+  const std::uint64_t limit = limit_.load(std::memory_order_acquire);
+  std::uint64_t completed = 0;
+  for (;;) {
+    Lanes::Cursor& at = lanes.cursor(lane);
+    const std::uint64_t k = at.iteration;
+    if (k >= limit) break;
+    const std::uint32_t position = at.position;
+    if (!lanes.has_inputs(position, k) && !wait_lane_inputs(lane, position, k)) {
+      // Parked: a producer pushes the lane's item again, which may already run elsewhere.
+      // The run cannot end before it does, so the count is safe to add now.
+      if (completed != 0) instance_done(completed);
+      return;
+    }
+    const std::uint32_t task = lanes.task_at(position);
+    if (!aborted_.load(std::memory_order_relaxed)) {
+      const Family& f = *tasks_[task].family;
+      const std::uint32_t index = task - f.first;
+      try {
+        f.body(Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
+      } catch (...) {
+        fail_body();
+      }
+    }
+    lanes.complete(position, k, [this](unsigned waiting) { pool_->push_to(waiting, kLane | waiting); });
+    lanes.advance(lane);
+    ++completed;
+  }
+  // The lane's last instance below the limit: nothing after this touches the engine, which
+  // the run's caller may free once every lane has counted. (An item always has an instance
+  // to run: raise_limit pushes non-empty lanes below the new limit, a producer a parked one.)
+  instance_done(completed);
+}
+
+}  // namespace ordo::rt

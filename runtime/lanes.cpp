@@ -1,0 +1,165 @@
+#include "runtime/lanes.hpp"
+
+#include <algorithm>
+
+#include "runtime/assert.hpp"
+
+namespace ordo::rt {
+
+namespace {
+
+// One location's phases in the order of one iteration's FIFO, the plan's merge of a read
+// group that wraps around undone (plan.cpp): the first read group, then the plan's phases.
+struct IterationPhases {
+  struct Run {
+    std::span<const std::uint32_t> members;
+    Mode mode;
+  };
+  std::vector<Run> runs;
+  explicit IterationPhases(const LockPlan& lp) {
+    const auto members = std::span<const std::uint32_t>(lp.members);
+    const bool merged = lp.initial_phase != 0;
+    if (merged) runs.push_back({members.subspan(lp.initial_begin, lp.initial_end - lp.initial_begin), Mode::read});
+    for (std::size_t j = 0; j < lp.phases.size(); ++j) {
+      const Phase& ph = lp.phases[j];
+      std::uint32_t end = ph.end;
+      if (merged && j == lp.initial_phase) end = lp.initial_begin;  // the group's later part
+      runs.push_back({members.subspan(ph.begin, end - ph.begin), ph.mode});
+    }
+  }
+};
+
+}  // namespace
+
+bool Lanes::fits(const Graph& graph, const Plan& plan, unsigned workers) {
+  if (workers < 2) return false;
+  std::uint64_t locked = 0;
+  for (const Family& f : graph.families()) {
+    if (f.fiber) return false;
+    if (f.offsets == Graph::kNoAccesses) continue;
+    for (std::uint32_t i = 0; i < f.count; ++i) locked += !plan.task_locks_of(f.first + i).empty();
+  }
+  return locked > 0 && locked % workers == 0 && locked <= std::uint64_t{kTasksPerLane} * workers;
+}
+
+Lanes::Lanes(const Graph& graph, const Plan& plan, unsigned lanes) {
+  ORDO_ASSERT(lanes >= 1);
+  const std::uint32_t ntasks = plan.tasks;
+  // Each locked task's lane: a family's members in blocks, families smaller than the lane
+  // count one member per lane in turn.
+  constexpr std::uint32_t kNone = ~std::uint32_t{0};
+  std::vector<std::uint32_t> lane_of(ntasks, kNone);
+  unsigned turn = 0;
+  for (const Family& f : graph.families()) {
+    if (f.offsets == Graph::kNoAccesses) continue;
+    for (std::uint32_t i = 0; i < f.count; ++i) {
+      const std::uint32_t t = f.first + i;
+      if (plan.task_locks_of(t).empty()) continue;
+      lane_of[t] = f.count >= lanes ? static_cast<std::uint32_t>(std::uint64_t{i} * lanes / f.count)
+                                    : turn++ % lanes;
+    }
+  }
+  // Each lane's tasks in sequential order (positions), lane after lane.
+  lanes_.resize(lanes);
+  std::vector<std::vector<std::uint32_t>> per_lane(lanes);
+  for (std::uint32_t t : sequential_order(graph))
+    if (lane_of[t] != kNone) per_lane[lane_of[t]].push_back(t);
+  slot_of_.assign(ntasks, kNone);
+  std::vector<std::uint32_t> position_of(ntasks, kNone);
+  std::uint32_t slot = 0;
+  for (unsigned l = 0; l < lanes; ++l) {
+    lanes_[l].begin = static_cast<std::uint32_t>(order_.size());
+    for (std::uint32_t t : per_lane[l]) {
+      position_of[t] = static_cast<std::uint32_t>(order_.size());
+      slot_of_[t] = slot++;
+      order_.push_back(t);
+    }
+    lanes_[l].end = static_cast<std::uint32_t>(order_.size());
+    slot = (slot + kWordsPerLine - 1) / kWordsPerLine * kWordsPerLine;  // the next lane's line
+  }
+  lines_.reset(new WordLine[std::max<std::uint32_t>(1, slot / kWordsPerLine)]);
+  parked_.reset(new Parked[lanes]);
+
+  // The edges (header): per consumer position, its producers on other lanes with the larger
+  // offset when several locations give the same producer.
+  std::vector<std::vector<Edge>> in(order_.size());
+  auto add = [&](std::uint32_t producer, std::uint32_t consumer, std::uint32_t offset) {
+    if (producer == consumer || lane_of[producer] == lane_of[consumer]) return;
+    auto& list = in[position_of[consumer]];
+    const std::uint32_t s = slot_of_[producer];
+    auto e = std::find_if(list.begin(), list.end(), [&](const Edge& x) { return x.slot == s; });
+    if (e == list.end())
+      list.push_back({s, offset});
+    else
+      e->offset = std::max(e->offset, offset);
+  };
+  for (const LockPlan& lp : plan.locks) {
+    if (!lp.locked) continue;
+    const IterationPhases ip(lp);
+    const auto& runs = ip.runs;
+    const std::size_t n = runs.size();
+    for (std::size_t j = 0; j < n; ++j) {
+      if (runs[j].mode == Mode::read) {
+        // The nearest write before it, cyclically.
+        std::size_t w = j;
+        do w = (w + n - 1) % n; while (runs[w].mode != Mode::write);
+        const std::uint32_t offset = w < j ? 1 : 0;
+        for (std::uint32_t c : runs[j].members)
+          for (std::uint32_t p : runs[w].members) add(p, c, offset);
+        continue;
+      }
+      const std::size_t before = (j + n - 1) % n;
+      for (std::uint32_t c : runs[j].members) {
+        for (std::uint32_t p : runs[before].members) add(p, c, before < j ? 1 : 0);
+        // The first read group shares its grant with the last one of the previous iteration
+        // (plan.cpp's merge): a write after it waits for both.
+        if (before == 0 && j == 1 && runs[0].mode == Mode::read && n > 2 &&
+            runs[n - 1].mode == Mode::read)
+          for (std::uint32_t p : runs[n - 1].members) add(p, c, 0);
+      }
+    }
+  }
+  edge_offsets_.assign(order_.size() + 1, 0);
+  for (std::size_t pos = 0; pos < order_.size(); ++pos) {
+    edge_offsets_[pos + 1] = edge_offsets_[pos] + static_cast<std::uint32_t>(in[pos].size());
+    edges_.insert(edges_.end(), in[pos].begin(), in[pos].end());
+  }
+  // The lanes that wait for each position (one entry per lane).
+  std::vector<std::vector<std::uint32_t>> waiting(order_.size());
+  std::vector<std::uint32_t> slot_position(slot, kNone);
+  for (std::size_t pos = 0; pos < order_.size(); ++pos) slot_position[slot_of_[order_[pos]]] = static_cast<std::uint32_t>(pos);
+  for (std::size_t pos = 0; pos < order_.size(); ++pos) {
+    const std::uint32_t lane = lane_of[order_[pos]];
+    for (const Edge& e : in[pos]) {
+      auto& w = waiting[slot_position[e.slot]];
+      if (std::find(w.begin(), w.end(), lane) == w.end()) w.push_back(lane);
+    }
+  }
+  waiter_offsets_.assign(order_.size() + 1, 0);
+  for (std::size_t pos = 0; pos < order_.size(); ++pos) {
+    waiter_offsets_[pos + 1] = waiter_offsets_[pos] + static_cast<std::uint32_t>(waiting[pos].size());
+    waiters_.insert(waiters_.end(), waiting[pos].begin(), waiting[pos].end());
+  }
+  reset(0);
+}
+
+void Lanes::reset(std::uint64_t iteration) {
+  for (std::uint32_t t : order_) word(t).store(iteration, std::memory_order_relaxed);
+  for (unsigned l = 0; l < size(); ++l) {
+    lanes_[l].cursor = {lanes_[l].begin, iteration};
+    parked_[l].value.store(0, std::memory_order_relaxed);
+  }
+}
+
+bool Lanes::park(unsigned lane) {
+  // Read before the store: once parked, a producer may push the lane's item, which moves it.
+  const Cursor c = lanes_[lane].cursor;
+  std::atomic<std::uint32_t>& p = parked_[lane].value;
+  // seq_cst: against complete()'s store of done then load of parked (header).
+  p.store(1, std::memory_order_seq_cst);
+  if (!has_inputs(c.position, c.iteration)) return true;
+  // The inputs came: the lane runs on unless a producer took the word (and pushes the item).
+  return p.exchange(0, std::memory_order_acq_rel) == 0;
+}
+
+}  // namespace ordo::rt

@@ -1,0 +1,287 @@
+// Lanes (runtime/lanes.hpp): the lock protocol without shared counters must give exactly the
+// phase machine's order. Random graphs against the sequential interpreter under 1-4 workers,
+// protocol changes between runs, parking, the FIFO of a wrapping read group, and the rule that
+// keeps the phase machine where lanes do not apply.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "graph_spec.hpp"
+#include "runtime/engine.hpp"
+#include "runtime/graph.hpp"
+#include "runtime/plan.hpp"
+#include "scheduler/pool.hpp"
+
+using namespace ordo::rt;
+using ordo::test::GraphSpec;
+
+namespace {
+
+using Choice = Engine::LaneChoice;
+
+std::unique_ptr<Engine> make_engine(Graph& graph) {
+  CompileResult c = compile(graph);
+  REQUIRE(c.error.empty());
+  return std::make_unique<Engine>(graph, std::move(c.plan));
+}
+
+// The spec as an rt graph, one task per spec task; `sleepy` task sleeps in every instance (so
+// that the lanes waiting for it park).
+std::vector<std::uint32_t> build(Graph& g, const GraphSpec& spec, int sleepy = -1) {
+  std::vector<std::uint32_t> locs;
+  for (std::size_t l = 0; l < spec.sizes.size(); ++l)
+    locs.push_back(g.add_location("L" + std::to_string(l), 8, spec.sizes[l], typeid(std::uint64_t)));
+  for (std::uint32_t t = 0; t < spec.tasks.size(); ++t) {
+    std::vector<AccessDesc> acc;
+    for (const auto& a : spec.tasks[t].accesses)
+      acc.push_back({locs[a.location], a.write ? Mode::write : Mode::read, a.position.has_value(),
+                     a.position.value_or(0)});
+    g.add_task({"T" + std::to_string(t), std::move(acc), [&spec, locs, t, sleepy](const Instance& in) {
+                  if (static_cast<int>(t) == sleepy)
+                    std::this_thread::sleep_for(std::chrono::microseconds(300));
+                  ordo::test::run_body(spec, t, in.iteration, [&](std::uint32_t l) {
+                    auto* p = reinterpret_cast<std::uint64_t*>(in.graph->data(locs[l]));
+                    return std::span<std::uint64_t>(p, spec.sizes[l]);
+                  });
+                }});
+  }
+  return locs;
+}
+
+std::vector<std::vector<std::uint64_t>> contents(const Graph& g, const GraphSpec& spec) {
+  std::vector<std::vector<std::uint64_t>> out;
+  for (std::uint32_t l = 0; l < spec.sizes.size(); ++l) {
+    const auto* p = reinterpret_cast<const std::uint64_t*>(g.data(l));
+    out.emplace_back(p, p + spec.sizes[l]);
+  }
+  return out;
+}
+
+// Runs `spec` for the iterations in `runs`, one run each, with the protocol of `choices[i]`
+// for run i; returns the contents and whether each run took lanes.
+std::vector<std::vector<std::uint64_t>> run_spec(const GraphSpec& spec, unsigned workers,
+                                                 const std::vector<std::uint64_t>& runs,
+                                                 const std::vector<Choice>& choices,
+                                                 std::vector<bool>& took, int sleepy = -1) {
+  Graph g;
+  build(g, spec, sleepy);
+  auto engine = make_engine(g);
+  ordo::sched::Pool pool({workers});
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    engine->set_lanes(choices[i]);
+    REQUIRE(engine->run(pool, runs[i], {}, 0) == runs[i]);
+    took.push_back(engine->ran_lanes());
+  }
+  return contents(g, spec);
+}
+
+std::vector<std::uint32_t> program_order(const GraphSpec& spec) {
+  std::vector<std::uint32_t> order(spec.tasks.size());
+  std::iota(order.begin(), order.end(), 0u);
+  return order;
+}
+
+}  // namespace
+
+TEST_CASE("lanes give random graphs the sequential interpreter's contents", "[lanes]") {
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    const GraphSpec spec = ordo::test::random_spec(seed * 7 + 3, 6, 12);
+    const std::uint64_t first = 1 + seed % 5, second = 1 + seed % 3;
+    const auto want = ordo::test::interpret(spec, program_order(spec), first + second);
+    for (unsigned workers : {1u, 2u, 3u, 4u}) {
+      INFO("seed " << seed << " workers " << workers);
+      std::vector<bool> took;
+      CHECK(run_spec(spec, workers, {first, second}, {Choice::always, Choice::always}, took) == want);
+      CHECK(took == std::vector<bool>{true, true});
+    }
+  }
+}
+
+TEST_CASE("lanes follow explicit positions", "[lanes]") {
+  for (std::uint64_t seed = 0; seed < 40; ++seed) {
+    GraphSpec spec = ordo::test::random_spec(seed ^ 0x5eed, 5, 10);
+    ordo::test::SplitMix rng{seed};
+    std::vector<std::uint32_t> order = program_order(spec);
+    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+    std::vector<std::int64_t> rank(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) rank[order[i]] = static_cast<std::int64_t>(i);
+    for (std::uint32_t t = 0; t < spec.tasks.size(); ++t)
+      for (auto& a : spec.tasks[t].accesses) a.position = rank[t];
+    const auto want = ordo::test::interpret(spec, order, 6);
+    for (unsigned workers : {2u, 4u}) {
+      INFO("seed " << seed << " workers " << workers);
+      std::vector<bool> took;
+      CHECK(run_spec(spec, workers, {6}, {Choice::always}, took) == want);
+    }
+  }
+}
+
+TEST_CASE("runs change between lanes and the phase machine without losing the order", "[lanes]") {
+  const std::vector<Choice> choices{Choice::always, Choice::never, Choice::never, Choice::always,
+                                    Choice::always, Choice::never};
+  const std::vector<std::uint64_t> runs{3, 2, 1, 4, 1, 3};
+  for (std::uint64_t seed = 0; seed < 30; ++seed) {
+    const GraphSpec spec = ordo::test::random_spec(seed * 13 + 1, 6, 12);
+    const auto want = ordo::test::interpret(spec, program_order(spec), 14);
+    INFO("seed " << seed);
+    std::vector<bool> took;
+    CHECK(run_spec(spec, 2, runs, choices, took) == want);
+    CHECK(took == std::vector<bool>{true, false, false, true, true, false});
+  }
+}
+
+TEST_CASE("a lane that waits for a slow producer parks and is woken", "[lanes]") {
+  // Every lane waits for task 0 at some point of each iteration, longer than a lane spins.
+  for (std::uint64_t seed = 0; seed < 6; ++seed) {
+    GraphSpec spec = ordo::test::random_spec(seed + 100, 4, 8);
+    spec.tasks[0].accesses = {};
+    for (std::uint32_t l = 0; l < spec.sizes.size(); ++l) spec.tasks[0].accesses.push_back({l, true, {}});
+    const auto want = ordo::test::interpret(spec, program_order(spec), 12);
+    for (unsigned workers : {2u, 3u}) {
+      INFO("seed " << seed << " workers " << workers);
+      std::vector<bool> took;
+      CHECK(run_spec(spec, workers, {5, 7}, {Choice::always, Choice::always}, took, 0) == want);
+    }
+  }
+}
+
+TEST_CASE("a read group that wraps around the iteration keeps its FIFO on lanes", "[lanes]") {
+  // On x, per iteration: R0 R1 W2 R3 R4 (the last group and the next iteration's first are
+  // granted together), each task a family of one, so lanes take them in turn. The write must
+  // wait for the slow R3 of the previous iteration as well as for R0 and R1: on 4 workers R3
+  // has a lane of its own, where nothing else orders it before the write.
+  for (unsigned workers : {2u, 3u, 4u}) {
+    Graph g;
+    const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+    std::mutex mu;
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> log;
+    auto record = [&](const Instance& in) {
+      std::this_thread::sleep_for(std::chrono::microseconds(in.task == 3 ? 300 : 10));
+      std::lock_guard lock(mu);
+      log.emplace_back(in.iteration, in.task);
+    };
+    const Mode modes[] = {Mode::read, Mode::read, Mode::write, Mode::read, Mode::read};
+    for (std::uint32_t t = 0; t < 5; ++t)
+      g.add_task({"t" + std::to_string(t), {{x, modes[t]}}, record});
+    auto engine = make_engine(g);
+    engine->set_lanes(Choice::always);
+    ordo::sched::Pool pool({workers});
+    const std::uint64_t iters = 30;
+    REQUIRE(engine->run(pool, iters, {}, 0) == iters);
+    REQUIRE(engine->ran_lanes());
+    REQUIRE(log.size() == 5 * iters);
+    std::vector<std::vector<std::size_t>> at(5, std::vector<std::size_t>(iters));
+    for (std::size_t i = 0; i < log.size(); ++i) at[log[i].second][log[i].first] = i;
+    INFO("workers " << workers);
+    for (std::uint64_t k = 0; k < iters; ++k) {
+      for (std::uint32_t r : {0u, 1u}) CHECK(at[r][k] < at[2][k]);  // first group, then W
+      for (std::uint32_t r : {3u, 4u}) CHECK(at[2][k] < at[r][k]);  // W, then the last group
+      if (k + 1 < iters)
+        for (std::uint32_t r : {3u, 4u}) CHECK(at[r][k] < at[2][k + 1]);  // the wrap: W waits
+      if (k > 0)
+        for (std::uint32_t r : {0u, 1u}) CHECK(at[2][k - 1] < at[r][k]);  // reads after W_{k-1}
+    }
+  }
+}
+
+TEST_CASE("the automatic rule takes lanes only where they apply", "[lanes]") {
+  // A width-2 stencil of two families (one task per worker and step): lanes on 2 workers.
+  auto stencil = [](Graph& g, std::uint32_t width, bool extra) {
+    std::vector<std::uint32_t> a, b;
+    for (std::uint32_t i = 0; i < width; ++i) {
+      a.push_back(g.add_location("a" + std::to_string(i), 8, 1, typeid(std::uint64_t)));
+      b.push_back(g.add_location("b" + std::to_string(i), 8, 1, typeid(std::uint64_t)));
+    }
+    for (int step = 0; step < 2; ++step) {
+      const auto& from = step == 0 ? a : b;
+      const auto& to = step == 0 ? b : a;
+      g.begin_family(step == 0 ? "ab" : "ba", [from, to, width](const Instance& in) {
+        std::uint64_t sum = in.iteration;
+        for (std::uint32_t j = in.index == 0 ? 0 : in.index - 1; j <= std::min(in.index + 1, width - 1); ++j)
+          sum = sum * 31 + *reinterpret_cast<const std::uint64_t*>(in.graph->data(from[j]));
+        *reinterpret_cast<std::uint64_t*>(in.graph->data(to[in.index])) = sum;
+      });
+      for (std::uint32_t i = 0; i < width; ++i) {
+        for (std::uint32_t j = i == 0 ? 0 : i - 1; j <= std::min(i + 1, width - 1); ++j)
+          g.add_access({from[j], Mode::read});
+        g.add_access({to[i], Mode::write});
+        g.end_member();
+      }
+      g.end_family();
+    }
+    if (extra) {
+      const std::uint32_t z = g.add_location("z", 8, 1, typeid(std::uint64_t));
+      g.add_task({"extra", {{z, Mode::write}}, [](const Instance&) {}});
+    }
+    return a;
+  };
+  auto result = [&](std::uint32_t width, unsigned workers, Choice choice, bool& took,
+                    bool extra = false) {
+    Graph g;
+    auto a = stencil(g, width, extra);
+    auto engine = make_engine(g);
+    engine->set_lanes(choice);
+    ordo::sched::Pool pool({.workers = workers, .bind = false});
+    engine->run(pool, 50, {}, 0);
+    took = engine->ran_lanes();
+    std::vector<std::uint64_t> out;
+    for (std::uint32_t l : a) out.push_back(*reinterpret_cast<const std::uint64_t*>(g.data(l)));
+    return out;
+  };
+  bool took = false;
+  const auto want = result(2, 2, Choice::never, took);
+  CHECK_FALSE(took);
+  CHECK(result(2, 2, Choice::automatic, took) == want);
+  CHECK(took);
+  // Wider than kTasksPerLane per worker: the work stealing stays.
+  const auto wide = result(2 * Lanes::kTasksPerLane + 2, 2, Choice::never, took);
+  CHECK(result(2 * Lanes::kTasksPerLane + 2, 2, Choice::automatic, took) == wide);
+  CHECK_FALSE(took);
+  // Tasks that do not divide among the workers (5 on 2).
+  const auto odd = result(2, 2, Choice::never, took, true);
+  CHECK(result(2, 2, Choice::automatic, took, true) == odd);
+  CHECK_FALSE(took);
+  // One worker: nothing to hand off.
+  const auto one = result(2, 1, Choice::never, took);
+  CHECK(result(2, 1, Choice::automatic, took) == one);
+  CHECK_FALSE(took);
+
+  // A fiber task: never lanes, even when asked.
+  Graph g;
+  const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+  g.add_task({"w", {{x, Mode::write}}, [](const Instance&) {}});
+  g.add_task({"f", {{x, Mode::read}}, [](const Instance& in) {
+                in.engine->fiber_acquire(in, 0);
+                in.engine->fiber_release(in, 0);
+              }, true});
+  auto engine = make_engine(g);
+  engine->set_lanes(Choice::always);
+  ordo::sched::Pool pool({2});
+  CHECK(engine->run(pool, 5, {}, 0) == 5);
+  CHECK_FALSE(engine->ran_lanes());
+}
+
+TEST_CASE("a body exception on a lane stops the run and nothing after it runs", "[lanes]") {
+  // x: W0 R1 W2 per iteration, a lane each on 3 workers; W0 throws at iteration 4, so neither
+  // R1 nor W2 may run an instance of iteration 4 or later (they come after it on x).
+  Graph g;
+  const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+  std::atomic<int> late{0};
+  const Mode modes[] = {Mode::write, Mode::read, Mode::write};
+  for (std::uint32_t t = 0; t < 3; ++t)
+    g.add_task({"t" + std::to_string(t), {{x, modes[t]}}, [t, &late](const Instance& in) {
+                  if (t == 0 && in.iteration == 4) throw std::runtime_error("W0 failed at 4");
+                  if (t != 0 && in.iteration >= 4) late.fetch_add(1);
+                }});
+  auto engine = make_engine(g);
+  engine->set_lanes(Choice::always);
+  ordo::sched::Pool pool({3});
+  CHECK_THROWS_WITH(engine->run(pool, 50, {}, 0), "W0 failed at 4");
+  CHECK(engine->ran_lanes());
+  CHECK(late.load() == 0);
+  CHECK(engine->broken());
+}
