@@ -26,7 +26,9 @@
 // on its own reads two and writes one (24), q = A p reads p again and writes q (16).
 // Two more systems on request, for comparisons across versions and sizes in the same run:
 //   --also NAME=BIN   another build of ordo-<app> (an older version, say) with ordo's flags;
-//                     prints NAME_vs_openmp and ordo_vs_NAME
+//                     prints NAME_vs_openmp and ordo_vs_NAME; when BIN takes --tb, also as
+//                     NAME-tb with ordo-tb's depth, printing NAME-tb_vs_openmp and
+//                     ordo-tb_vs_NAME-tb
 //   --divisible       ordo on the nearest size that --ordo-blocks divides (each extent rounded
 //                     to the nearest multiple); prints uneven_vs_divisible, the ratio of
 //                     Gstencils/s, i.e. per point
@@ -217,6 +219,8 @@ int run(int argc, char** argv) {
       std::vector<std::string> a = with({bin}, common);
       if (!ordo_blocks.empty()) a = with(a, {"--blocks", ordo_blocks});
       systems.push_back(System{name, a, {}, {}, {}});
+      if (!tb_sys.argv.empty() && help_lists_flag(run_command({bin, "--help"}, 30).text, "--tb"))
+        systems.push_back(System{name + "-tb", with(a, {"--tb", std::to_string(tb)}), {}, {}, {}});
     }
   }
   {
@@ -307,6 +311,10 @@ int run(int argc, char** argv) {
   for (const auto& [name, bin] : also_bins) {
     fmt::print("{} {}_vs_openmp={}\n", head, name, format_ratio(gst(name), omp));
     fmt::print("{} ordo_vs_{}={}\n", head, name, format_ratio(ordo, gst(name)));
+    if (gst(name + "-tb") > 0)
+      fmt::print("{} tb={} {}-tb_vs_openmp={} ordo-tb_vs_{}-tb={}\n", head, tb, name,
+                 format_ratio(gst(name + "-tb"), omp), name,
+                 format_ratio(gst("ordo-tb"), gst(name + "-tb")));
   }
   if (divisible)
     fmt::print("{} uneven_vs_divisible={} uneven_size={} divisible_size={} blocks={}\n", head,
