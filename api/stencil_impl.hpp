@@ -200,6 +200,15 @@ struct Stencil::Impl {
   void run_in_place(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
                     std::size_t S, const std::vector<core::Ix>& slo,
                     const std::vector<core::Ix>& shi, std::span<const LateFace> late) const;
+  // How a temporal-blocking group of S steps over block b runs in place: windows of `planes`
+  // planes (a ring of `window_bytes`), `unit_planes` per kernel call, strips of `strip_rows`
+  // rows (dimension 1; the whole block when it fits the tile budget), or one shifted sweep per
+  // step where strip_rows is 0 (stencil_in_place.cpp).
+  struct Wavefront {
+    std::ptrdiff_t strip_rows = 0, planes = 0, unit_planes = 1;
+    std::size_t window_bytes = 0;
+  };
+  Wavefront wavefront(std::size_t b, std::size_t S) const;
   // Its one-step sweep, moving the block by shift_at() (stencil_in_place.cpp).
   // `last`: the group's last step (its range is the block), which fills the export stage.
   void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,

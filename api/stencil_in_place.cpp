@@ -18,13 +18,20 @@
 //   a store of them the block keeps (O(surface)). The shift of each buffer is in the main
 //   location's header, so everything that reads a buffer finds the block where it is.
 // * Temporal blocking (S > 1, one time level): a wavefront along dimension 0, step s lagging
-//   s*h planes behind step 0. Step s < S-1 writes into a window of a few planes of its own
-//   (kept while step s+1 still reads them: 2h planes behind its front); step 0 reads the
-//   buffer, step s > 0 the window of step s-1, and the last step writes into the buffer
-//   directly: step 0 has passed those planes by (S-1)*h >= h, so nobody reads their old
+//   s*h planes behind step 0, strip by strip along dimension 1 (run_in_place). Step s < S-1
+//   writes into a window of its own, a ring of 2h + P planes or a few more (step s+1 reads
+//   the 2h + P behind its front) mapped twice back to back, so that the planes a kernel call
+//   reads are contiguous wherever the ring wraps (MirroredRing: no plane is copied); step 0
+//   reads the buffer, step s > 0 the window of step s-1, and the last step writes into the
+//   buffer directly: step 0 has passed those planes by (S-1)*h >= h, so nobody reads their old
 //   values again. Beyond a fixed boundary a window holds what the buffer holds there (the
-//   fixed values), copied. Memory: S-1 windows of a few planes per worker, against a second
-//   whole buffer per block for the double-buffered form.
+//   fixed values), copied. Strips keep the windows in the cache: strip t covers the last
+//   step's rows [tJ, (t+1)J) and, at step s, those rows moved up by (S-1-s)h (skewed like the
+//   cache tiles), so step s of strip t+1 reads 2h rows of step s-1 that strip t computed: they
+//   are carried in a per-step store (2h rows of every plane). The last step of strip t writes
+//   the buffer below row (t+1)J, which step 0 of strip t+1 reads from (t+1)J + (S-2)h on:
+//   nothing is deferred. Memory per worker: S-1 rings of a strip's rows and the carried rows,
+//   against a second whole buffer per block for the double-buffered form.
 // Exactness: every value is computed by the same kernel from the same old values as in the
 // double-buffered form (the delays above guarantee that each read sees the old value), so the
 // bits are the same; the property tests compare both with a brute force.
@@ -33,7 +40,11 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "api/stencil_impl.hpp"
 
@@ -73,6 +84,57 @@ bool is_empty(std::size_t d, const Ix& lo, const Ix& hi) {
 // Points of the planes the kernel is called on at least once: one call per unit costs about
 // as much as a few dozen points, so units of fewer points are merged along dimension 0.
 constexpr std::size_t kUnitPoints = 512;
+
+std::size_t page_bytes() {
+  static const auto v = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return v;
+}
+
+// Memory mapped twice, back to back: `bytes` (whole pages) at data() and the same pages again
+// at data() + bytes. A window kept in it as a ring of planes has any run of planes shorter
+// than the ring in one piece, wherever the run starts, so the kernel reads the planes around
+// the one it computes with the buffer's strides and no plane is ever copied to keep them
+// together. Pages take memory when first touched.
+class MirroredRing {
+ public:
+  explicit MirroredRing(std::size_t bytes) : bytes_(bytes) {
+    const int fd = memfd_create("ordo-window", MFD_CLOEXEC);
+    if (fd < 0) throw std::bad_alloc();
+    void* at = MAP_FAILED;
+    if (ftruncate(fd, static_cast<off_t>(bytes)) == 0)
+      at = mmap(nullptr, 2 * bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bool mapped = at != MAP_FAILED;
+    for (std::size_t i = 0; mapped && i < 2; ++i)
+      mapped = mmap(static_cast<char*>(at) + i * bytes, bytes, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
+    close(fd);
+    if (!mapped) {
+      if (at != MAP_FAILED) munmap(at, 2 * bytes);
+      throw std::bad_alloc();
+    }
+    data_ = static_cast<double*>(at);
+  }
+  ~MirroredRing() { munmap(data_, 2 * bytes_); }
+  MirroredRing(const MirroredRing&) = delete;
+  MirroredRing& operator=(const MirroredRing&) = delete;
+  double* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  double* data_ = nullptr;
+};
+
+// This thread's ring `slot` of exactly `bytes`, kept from task to task (like thread_scratch).
+double* thread_ring(std::size_t slot, std::size_t bytes) {
+  thread_local std::vector<std::unique_ptr<MirroredRing>> rings;
+  if (rings.size() <= slot) rings.resize(slot + 1);
+  if (!rings[slot] || rings[slot]->bytes() != bytes) {
+    rings[slot].reset();
+    rings[slot] = std::make_unique<MirroredRing>(bytes);
+  }
+  return rings[slot]->data();
+}
 
 }  // namespace
 
@@ -441,6 +503,70 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
   }
 }
 
+Stencil::Impl::Wavefront Stencil::Impl::wavefront(std::size_t b, std::size_t S) const {
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  Wavefront w;
+  std::ptrdiff_t plane_points = 1;
+  for (std::size_t k = 1; k < d; ++k) plane_points *= pad.padded(k);
+  w.unit_planes = std::max<std::ptrdiff_t>(
+      1, static_cast<std::ptrdiff_t>(kUnitPoints) / std::max<std::ptrdiff_t>(plane_points, 1));
+  // A window is a ring of K >= 2h + P planes: step s writes planes [a, a + P) while step s+1,
+  // h planes behind, still reads [a - 2h, a + P) of it.
+  const std::ptrdiff_t least = 2 * h + w.unit_planes;
+  // The working set, in rows (dimension 1; in 1-D the cross-section is one point): per row of
+  // a strip, the S-1 windows' K planes and the planes of the buffer (and of each coefficient
+  // grid) between the wavefront's first and last step; besides, the rows each window holds
+  // beyond its strip (at most 3h: carried and fixed) and the buffer's skew ((S+1)h rows). It
+  // fits half the tile budget: the rings and the carried rows stay resident per worker.
+  const auto steps = static_cast<std::ptrdiff_t>(S);
+  const std::ptrdiff_t row = d >= 2 ? pad.stride[1] : 1;
+  const auto grids = static_cast<double>(1 + spec.aux_grids);
+  const double buffer_planes = static_cast<double>((steps + 1) * h + w.unit_planes);
+  const std::ptrdiff_t all = d >= 2 ? pad.ext[1] : 1;
+  auto strip_rows = [&](std::ptrdiff_t K) -> std::ptrdiff_t {
+    const double per_row = static_cast<double>((steps - 1) * K) + grids * buffer_planes;
+    const double beyond = static_cast<double>((steps - 1) * K * 3 * h) +
+                          grids * buffer_planes * static_cast<double>((steps + 1) * h);
+    const double rows =
+        (static_cast<double>(tile_budget()) / 2 / (8.0 * static_cast<double>(row)) - beyond) /
+        per_row;
+    return rows < 1 ? 0 : std::min(all, static_cast<std::ptrdiff_t>(rows));
+  };
+  // The ring is whole pages (MirroredRing), so its length exceeds K planes by `drift` doubles
+  // unless K planes are whole pages: plane p lies p planes from the start modulo the length,
+  // and from one round of the ring to the next a strip's rows move by the drift, over the
+  // block's planes touching that many more of the ring's pages. With strips narrower than the
+  // block, K is the smallest count from 2h + P whose drift over the block stays within two
+  // rows a plane (else the one of least drift among 64).
+  const auto page = static_cast<std::ptrdiff_t>(page_bytes() / sizeof(double));
+  auto drift = [&](std::ptrdiff_t K) {
+    return (page - K * pad.stride[0] % page) % page * ((pad.padded(0) + K - 1) / K);
+  };
+  w.planes = least;
+  w.strip_rows = strip_rows(least);
+  if (w.strip_rows > 0 && w.strip_rows < all) {
+    for (std::ptrdiff_t K = least; K < least + 64; ++K) {
+      if (drift(K) < drift(w.planes)) w.planes = K;
+      if (drift(K) <= 2 * row * K) {
+        w.planes = K;
+        break;
+      }
+    }
+    w.strip_rows = strip_rows(w.planes);
+    // Each strip carries 2h rows of every intermediate step to the next, written and read
+    // back through memory: with the automatic budget, strips whose carried rows would exceed
+    // half their own (the buffer's rows, read and written once) run as shifted sweeps instead
+    // (docs/benchmarks.md: 19-row strips ran slower than the sweeps, 38-row ones faster). An
+    // explicit tile_bytes is followed down to one-row strips.
+    if (spec.tile_bytes == 0 && w.strip_rows < 4 * (steps - 1) * h) w.strip_rows = 0;
+  }
+  w.window_bytes =
+      static_cast<std::size_t>((w.planes * pad.stride[0] + page - 1) / page * page) *
+      sizeof(double);
+  return w;
+}
+
 void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& blk,
                                  std::uint64_t rot, std::size_t S, const std::vector<Ix>& slo,
                                  const std::vector<Ix>& shi,
@@ -451,126 +577,177 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   }
   const Pad& pad = grid.block(b).pad;
   const auto h = static_cast<std::ptrdiff_t>(spec.halo);
-  // The buffer the group overwrites (with one level, the only one).
-  double* const target = level_data(b, main, rot, 1);
-  const Base u_base = base_of(target, 0);
-
-  // Temporal blocking: the wavefront of windows described at the top.
-  const std::ptrdiff_t H = pad.low[0];  // planes below the block in its buffer
-  const core::BlockGeom& geo = grid.block(b);
-  const bool fixed = spec.boundary == Boundary::fixed;
-  // Planes of the window beyond a fixed end of the grid along each dimension, low and high.
-  Ix rim_lo{}, rim_hi{};
-  for (std::size_t k = 0; k < d; ++k) {
-    rim_lo[k] = fixed && geo.origin[k] == 0 ? h : 0;
-    rim_hi[k] = fixed && geo.origin[k] + pad.ext[k] == static_cast<std::int64_t>(spec.size[k]) ? h : 0;
-  }
-  std::ptrdiff_t plane_points = 1;
-  for (std::size_t k = 1; k < d; ++k) plane_points *= pad.padded(k);
-  const std::ptrdiff_t P = std::max<std::ptrdiff_t>(
-      1, static_cast<std::ptrdiff_t>(kUnitPoints) / std::max<std::ptrdiff_t>(plane_points, 1));
-  const std::ptrdiff_t keep = 2 * h;  // planes behind the front that the next step still reads
-  const std::ptrdiff_t K = P + keep + std::max<std::ptrdiff_t>(8, 4 * keep);  // window planes
-  // K planes, and past the last one what the buffer keeps beyond its last plane (in 3-D and
-  // up the last row's high halo runs past the strides: geometry::Pad::count).
-  const std::ptrdiff_t window_size =
-      K * pad.stride[0] + static_cast<std::ptrdiff_t>(pad.count) - pad.padded(0) * pad.stride[0];
-  // The wavefront's working set: the S-1 windows and the planes of the buffer (and of each
-  // coefficient grid) between its first and last step. Beyond the budget (large
-  // cross-sections) every window would run out of memory, streaming 2(S-1) more grids' worth
-  // per group than the sweep itself: one shifted sweep per step is then cheaper (the deep halo
-  // still saves S-1 exchanges of every S).
-  const double window_bytes =
-      8.0 * static_cast<double>(pad.stride[0]) *
-      static_cast<double>(static_cast<std::ptrdiff_t>(S - 1) * K +
-                          static_cast<std::ptrdiff_t>(1 + spec.aux_grids) *
-                              (static_cast<std::ptrdiff_t>(S + 1) * h + P));
-  if (window_bytes > static_cast<double>(tile_budget())) {
+  // Temporal blocking: the wavefront of windows described at the top, strip by strip.
+  const Wavefront w = wavefront(b, S);
+  if (w.strip_rows == 0) {  // windows beyond the budget even for the narrowest strips
     for (std::size_t s = 0; s < S; ++s)
       sweep_shifted(b, main, blk, rot + s, slo[s], shi[s], s + 1 == S);
     return;
   }
-  std::vector<double*> window(S - 1);
-  std::vector<std::ptrdiff_t> first(S - 1);  // plane held by slot 0 of each window
-  for (std::size_t s = 0; s + 1 < S; ++s) window[s] = detail_stencil::thread_scratch(2 + s, static_cast<std::size_t>(window_size));
-  auto window_base = [&](std::size_t s) { return base_of(window[s], (first[s] + H) * pad.stride[0]); };
+  // The buffer the group overwrites (with one level, the only one).
+  double* const target = level_data(b, main, rot, 1);
+  const Base u_base = base_of(target, 0);
+  const std::ptrdiff_t H = pad.low[0];  // planes below the block in its buffer
+  const std::ptrdiff_t P = w.unit_planes;
+  const std::ptrdiff_t row = d >= 2 ? pad.stride[1] : 0;  // doubles per row (dimension 1)
+  // What step s+1 reads beyond step s's range: the fixed values beyond a fixed end of the grid,
+  // where the ranges stop shrinking (elsewhere step s's range is step s+1's plus h).
+  std::vector<Ix> rim_lo(S), rim_hi(S);
+  for (std::size_t s = 0; s + 1 < S; ++s)
+    for (std::size_t k = 0; k < d; ++k) {
+      rim_lo[s][k] = slo[s][k] - (slo[s + 1][k] - h);
+      rim_hi[s][k] = shi[s + 1][k] + h - shi[s][k];
+    }
   // The planes each step covers: its range, and for a window the fixed planes beyond it.
   std::vector<std::ptrdiff_t> from(S), to(S);
   std::ptrdiff_t q0 = 0, q1 = 0;
   for (std::size_t s = 0; s < S; ++s) {
-    const bool last = s + 1 == S;
-    from[s] = slo[s][0] - (last ? 0 : rim_lo[0]);
-    to[s] = shi[s][0] + (last ? 0 : rim_hi[0]);
+    from[s] = slo[s][0] - rim_lo[s][0];
+    to[s] = shi[s][0] + rim_hi[s][0];
     const auto lag = static_cast<std::ptrdiff_t>(s) * h;
     q0 = s == 0 ? from[s] + lag : std::min(q0, from[s] + lag);
     q1 = s == 0 ? to[s] + lag : std::max(q1, to[s] + lag);
   }
-  for (std::size_t s = 0; s + 1 < S; ++s) first[s] = from[s] - keep;
-  // The cross-section a window holds for step s: its range plus the fixed rims.
-  // (A fixed end clips every step's range to the grid, so a rim lies just beyond the range.)
-  auto section = [&](std::size_t s, Ix& lo, Ix& hi) {
-    for (std::size_t k = 1; k < d; ++k) {
-      lo[k] = slo[s][k] - rim_lo[k];
-      hi[k] = shi[s][k] + rim_hi[k];
+  // Strip t covers rows [edge(t, s), edge(t + 1, s)) at step s: the last step's rows
+  // [t*J, (t+1)*J) of the block, skewed by h per step before it (clipped to the step's range).
+  const std::ptrdiff_t J = w.strip_rows;
+  const std::ptrdiff_t strips = d >= 2 ? (pad.ext[1] + J - 1) / J : 1;
+  auto edge = [&](std::ptrdiff_t t, std::size_t s) -> std::ptrdiff_t {
+    if (d < 2) return 0;
+    if (t <= 0) return slo[s][1];
+    if (t >= strips) return shi[s][1];
+    return std::clamp(t * J + static_cast<std::ptrdiff_t>(S - 1 - s) * h, slo[s][1], shi[s][1]);
+  };
+  // Window s of strip t holds rows [held_lo(t, s), held_hi(t, s)): what step s+1 of the strip
+  // reads, and above it the rows step s computes. Below the computed rows they were computed
+  // by earlier strips: carried (at most 2h rows), or fixed (a rim, copied from the buffer).
+  auto held_lo = [&](std::ptrdiff_t t, std::size_t s) { return edge(t, s + 1) - h; };
+  auto held_hi = [&](std::ptrdiff_t t, std::size_t s) {
+    return std::max(edge(t + 1, s), edge(t + 1, s + 1) + h);
+  };
+  // A box of planes [p0, p1), rows [r0, r1) and step s's window section beyond dimension 1
+  // (its range and the fixed rims).
+  auto box = [&](std::size_t s, std::ptrdiff_t p0, std::ptrdiff_t p1, std::ptrdiff_t r0,
+                 std::ptrdiff_t r1, Ix& lo, Ix& hi) {
+    lo[0] = p0;
+    hi[0] = p1;
+    if (d >= 2) {
+      lo[1] = r0;
+      hi[1] = r1;
+    }
+    for (std::size_t k = 2; k < d; ++k) {
+      lo[k] = slo[s][k] - rim_lo[s][k];
+      hi[k] = shi[s][k] + rim_hi[s][k];
     }
   };
-  for (std::ptrdiff_t q = q0; q < q1; q += P) {
-    for (std::size_t s = 0; s < S; ++s) {
-      const auto lag = static_cast<std::ptrdiff_t>(s) * h;
-      const std::ptrdiff_t a = std::max(from[s], q - lag), z = std::min(to[s], q + P - lag);
-      if (a >= z) continue;
-      const bool last = s + 1 == S;
-      if (!last && z - first[s] > K) {  // slide: keep the planes the next step still reads
-        const std::ptrdiff_t nf = a - keep;
-        std::memmove(window[s], window[s] + (nf - first[s]) * pad.stride[0],
-                     static_cast<std::size_t>((a - nf) * pad.stride[0]) * sizeof(double));
-        first[s] = nf;
+  std::vector<double*> window(S - 1), carry(S - 1);
+  std::vector<std::ptrdiff_t> held(S - 1);  // the row at the start of each window's planes
+  for (std::size_t s = 0; s + 1 < S; ++s) {
+    window[s] = thread_ring(s, w.window_bytes);
+    if (strips > 1)
+      carry[s] = detail_stencil::thread_scratch(
+          2 + (S - 1) + s, static_cast<std::size_t>((shi[s][0] - slo[s][0]) * 2 * h * row));
+  }
+  // Window s as a base in which plane p lies in its slot of the ring and the K - 1 planes
+  // after it follow in the mirror.
+  const auto ring = static_cast<std::ptrdiff_t>(w.window_bytes / sizeof(double));
+  auto window_base = [&](std::size_t s, std::ptrdiff_t p) {
+    const std::ptrdiff_t at = ((p - from[s]) * pad.stride[0] % ring + ring) % ring;
+    return base_of(window[s] + at, (p + H) * pad.stride[0] + (held[s] + pad.low[1]) * row);
+  };
+  // Plane p's slot of step s's carry, as a base for the rows from `ref` on (2h of them).
+  auto carry_base = [&](std::size_t s, std::ptrdiff_t p, std::ptrdiff_t ref) {
+    Ix lo{}, hi{};
+    box(s, p, p + 1, ref, ref + 2 * h, lo, hi);
+    return base_of(carry[s] + (p - slo[s][0]) * 2 * h * row, pad.at(lo));
+  };
+  // The fixed values step s+1 reads in window s of strip t, beyond fixed ends of the grid
+  // around the rows [g0, g1) the window holds, [r0, r1) of them computed: 3^(d-1) - 1 regions
+  // of a plane at most (along dimension 1 the held rows beyond the range), the same for every
+  // plane the step computes; the planes beyond the grid are copied whole.
+  std::vector<std::vector<std::pair<Ix, Ix>>> rims(S - 1);
+  auto find_rims = [&](std::ptrdiff_t t, std::size_t s) {
+    rims[s].clear();
+    Ix lo{}, hi{}, tlo{}, thi{};
+    box(s, 0, 1, held_lo(t, s), held_hi(t, s), lo, hi);
+    for (std::size_t k = 1; k < d; ++k) {
+      tlo[k] = -1;
+      thi[k] = 2;
+    }
+    thi[0] = 1;
+    for_each_point(d, tlo, thi, [&](const Ix& c) {
+      Ix rlo = lo, rhi = hi;
+      bool any = false;
+      for (std::size_t k = 1; k < d; ++k) {
+        if (c[k] < 0) rhi[k] = std::min(hi[k], slo[s][k]);
+        if (c[k] > 0) rlo[k] = std::max(lo[k], shi[s][k]);
+        if (c[k] == 0) {
+          rlo[k] = k == 1 ? edge(t, s) : slo[s][k];
+          rhi[k] = k == 1 ? edge(t + 1, s) : shi[s][k];
+        }
+        any = any || c[k] != 0;
       }
-      blk.in[0] = s == 0 ? target + pad.base : addr(window_base(s - 1), pad.base);
-      blk.out = last ? target + pad.base : addr(window_base(s), pad.base);
-      blk.step = rot + s;
-      const std::ptrdiff_t ca = std::max(a, slo[s][0]), cz = std::min(z, shi[s][0]);
-      if (ca < cz) {
+      if (any && !is_empty(d, rlo, rhi)) rims[s].emplace_back(rlo, rhi);
+    });
+  };
+  auto copy_rims = [&](std::ptrdiff_t t, std::size_t s, std::ptrdiff_t a, std::ptrdiff_t z) {
+    for (std::ptrdiff_t p = a; p < z; ++p) {
+      const Base win = window_base(s, p);
+      if (p < slo[s][0] || p >= shi[s][0]) {
+        Ix lo{}, hi{};
+        box(s, p, p + 1, held_lo(t, s), held_hi(t, s), lo, hi);
+        copy_box(pad, win, u_base, lo, hi);
+        continue;
+      }
+      for (auto [lo, hi] : rims[s]) {
+        lo[0] = p;
+        hi[0] = p + 1;
+        copy_box(pad, win, u_base, lo, hi);
+      }
+    }
+  };
+  for (std::ptrdiff_t t = 0; t < strips; ++t) {
+    for (std::size_t s = 0; s + 1 < S; ++s) {
+      held[s] = held_lo(t, s);
+      find_rims(t, s);
+    }
+    for (std::ptrdiff_t q = q0; q < q1; q += P) {
+      for (std::size_t s = 0; s < S; ++s) {
+        const auto lag = static_cast<std::ptrdiff_t>(s) * h;
+        const std::ptrdiff_t a = std::max(from[s], q - lag), z = std::min(to[s], q + P - lag);
+        if (a >= z) continue;
+        const bool last = s + 1 == S;
+        const std::ptrdiff_t r0 = edge(t, s), r1 = edge(t + 1, s);  // the rows computed
+        Ix lo{}, hi{};
+        // The rows below the strip's that the next step reads, from the strip before.
+        const std::ptrdiff_t ca = std::max(a, slo[s][0]), cz = std::min(z, shi[s][0]);
+        if (!last && t > 0 && d >= 2)
+          for (std::ptrdiff_t p = ca; p < cz; ++p) {
+            box(s, p, p + 1, std::max(held[s], slo[s][1]), r0, lo, hi);
+            copy_box(pad, window_base(s, p), carry_base(s, p, r0 - 2 * h), lo, hi);
+          }
+        blk.in[0] = s == 0 ? target + pad.base : addr(window_base(s - 1, ca - h), pad.base);
+        blk.out = last ? target + pad.base : addr(window_base(s, ca), pad.base);
+        blk.step = rot + s;
         blk.lo = slo[s];
         blk.hi = shi[s];
         blk.lo[0] = ca;
         blk.hi[0] = cz;
+        if (d >= 2) {
+          blk.lo[1] = r0;
+          blk.hi[1] = r1;
+        }
         if (!is_empty(d, blk.lo, blk.hi)) kernel(blk);
-      }
-      if (last) continue;
-      // The fixed values the next step reads beyond this step's range: whole planes beyond
-      // the grid, and the rims of the planes computed.
-      Ix wlo{}, whi{};
-      section(s, wlo, whi);
-      for (std::ptrdiff_t p = a; p < z; ++p) {
-        wlo[0] = p;
-        whi[0] = p + 1;
-        if (p < slo[s][0] || p >= shi[s][0]) {
-          copy_box(pad, window_base(s), u_base, wlo, whi);
-          continue;
-        }
-        // Each region of the cross-section beyond a fixed end: 3^(d-1) - 1 boxes at most.
-        Ix tlo{}, thi{};
-        for (std::size_t k = 1; k < d; ++k) {
-          tlo[k] = -1;
-          thi[k] = 2;
-        }
-        tlo[0] = 0;
-        thi[0] = 1;
-        for_each_point(d, tlo, thi, [&](const Ix& t) {
-          Ix rlo = wlo, rhi = whi;
-          bool any = false;
-          for (std::size_t k = 1; k < d; ++k) {
-            if (t[k] < 0) rhi[k] = slo[s][k];
-            if (t[k] > 0) rlo[k] = shi[s][k];
-            if (t[k] == 0) {
-              rlo[k] = slo[s][k];
-              rhi[k] = shi[s][k];
-            }
-            any = any || t[k] != 0;
+        if (last) continue;
+        copy_rims(t, s, a, z);
+        // The rows the next strip's steps read from this one: the top 2h (or fewer) below
+        // where the next strip starts, computed here or carried through a narrow strip.
+        if (t + 1 < strips && d >= 2)
+          for (std::ptrdiff_t p = ca; p < cz; ++p) {
+            const std::ptrdiff_t top = edge(t + 1, s);
+            box(s, p, p + 1, std::max(held_lo(t + 1, s), slo[s][1]), top, lo, hi);
+            copy_box(pad, carry_base(s, p, top - 2 * h), window_base(s, p), lo, hi);
           }
-          if (any && !is_empty(d, rlo, rhi)) copy_box(pad, window_base(s), u_base, rlo, rhi);
-        });
       }
     }
   }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include <ordo/stencil.hpp>
 
@@ -98,6 +100,36 @@ void check_case(const Case& c, std::mt19937& rng, ordo::Runtime& rt) {
   if (c.spec.aux_grids) aux_list.push_back(aux);
   auto ref = st::reference(c.spec, make_kernel(c), lv, aux_list, steps);
   CHECK(same_bits(ref[0], want));
+}
+
+// An in-place Jacobi case: one coefficient grid, the fixed values of fixed_at, equal weights.
+Case in_place_case(std::vector<std::size_t> size, std::vector<std::size_t> blocks,
+                   std::vector<st::Offset> nb, st::Boundary boundary, std::size_t levels,
+                   std::size_t tb, std::size_t tile) {
+  Case c;
+  c.spec.size = std::move(size);
+  c.spec.blocks = std::move(blocks);
+  c.spec.neighbourhood = std::move(nb);
+  c.spec.boundary = boundary;
+  c.spec.time_levels = levels;
+  c.spec.tb_depth = tb;
+  c.spec.tile_bytes = tile;
+  c.spec.aux_grids = 1;
+  c.spec.fixed_value = fixed_at;
+  c.spec.traversal = st::Traversal::jacobi_in_place;
+  const std::size_t nw = c.spec.neighbourhood.size() + 2;
+  for (std::size_t j = 0; j < nw; ++j) c.weights.push_back(0.9 / static_cast<double>(nw));
+  return c;
+}
+
+// The newest level after v.steps steps of case c from the values v, run on rt.
+std::vector<double> run_case(const Case& c, const Values& v, ordo::Runtime& rt) {
+  ordo::Graph g;
+  st::Stencil s(g, c.spec, make_kernel(c));
+  for (std::size_t l = 0; l < v.levels.size(); ++l) s.set(v.levels[l], l);
+  s.set_aux(0, v.aux);
+  s.run(rt, v.steps);
+  return s.get();
 }
 
 }  // namespace
@@ -432,28 +464,47 @@ TEST_CASE("in-place Jacobi equals the double buffer on long blocks", "[stencil]"
   std::mt19937 rng(31337);
   ordo::Runtime rt({.workers = 2});
   for (const Shape& sh : shapes) {
-    Case c;
-    c.spec.size = sh.size;
-    c.spec.blocks = sh.blocks;
-    c.spec.neighbourhood = sh.nb;
-    c.spec.boundary = sh.boundary;
-    c.spec.time_levels = sh.levels;
-    c.spec.tb_depth = sh.tb;
-    c.spec.tile_bytes = sh.tile;
-    c.spec.aux_grids = 1;
-    c.spec.fixed_value = fixed_at;
-    c.spec.traversal = st::Traversal::jacobi_in_place;
-    const std::size_t nw = sh.nb.size() + 2;
-    for (std::size_t j = 0; j < nw; ++j) c.weights.push_back(0.9 / static_cast<double>(nw));
+    const Case c = in_place_case(sh.size, sh.blocks, sh.nb, sh.boundary, sh.levels, sh.tb, sh.tile);
     INFO(describe(c.spec));
     Values v = random_values(c, rng);
     v.steps = 9;
+    CHECK(same_bits(run_case(c, v, rt), brute_force(c, v.levels, v.aux, v.steps)));
+  }
+}
+
+TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stencil][property]") {
+  // The wavefront's windows cut into strips along dimension 1, each strip's rows skewed by h
+  // per step and the rows the next strip reads carried to it: budgets (tile_bytes) from
+  // "nothing fits" (one shifted sweep per step) through one-row strips (narrower than 2h when
+  // h is 2), uneven last strips and several strip counts to the whole cross-section; depths 2
+  // to 8 with a shorter last group, fixed and periodic ends, halos of 2, 2-D to 4-D.
+  struct Shape {
+    std::vector<std::size_t> size, blocks;
+    std::vector<st::Offset> nb;
+    std::size_t tb;
+    st::Boundary boundary;
+  };
+  const std::vector<Shape> shapes{
+      {{14, 23, 10}, {2, 1, 1}, st::von_neumann(3, 1), 4, st::Boundary::fixed},
+      {{12, 19, 9}, {1, 2, 2}, st::von_neumann(3, 2), 2, st::Boundary::periodic},
+      {{18, 17, 8}, {2, 1, 1}, st::moore(3, 1), 8, st::Boundary::fixed},
+      {{11, 21, 7}, {1, 3, 1}, st::moore(3, 1), 3, st::Boundary::periodic},
+      {{16, 13, 11}, {1, 1, 1}, st::von_neumann(3, 2), 5, st::Boundary::fixed},
+      {{20, 37}, {2, 1}, st::von_neumann(2, 2), 5, st::Boundary::fixed},
+      {{15, 29}, {1, 2}, st::moore(2, 1), 6, st::Boundary::periodic},
+      {{8, 11, 5, 4}, {2, 1, 1, 1}, st::von_neumann(4, 1), 2, st::Boundary::fixed},
+  };
+  std::mt19937 rng(4242);
+  ordo::Runtime rt({.workers = 2});
+  for (const Shape& sh : shapes) {
+    Case c = in_place_case(sh.size, sh.blocks, sh.nb, sh.boundary, 1, sh.tb, 0);
+    Values v = random_values(c, rng);
+    v.steps = 2 * sh.tb + 1;  // two whole groups and a one-step group
     const auto want = brute_force(c, v.levels, v.aux, v.steps);
-    ordo::Graph g;
-    st::Stencil s(g, c.spec, make_kernel(c));
-    for (std::size_t l = 0; l < v.levels.size(); ++l) s.set(v.levels[l], l);
-    s.set_aux(0, v.aux);
-    s.run(rt, v.steps);
-    CHECK(same_bits(s.get(), want));
+    for (std::size_t tile = 1024; tile <= 160 * 1024; tile += 1024) {
+      c.spec.tile_bytes = tile;
+      INFO(describe(c.spec));
+      CHECK(same_bits(run_case(c, v, rt), want));
+    }
   }
 }
