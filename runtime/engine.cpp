@@ -541,9 +541,13 @@ void Engine::fail(Failure f) {
   } else if (f.kind == Failure::Kind::peer_lost && f.seen_here) {
     tell = f.what;
   } else if (f.kind == Failure::Kind::own) {
+    // Found now (its transport failed), the others are told as of a lost rank, relayed and
+    // naming this one: what they saw before this rank called it its own.
+    if (f.seen_here) tell = f.what;
     f.what = "rank " + std::to_string(rank()) + " (this rank) failed: " + f.what;
   }
-  const bool relayed = f.kind == Failure::Kind::peer_lost;
+  const bool relayed = f.kind == Failure::Kind::peer_lost ||
+                       (f.kind == Failure::Kind::own && f.seen_here);
   const bool earlier = f.earlier;
   const Failure::Kind kind = f.kind;
   const std::uint32_t at_fault = f.rank;

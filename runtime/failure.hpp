@@ -34,8 +34,10 @@ struct Failure {
     peer_lost,  // another rank died, became unreachable, or stopped (a fatal ABORT)
     protocol,   // another rank sent a message the protocol never sends: this rank stops
     mismatch,   // the ranks did not all build the same graph
-    // The job had failed before this graph's engine was built, by this rank's own failure (a
-    // body of another graph threw, it stopped on an error): there is no peer to blame.
+    // This rank's own failure where there is no peer to blame: its transport failed during
+    // the run (seen_here: the others are told), or the job had failed before this graph's
+    // engine was built by this rank's failure (a body of another graph threw, it stopped on
+    // an error).
     own,
   };
   Kind kind;
@@ -44,7 +46,8 @@ struct Failure {
   std::exception_ptr error;  // `body` only
   // peer_lost: this rank's transport saw it. It tells the other ranks (a relayed fatal ABORT
   // naming the lost rank), which may hold no endpoint to that rank and so never see it
-  // themselves (the transport creates endpoints on first use).
+  // themselves (the transport creates endpoints on first use). own: this rank's transport
+  // failed now; told the same way, naming this rank.
   bool seen_here = false;
   // The rank whose message reported it (an ABORT's sender), or kNoRank: this rank found it.
   static constexpr unsigned kNoRank = ~0u;

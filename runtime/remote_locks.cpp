@@ -54,7 +54,10 @@ void RemoteLocks::attach() {
         on_message(from, h, p);
       },
       [this](unsigned rank, const std::string& what) {
-        engine_.fail({Failure::Kind::peer_lost, rank, what, nullptr, true});
+        // This rank's own transport failing (CommNet: "transport error on rank R") is its own
+        // failure, not the loss of a peer that happens to be itself.
+        engine_.fail({rank == dist_.rank ? Failure::Kind::own : Failure::Kind::peer_lost, rank,
+                      what, nullptr, true});
       });
 }
 
