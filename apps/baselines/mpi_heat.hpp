@@ -113,17 +113,8 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
   add_flags<D>(cli, o, f, "must equal the rank count if given (mpirun -n sets it)",
                D == 2 ? "rank grid PxQ, product = rank count (default RANKSx1)"
                       : "rank grid PxQxR, product = rank count (default RANKSx1x1)");
-  if (rank == 0) {
-    if (int rc = app::parse_cli(cli, argc, argv); rc >= 0) return rc;
-  } else {  // same outcome, silently: rank 0 prints help and errors once
-    try {
-      cli.parse(argc, argv);
-    } catch (const CLI::CallForHelp&) {
-      return 0;
-    } catch (const CLI::ParseError&) {
-      return 2;
-    }
-  }
+  // Every rank parses the same flags to the same outcome; rank 0 alone prints help and errors.
+  if (int rc = cli::parse(cli, argc, argv, rank != 0); rc >= 0) return rc;
   finish_flags<D>(o, f);
   if (o.workers != 0 && o.workers != static_cast<unsigned>(ranks))
     throw Error("--workers " + std::to_string(o.workers) + " but mpirun started " +
@@ -308,16 +299,22 @@ int mpi_heat_main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  int rc = 0;
-  try {
-    rc = mpi_heat_body<D>(argc, argv, rank, ranks);
-  } catch (const Error& e) {
-    if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", name.c_str(), e.what());
-    rc = 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: rank %d failed: %s\n", name.c_str(), rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  bool returned = false;  // else an exception escaped: 1 is then a failure, not a wrong result
+  const int rc = cli::guarded_main(
+      name,
+      [&] {
+        try {
+          const int status = mpi_heat_body<D>(argc, argv, rank, ranks);
+          returned = true;
+          return status;
+        } catch (const Error&) {
+          throw;
+        } catch (const std::exception& e) {  // a failure may be this rank's alone: say which
+          throw std::runtime_error("rank " + std::to_string(rank) + ": " + e.what());
+        }
+      },
+      cli::bad_input_if<Error>, rank != 0);
+  if (!returned && rc == cli::kFailed) MPI_Abort(MPI_COMM_WORLD, 1);
   MPI_Finalize();
   return rc;
 }

@@ -43,7 +43,7 @@ int run(int argc, char** argv) {
       ->check(ordo::cli::Integer(1, ordo::app::max_workers));
   cli.add_flag("--verify", verify,
                "compare x, the iteration count and r.r bit for bit with the sequential CG");
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> size = ordo::app::parse_shape(size_text, 2, "--size");
   ordo::app::check_grid_fits(size, verify ? 8 : 4, "--size " + size_text);
   const std::size_t n = size[0], m = size[1], pm = m + 2;

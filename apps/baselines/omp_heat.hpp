@@ -31,7 +31,7 @@ int omp_heat_main(int argc, char** argv) {
   Options o;
   Flags f;
   add_flags<D>(cli, o, f, "OpenMP threads (default: OMP_NUM_THREADS, else all cores)", "");
-  if (int rc = app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = cli::parse(cli, argc, argv); rc >= 0) return rc;
   finish_flags<D>(o, f);
   const int threads = o.workers ? static_cast<int>(o.workers) : omp_get_max_threads();
   omp_set_dynamic(0);

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     cli.add_option("--dir", dir_text,
                    "directory on the disk to measure (default: a new one in $TMPDIR or /tmp)");
     cli.add_flag("--quick", quick, "64 MiB, 3 repetitions (the benchmark suite's smoke run)");
-    if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+    if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
     if (quick) {
       mib = 64;
       reps = 3;

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     cli.add_option("--wide", wide, "inputs of the wide reader")->check(CLI::Range(17u, 1u << 16));
     bool quick = false;
     cli.add_flag("--quick", quick, "small sizes, one repetition (a smoke run)");
-    if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+    if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
     if (quick) {
       small = 1024;
       large = 16384;

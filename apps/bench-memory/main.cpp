@@ -217,7 +217,7 @@ int run(int argc, char** argv) {
   cli.add_option("--bin-dir", o.bin_dir, "folder of the app binaries (default: the build tree "
                                          "or install beside this one)");
   cli.add_flag("--quick", quick, "small grids and ranks 1,2 (the plumbing, in seconds)");
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   for (std::size_t pos = 0; pos <= apps.size();) {
     std::size_t comma = apps.find(',', pos);
     if (comma == std::string::npos) comma = apps.size();

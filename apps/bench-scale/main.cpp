@@ -96,7 +96,7 @@ int run(int argc, char** argv) {
   cli.add_option("--bin-dir", bin_dir, "where ordo-heat2d and ordorun are (default: the build "
                                        "tree or install this program is in)");
   cli.add_option("--mpirun", mpirun, "MPI launcher for the baseline")->capture_default_str();
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> counts = parse_size_list(ranks_text, "--ranks", {2, 1024, 1});
 
   const auto app = find_binary("ordo-heat2d", bin_dir);

@@ -54,7 +54,7 @@ int run(int argc, char** argv) {
       ->check(ordo::cli::Integer(1, ordo::app::max_workers))
       ->capture_default_str();
   cli.add_flag("--read-all", read_all, "the reader reads every byte of each version it gets");
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> sizes =
       ordo::bench::parse_size_list(bytes_list, "--bytes", {8, std::uint64_t{1} << 30, 8});
   if (window == 0) throw ordo::Error("--window 0: use at least one location pair");

@@ -122,7 +122,7 @@ int run(int argc, char** argv) {
   cli.add_option("--timeout", timeout_s, "seconds after which one run is killed")
       ->check(ordo::cli::Integer(1, 1u << 24))
       ->capture_default_str();
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   if (app != "heat2d" && app != "heat3d" && app != "cg")
     throw ordo::Error("--app " + app + ": expected heat2d, heat3d or cg");

@@ -154,7 +154,7 @@ int run(int argc, char** argv) {
   cli.add_option("--bin-dir", mo.bin_dir,
                  "--metg: folder of ordo-bench-metg-mpi (default: found from this executable)");
   cli.add_option("--mpirun", mo.mpirun, "--metg: MPI launcher")->capture_default_str();
-  if (int rc = app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   if (metg) {
     mo.verify = verify;

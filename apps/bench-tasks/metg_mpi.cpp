@@ -70,7 +70,7 @@ int body(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--reps", reps, "repetitions of the sweep")->capture_default_str()
       ->check(CLI::Range(1u, 1000u));
-  if (int rc = app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = cli::parse(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> sweep =
       parse_size_list(iterations_text, "--iterations", {1, std::uint64_t{1} << 30, 1});
 

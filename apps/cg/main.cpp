@@ -283,7 +283,7 @@ int run(int argc, char** argv) {
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->type_name("FILE");
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   std::optional<ordo::app::OutputFile> output_file;
   if (!output.empty()) output_file.emplace(output);

@@ -13,9 +13,11 @@
 #include <functional>
 #include <limits>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "cli_main.hpp"
 #include "cli_number.hpp"
 
 #include <fmt/core.h>
@@ -128,47 +130,23 @@ inline std::string peer_failure_message(const PeerFailure& e, const std::string&
                                     ", which goes on from its newest complete checkpoint");
 }
 
-// Runs an app's main body with the exit-status policy: ordo::Error, CLI errors and running out
-// of memory print a message and return 2 (1 means "verification failed"); other exceptions
+// Runs an app's main body with the exit-status policy (cli_main.hpp): ordo::Error and running
+// out of memory print a message and return 2 (1 means "verification failed"); other exceptions
 // print and return 1. Another rank's failure (PeerFailure) is an ordo::Error too: exit 2, and
 // the message says which rank and where to look, since this rank only knows that it stopped.
-inline int guarded_main(const char* app, const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const ProtocolError& e) {
-    std::fprintf(stderr,
-                 "%s: error: %s; every rank must run the same build of %s and of ordo, on a "
-                 "network only the job uses\n",
-                 app, e.what(), app);
-    return 2;
-  } catch (const PeerFailure& e) {
-    std::fprintf(stderr, "%s: error: %s\n", app, peer_failure_message(e).c_str());
-    return 2;
-  } catch (const Error& e) {
-    std::fprintf(stderr, "%s: error: %s\n", app, e.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: error: out of memory; use a smaller --size (or fewer ranks per host)\n", app);
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: failed: %s\n", app, e.what());
-    return 1;
-  }
+inline std::optional<std::string> bad_input(const std::exception& e, const char* app) {
+  if (dynamic_cast<const ProtocolError*>(&e) != nullptr)
+    return std::string(e.what()) + "; every rank must run the same build of " + app +
+           " and of ordo, on a network only the job uses";
+  if (const auto* peer = dynamic_cast<const PeerFailure*>(&e)) return peer_failure_message(*peer);
+  if (dynamic_cast<const Error*>(&e) != nullptr) return std::string(e.what());
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr)
+    return "out of memory; use a smaller --size (or fewer ranks per host)";
+  return std::nullopt;
 }
 
-// Parses the command line; returns -1 to go on, or the exit status to return now.
-inline int parse_cli(CLI::App& cli, int argc, char** argv) {
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(cli.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "%s: error: %s\nRun with --help for the list of flags.\n",
-                 cli.get_name().c_str(), e.what());
-    return 2;
-  }
-  return -1;
+inline int guarded_main(const char* app, const std::function<int()>& body) {
+  return cli::guarded_main(app, body, [app](const std::exception& e) { return bad_input(e, app); });
 }
 
 }  // namespace ordo::app

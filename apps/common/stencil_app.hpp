@@ -280,7 +280,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     cli.add_option("--order", order, "order k of the spatial stencil: 2, 4, 6, 8, 10 or 12")
         ->check(ordo::cli::Integer(0, 1000))
         ->capture_default_str();
-  if (int rc = parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   if (checkpoint_dir.empty() != (checkpoint_every == 0))
     throw Error(checkpoint_dir.empty() ? "--checkpoint-every needs --checkpoint DIR"

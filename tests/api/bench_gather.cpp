@@ -55,7 +55,7 @@ int run(int argc, char** argv) {
   cli.add_option("--reps", reps, "gathers per route, size and destination (medians printed)")
       ->check(ordo::cli::Integer(1, 1000))
       ->capture_default_str();
-  if (int rc = ordo::app::parse_cli(cli, argc, argv); rc >= 0) return rc;
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> sizes =
       ordo::bench::parse_size_list(sizes_text, "--bytes", {1, std::size_t{1} << 32, 1});
   ordo::Runtime rt({.workers = 1});

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "analysis.hpp"
+#include "cli_main.hpp"
 #include "compare.hpp"
 #include "export.hpp"
 #include "trace_file.hpp"
@@ -90,16 +91,7 @@ int run(int argc, char** argv) {
   cmp->footer("Each trace is summarised as by `ordo-trace summary` (see its --help); a kind is "
               "a task family's name without its index (step[1,2] -> step).");
 
-  try {
-    cli.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(cli.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return cli.exit(e);
-    std::fprintf(stderr, "ordo-trace: error: %s\nRun with --help for the usage.\n", e.what());
-    return 2;
-  }
+  if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   if (cmp->parsed()) {
     const Trace ta = load({compared[0]}), tb = load({compared[1]});
@@ -125,13 +117,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const TraceError& e) {
-    std::fprintf(stderr, "ordo-trace: error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ordo-trace: failed: %s\n", e.what());
-    return 1;
-  }
+  return ordo::cli::guarded_main("ordo-trace", [&] { return run(argc, argv); },
+                                 ordo::cli::bad_input_if<TraceError>);
 }

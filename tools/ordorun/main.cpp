@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_main.hpp"
 #include "cli_number.hpp"
 #include "job.hpp"
 #include "posix.hpp"
@@ -55,7 +56,8 @@ bool slurm_fits(const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   ordorun::JobOptions& j = o.job;
-  CLI::App app{"ordorun: start the ranks of an ordo job (locally, on other hosts, or through srun)"};
+  CLI::App app{"ordorun: start the ranks of an ordo job (locally, on other hosts, or through srun)",
+               "ordorun"};
   app.prefix_command();
   using ordo::cli::Integer;
   using ordo::cli::Real;
@@ -85,22 +87,18 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", j.verbose,
                "when the job ends, say what the store sent (bytes in all, at most to one rank) "
                "and the most requests one rank made");
-  try {
-    app.parse(argc, argv);
-    j.command = app.remaining();
-    if (j.command.empty()) throw UsageError("no program given; usage: ordorun -n N prog [args...]");
-    if (o.srun && o.no_srun) throw UsageError("--srun and --no-srun contradict each other");
-    if (o.srun && !j.hosts.empty()) throw UsageError("--srun takes -n, not --hosts (Slurm places the ranks)");
-    if (o.srun || slurm_fits(o)) exec_srun(o);
-    ordorun::Job job(std::move(j));
-    return job.run();
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  } catch (const UsageError& e) {
-    say(e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    say(e.what());
-    return 1;
-  }
+  return ordo::cli::guarded_main(
+      "ordorun",
+      [&] {
+        if (int rc = ordo::cli::parse(app, argc, argv); rc >= 0) return rc;
+        j.command = app.remaining();
+        if (j.command.empty()) throw UsageError("no program given; usage: ordorun -n N prog [args...]");
+        if (o.srun && o.no_srun) throw UsageError("--srun and --no-srun contradict each other");
+        if (o.srun && !j.hosts.empty())
+          throw UsageError("--srun takes -n, not --hosts (Slurm places the ranks)");
+        if (o.srun || slurm_fits(o)) exec_srun(o);
+        ordorun::Job job(std::move(j));
+        return job.run();
+      },
+      ordo::cli::bad_input_if<UsageError>);
 }
