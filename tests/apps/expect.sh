@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# expect.sh STATUS REGEX -- COMMAND ARGS...
-# Runs COMMAND, and fails unless it exits with STATUS and its output (stdout and stderr
-# together) matches the extended REGEX. Prints the output on failure.
+# expect.sh STATUS [-F] PATTERN... -- COMMAND [ARG...]
+# Runs COMMAND and passes when it exits with STATUS and its output (stdout and stderr together)
+# matches every PATTERN: an extended regular expression, or a fixed string with -F. The output
+# is printed, so that a failing test's log shows it. Every test that checks a program's exit
+# status and messages (apps, baselines, benchmarks, ordorun) goes through this one script.
 set -u
-want_status=$1 regex=$2
-shift 2
-[ "$1" = "--" ] && shift
+want=$1
+shift
+grep_mode=-E
+if [ "${1:-}" = "-F" ]; then
+  grep_mode=-F
+  shift
+fi
+patterns=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  patterns+=("$1")
+  shift
+done
+[ $# -gt 1 ] || { echo "expect.sh: usage: expect.sh STATUS [-F] PATTERN... -- COMMAND..."; exit 2; }
+shift
 out=$("$@" 2>&1)
 status=$?
-if [ "$status" -ne "$want_status" ]; then
-  printf 'expected exit %s, got %s from: %s\n%s\n' "$want_status" "$status" "$*" "$out"
+printf '%s\n' "$out"
+if [ "$status" -ne "$want" ]; then
+  printf 'expect.sh: exit status %s, expected %s, from: %s\n' "$status" "$want" "$*"
   exit 1
 fi
-if ! grep -Eq -- "$regex" <<<"$out"; then
-  printf 'output of %s does not match /%s/:\n%s\n' "$*" "$regex" "$out"
-  exit 1
-fi
+for p in "${patterns[@]}"; do
+  if ! grep -q "$grep_mode" -- "$p" <<<"$out"; then
+    printf 'expect.sh: the output of %s lacks %s\n' "$*" "'$p'"
+    exit 1
+  fi
+done
 exit 0
