@@ -111,32 +111,59 @@ inline std::size_t box_count(std::size_t d, const Ix& lo, const Ix& hi) {
   return n;
 }
 
-// Calls f(offset in the buffer, offset in the packed array, row length) for every row of the
-// box [lo, hi) of a padded buffer, in the order the packed array holds them. The offsets move
-// by strides (no multiplications per row): a face across the last dimension is one point per
-// row, and there are many rows.
+// Calls f(offset in buffer a, offset in buffer b, row length) for every row of the box
+// [lo, hi) of a padded buffer of layout `a` and the box of the same shape that starts at
+// `b_lo` in one of layout `b` (whose strides may differ: uneven blocks), row by row in order.
+// The offsets move by strides (no multiplications per row): a face across the last dimension
+// is one point per row, and there are many rows.
 template <class F>
-void for_each_box_row(const Pad& p, const Ix& lo, const Ix& hi, F&& f) {
-  const std::size_t d = p.d, last = d - 1;
+void for_each_box_row(const Pad& a, const Ix& lo, const Ix& hi, const Pad& b, const Ix& b_lo,
+                      F&& f) {
+  const std::size_t d = a.d, last = d - 1;
   for (std::size_t i = 0; i < d; ++i)
     if (hi[i] <= lo[i]) return;
   const auto len = static_cast<std::size_t>(hi[last] - lo[last]);
   Ix x = lo;
-  std::ptrdiff_t at = p.at(lo);
-  std::size_t k = 0;
+  std::ptrdiff_t at_a = a.at(lo), at_b = b.at(b_lo);
   for (;;) {
-    f(at, k, len);
-    k += len;
+    f(at_a, at_b, len);
     std::size_t i = last;  // odometer over the dimensions before the last
     for (;;) {
       if (i == 0) return;
       --i;
-      at += p.stride[i];
+      at_a += a.stride[i];
+      at_b += b.stride[i];
       if (++x[i] < hi[i]) break;
-      at -= (hi[i] - lo[i]) * p.stride[i];
+      at_a -= (hi[i] - lo[i]) * a.stride[i];
+      at_b -= (hi[i] - lo[i]) * b.stride[i];
       x[i] = lo[i];
     }
   }
+}
+
+// The layout of the box [lo, hi) packed densely, row after row (what pack_box writes): no
+// padding, point 0 of the box at offset 0.
+inline Pad packed_layout(std::size_t d, const Ix& lo, const Ix& hi) {
+  Pad p;
+  p.d = d;
+  std::ptrdiff_t stride = 1;
+  for (std::size_t i = d; i-- > 0;) {
+    p.ext[i] = hi[i] - lo[i];
+    p.stride[i] = stride;
+    stride *= p.ext[i];
+  }
+  p.count = static_cast<std::size_t>(stride);
+  return p;
+}
+
+// Calls f(offset in the buffer, offset in the packed array, row length) for every row of the
+// box [lo, hi) of a padded buffer, in the order the packed array holds them.
+template <class F>
+void for_each_box_row(const Pad& p, const Ix& lo, const Ix& hi, F&& f) {
+  for_each_box_row(p, lo, hi, packed_layout(p.d, lo, hi), Ix{},
+                   [&](std::ptrdiff_t at, std::ptrdiff_t k, std::size_t len) {
+                     f(at, static_cast<std::size_t>(k), len);
+                   });
 }
 
 // Copies a row of n doubles: inline for the short rows of halos and fixed boundaries (a face
@@ -172,26 +199,10 @@ inline void unpack_box(const Pad& p, double* buf, const Ix& lo, const Ix& hi,
 // starts at dlo in buffer `dst` (layout pd, whose strides may differ: uneven blocks).
 inline void copy_box_between(const Pad& ps, const double* src, const Ix& slo, const Ix& shi,
                              const Pad& pd, double* dst, const Ix& dlo) {
-  const std::size_t d = ps.d, last = d - 1;
-  for (std::size_t i = 0; i < d; ++i)
-    if (shi[i] <= slo[i]) return;
-  const auto len = static_cast<std::size_t>(shi[last] - slo[last]);
-  Ix x = slo;
-  std::ptrdiff_t from = ps.at(slo), to = pd.at(dlo);
-  for (;;) {
-    copy_row(dst + to, src + from, len);
-    std::size_t i = last;  // odometer over the dimensions before the last, as for_each_box_row
-    for (;;) {
-      if (i == 0) return;
-      --i;
-      from += ps.stride[i];
-      to += pd.stride[i];
-      if (++x[i] < shi[i]) break;
-      from -= (shi[i] - slo[i]) * ps.stride[i];
-      to -= (shi[i] - slo[i]) * pd.stride[i];
-      x[i] = slo[i];
-    }
-  }
+  for_each_box_row(ps, slo, shi, pd, dlo,
+                   [&](std::ptrdiff_t from, std::ptrdiff_t to, std::size_t len) {
+                     copy_row(dst + to, src + from, len);
+                   });
 }
 
 // The sender's edge region of width h towards direction o (each o[i] in {-1, 0, 1}).
