@@ -159,8 +159,12 @@ void Stencil::Impl::declare_exchange() {
     face.dir = r;
     return spec.tb_depth == 1 && is_late_face(face, 1);
   };
+  // Block b's halo tasks are pushes[first_push[b] .. first_push[b + 1]): each block looks only
+  // at its own, so declaring stays linear in the blocks.
+  std::vector<std::size_t> first_push(n + 1);
   for (std::size_t b = 0; b < n; ++b) {
     const core::BlockGeom& geo = grid.block(b);
+    first_push[b] = pushes.size();
     std::set<Ix> remote;
     for (const Ix& r : read_dirs) {
       Ix o{}, c{};
@@ -171,8 +175,8 @@ void Stencil::Impl::declare_exchange() {
         remote.insert(r);
         continue;
       }
-      auto p = std::find_if(pushes.begin(), pushes.end(),
-                            [&](const Push& q) { return q.from == b && q.to == to; });
+      const auto mine = pushes.begin() + static_cast<std::ptrdiff_t>(first_push[b]);
+      auto p = std::find_if(mine, pushes.end(), [&](const Push& q) { return q.to == to; });
       if (p == pushes.end()) p = pushes.insert(pushes.end(), Push{b, to, {}});
       p->dirs.push_back(o);
     }
@@ -188,6 +192,7 @@ void Stencil::Impl::declare_exchange() {
       stage.count += e.count;
     }
   }
+  first_push[n] = pushes.size();
   grid.wire_imports(halo, read_dirs);
 
   auto declare_compute = [&](std::size_t b) {
@@ -207,8 +212,8 @@ void Stencil::Impl::declare_exchange() {
                             [&](Location<double> l) { return ctx.write(l); }, true);
              });
     }
-    for (const Push& p : pushes) {
-      if (p.from != b) continue;
+    for (std::size_t i = first_push[b]; i < first_push[b + 1]; ++i) {
+      const Push& p = pushes[i];
       const std::string name = spec.name + ".halo[" + std::to_string(b) + ">" +
                                std::to_string(p.to) + "]";
       if (p.to == b) {

@@ -1,14 +1,19 @@
 // ordo-bench-graph: how declaring and using a graph scales with its size (issue 14, item 5).
-// Two measurements, each a ratio taken in one run:
+// Three measurements, each a ratio taken in one run:
 //   - declaring N locations, one location() call each and as one location_family, at a small
 //     and a large N: the (CPU) time for the large N over the time for the small one. Linear
 //     declaration gives large/small (16 with the defaults); 20 is the bound the issue sets.
+//   - declaring a 2-D stencil of B x B blocks and placing it on one rank (its exchange: the
+//     halo tasks between neighbours), at a small and a large B: time over time, against the
+//     ratio of the block counts (16 with the defaults).
 //   - a task reading W inputs through its Context, at W = 16 and W = 256: the time per read at
 //     256 over the time per read at 16 (1 when a lookup costs the same at any width).
 // The large graph also runs a task reading 256 of its locations, so the size is used, not only
 // declared. Output, one key=value line per measurement and per ratio:
 //   bench=graph what=declare form=F locations=N cpu_seconds=S ns_per_location=X
 //   bench=graph what=declare form=F ratio=R linear=L
+//   bench=graph what=stencil blocks=N cpu_seconds=S us_per_block=X
+//   bench=graph what=stencil ratio=R linear=L
 //   bench=graph what=read inputs=W ns_per_read=X
 //   bench=graph what=read ratio=R
 // Exit status: 0 ok, 1 a wrong sum, 2 bad command line.
@@ -17,12 +22,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+
+#include <ordo/stencil.hpp>
 
 #include "app_cli.hpp"
 
@@ -52,6 +60,21 @@ std::vector<ordo::Location<double>> declare(ordo::Graph& g, std::uint32_t n, boo
   out.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) out.push_back(g.location<double>("x" + std::to_string(i), 1));
   return out;
+}
+
+// CPU seconds to declare a 2-D five-point stencil of side x side blocks of 4 x 4 points and
+// place it on this rank: the constructor declares the blocks' locations, place() the exchange
+// (compute tasks, and a halo task per pair of neighbours).
+double time_stencil(const ordo::Runtime& rt, std::uint32_t side) {
+  malloc_trim(0);
+  ordo::Graph g;
+  ordo::stencil::Spec spec;
+  spec.size = {4 * std::size_t{side}, 4 * std::size_t{side}};
+  spec.blocks = {side, side};
+  const double t0 = thread_seconds();
+  ordo::stencil::Stencil st(g, spec, [](const ordo::stencil::Block&) {});
+  st.place(rt);
+  return thread_seconds() - t0;
 }
 
 // Runs a task reading `inputs` (each written once per iteration by one task of a family) for
@@ -88,19 +111,28 @@ int main(int argc, char** argv) {
     CLI::App cli{"ordo-bench-graph: declaration and access lookup against graph size"};
     cli.name("ordo-bench-graph");
     std::uint32_t small = 16384, large = 262144, reps = 7, wide = 256;
+    std::uint32_t side_small = 32, side_large = 128;
     cli.add_option("--small", small, "locations of the small graph")->check(CLI::Range(1u, 1u << 26));
     cli.add_option("--large", large, "locations of the large graph")->check(CLI::Range(1u, 1u << 26));
     cli.add_option("--reps", reps, "repetitions (the median is reported)")->check(CLI::Range(1u, 100u));
     cli.add_option("--wide", wide, "inputs of the wide reader")->check(CLI::Range(17u, 1u << 16));
+    cli.add_option("--stencil-small", side_small, "blocks per side of the small stencil")
+        ->check(CLI::Range(1u, 4096u));
+    cli.add_option("--stencil-large", side_large, "blocks per side of the large stencil")
+        ->check(CLI::Range(1u, 4096u));
     bool quick = false;
     cli.add_flag("--quick", quick, "small sizes, one repetition (a smoke run)");
     if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
     if (quick) {
       small = 1024;
       large = 16384;
+      side_small = 16;
+      side_large = 64;
       reps = 1;
     }
     if (large < small) throw ordo::Error("--large must be at least --small");
+    if (side_large < side_small)
+      throw ordo::Error("--stencil-large must be at least --stencil-small");
 
     bool wrong = false;
     ordo::Runtime rt({.workers = 1});
@@ -137,6 +169,23 @@ int main(int argc, char** argv) {
       }
       fmt::print("bench=graph what=declare form={} ratio={:.2f} linear={:.2f}\n", form,
                  at[1] / at[0], static_cast<double>(large) / small);
+    }
+
+    {
+      std::vector<double> times[2];
+      for (std::uint32_t r = 0; r < reps; ++r)
+        for (int which = 0; which < 2; ++which)
+          times[which].push_back(time_stencil(rt, which ? side_large : side_small));
+      double at[2];
+      for (int which = 0; which < 2; ++which) {
+        const double blocks = std::pow(which ? side_large : side_small, 2.0);
+        at[which] = median(times[which]);
+        fmt::print("bench=graph what=stencil blocks={:.0f} cpu_seconds={:.4f} "
+                   "us_per_block={:.2f}\n",
+                   blocks, at[which], at[which] / blocks * 1e6);
+      }
+      fmt::print("bench=graph what=stencil ratio={:.2f} linear={:.2f}\n", at[1] / at[0],
+                 std::pow(static_cast<double>(side_large) / side_small, 2.0));
     }
 
     double per_read[2];
