@@ -646,6 +646,24 @@ TEST_CASE("a bad trace path is an ordo::Error that says what to do", "[trace]") 
                     Catch::Contains("cannot create trace file") && Catch::Contains("--trace"));
 }
 
+// Without the check, the temporary beside the path opens, the run records, and only the
+// rename at the end fails: the whole run's trace lost, not the start refused.
+TEST_CASE("a trace path that is a directory is refused before anything is recorded", "[trace]") {
+  const std::string dir = temp_path("dir");
+  fs::create_directories(dir);
+  rtt::RecorderConfig c;
+  c.path = dir;
+  c.workers = 1;
+  std::string error;
+  CHECK(rtt::Recorder::open(c, error) == nullptr);
+  CHECK(error == "cannot create trace file '" + dir + "': it is a directory");
+  // Nothing was created beside it, and the directory is as it was.
+  for (const auto& e : fs::directory_iterator(fs::path(dir).parent_path()))
+    CHECK(e.path().filename().string().rfind(fs::path(dir).filename().string() + ".tmp", 0) ==
+          std::string::npos);
+  CHECK(fs::is_empty(dir));
+}
+
 TEST_CASE("ORDO_TRACE switches tracing on without code changes", "[trace]") {
   const std::string path = temp_path("env");
   ::setenv("ORDO_TRACE", path.c_str(), 1);
