@@ -1,0 +1,170 @@
+// How a rank's store bootstrap (comm/bootstrap.cpp) ends when the store's answer to a
+// collective is not the one it waits for: ordorun stopping the job while the rank waits in a
+// later collective (no start-up deadline bounds that wait: without job_stopping it would wait
+// for ever), and a reply that does not hold one entry per rank. Ranks are threads, the store
+// is ordorun's (tools/ordorun) or, for the reply no ordorun sends, a scripted one.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/bootstrap.hpp"
+#include "comm/store_protocol.hpp"
+#include "event_loop.hpp"
+#include "store_server.hpp"
+
+using namespace std::chrono_literals;
+namespace store = ordo::comm::store;
+
+namespace {
+
+const std::string token = "0123456789abcdef0123456789abcdef";
+
+ordo::comm::Blob blob(const std::string& s) {
+  ordo::comm::Blob out(s.size());
+  std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+// A store that answers hello and put with ok, and every get_range with `range_answer`: what
+// no ordorun sends. Serves each connection on a thread of its own until the client closes it.
+class ScriptedStore {
+ public:
+  explicit ScriptedStore(std::vector<std::byte> range_answer) : answer_(std::move(range_answer)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(listener_ >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener_, 8) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    endpoint_ = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+    acceptor_ = std::thread([this] {
+      for (;;) {
+        const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) return;  // the listener was shut down
+        connections_.emplace_back([this, fd] { serve(fd); });
+      }
+    });
+  }
+  ~ScriptedStore() {
+    ::shutdown(listener_, SHUT_RDWR);
+    acceptor_.join();
+    ::close(listener_);
+    for (auto& t : connections_) t.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  void serve(int fd) {
+    std::vector<std::byte> in;
+    std::byte chunk[4096];
+    for (;;) {
+      const ssize_t k = ::recv(fd, chunk, sizeof chunk, 0);
+      if (k <= 0) break;
+      in.insert(in.end(), chunk, chunk + k);
+      std::size_t used = 0;
+      bool bad = false;
+      while (std::optional<store::Request> r = store::parse_request(in, used, bad)) {
+        in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(used));
+        const auto reply = store::encode_response(
+            store::Status::ok, r->op == store::Op::get_range ? answer_ : std::vector<std::byte>{});
+        if (::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) != ssize_t(reply.size())) break;
+      }
+      if (bad) break;
+    }
+    ::close(fd);
+  }
+
+  std::vector<std::byte> answer_;
+  int listener_ = -1;
+  std::string endpoint_;
+  std::thread acceptor_;
+  std::vector<std::thread> connections_;  // appended by the acceptor only, joined after it
+};
+
+}  // namespace
+
+TEST_CASE("a rank waiting in a later collective ends with ordorun's reason when it stops the job",
+          "[ordorun][store]") {
+  ordorun::EventLoop loop;
+  auto server = std::make_unique<ordorun::StoreServer>(loop, token, 2,
+                                                       std::vector<std::string>{"127.0.0.1"},
+                                                       ordorun::StoreLimits{}, nullptr);
+  const std::string at = server->endpoint(0);
+  std::atomic<int> done{0};
+  std::string rank0_error, rank1_error;
+  std::unique_ptr<ordo::comm::Bootstrap> boot1;
+  std::thread rank0([&] {
+    try {
+      auto boot = ordo::comm::Bootstrap::store(0, 2, at, 20s, token);
+      boot->allgather(blob("first"));
+      boot->allgather(blob("second"));  // rank 1 never joins this one
+      rank0_error = "the second collective completed";
+    } catch (const std::exception& e) {
+      rank0_error = e.what();
+    }
+    done.fetch_add(1);
+  });
+  std::thread rank1([&] {
+    try {
+      boot1 = ordo::comm::Bootstrap::store(1, 2, at, 20s, token);
+      boot1->allgather(blob("first"));
+    } catch (const std::exception& e) {
+      rank1_error = e.what();
+    }
+    done.fetch_add(1);
+  });
+  // Once rank 0's get_range of the second collective is parked (its fourth request after its
+  // hello: a put and a get_range per collective), ordorun stops the job; at the latest after
+  // 60 s, so that the test ends either way.
+  const auto end = ordorun::EventLoop::Clock::now() + 60s;
+  std::optional<std::uint64_t> requests_at_stop;
+  while (done.load() < 2 && ordorun::EventLoop::Clock::now() < end + 20s) {
+    loop.at(ordorun::EventLoop::Clock::now() + 5ms, [] {});  // bounds each turn's wait
+    loop.run_once();
+    if (!requests_at_stop && (server->requests_per_rank()[0] == 4 ||
+                              ordorun::EventLoop::Clock::now() >= end)) {
+      requests_at_stop = server->requests_per_rank()[0];
+      server->stop_job("rank 1 was killed by signal 9");
+    }
+  }
+  if (done.load() < 2) server.reset();  // closes the connections: a rank still waiting ends
+  rank0.join();
+  rank1.join();
+  CHECK(requests_at_stop == std::optional<std::uint64_t>(4));
+  CHECK(rank1_error == "");
+  CHECK(rank0_error ==
+        "comm: rank 0 stopped waiting for every rank's part of collective 1: ordorun is "
+        "stopping the job (rank 1 was killed by signal 9)");
+  boot1.reset();
+}
+
+TEST_CASE("a collective's reply without one entry per rank is refused, naming the sizes",
+          "[ordorun][store]") {
+  // Rank 0 of 2 gets one well-formed entry, then 3 stray bytes.
+  std::vector<std::byte> answer;
+  store::append_entry(answer, blob("only one"));
+  answer.resize(answer.size() + 3);
+  const std::size_t size = answer.size();
+  ScriptedStore fake(std::move(answer));
+  auto boot = ordo::comm::Bootstrap::store(0, 2, fake.endpoint(), 20s, token);
+  CHECK_THROWS_WITH(boot->allgather(blob("mine")),
+                    "comm: ordorun's store answered rank 0's collective with a malformed reply (" +
+                        std::to_string(size) + " bytes for 2 ranks); is ordorun the same ordo "
+                        "build as the program?");
+}
