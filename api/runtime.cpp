@@ -1,12 +1,14 @@
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "api/checkpoint.hpp"
 #include "api/errors.hpp"
 #include "api/graph_impl.hpp"
 #include "api/settings.hpp"
+#include "runtime/clock_sync.hpp"
 #include "runtime/comm_net.hpp"
 #include "runtime/storage.hpp"
 #include "scheduler/fiber.hpp"
@@ -59,17 +61,11 @@ sched::PoolConfig workers_config(const detail::Settings& s, const comm::Bootstra
   return c;
 }
 
-// What the start-up clock measurement found (rt::ClockSync), where it measured one: with
-// ORDO_VERBOSE, and when a trace's times cannot be aligned.
+// What the start-up clock measurement found (rt::ClockSync), where it measured one.
 void report_clock(const rt::CommNet& net, const detail::Settings& s) {
-  const rt::ClockOffset c = net.clock_offset();
-  if (!c.is_known && (s.pool.verbose || !s.trace_path.empty()))
-    std::fprintf(stderr, "ordo: clock: the offset to rank 0's clock is unknown (a clock ping or "
-                         "the offset from the rank above went unanswered at start-up): this "
-                         "rank's trace times are not aligned with rank 0's\n");
-  else if (c.is_known && c.error_ns > 0 && s.pool.verbose)
-    std::fprintf(stderr, "ordo: clock: rank 0's steady clock = this rank's %+lld ns (within %lld ns)\n",
-                 static_cast<long long>(c.ns), static_cast<long long>(c.error_ns));
+  const std::string report =
+      rt::clock_report(net.clock_offset(), s.pool.verbose, !s.trace_path.empty());
+  if (!report.empty()) std::fputs(report.c_str(), stderr);
 }
 
 }  // namespace

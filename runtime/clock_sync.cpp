@@ -25,6 +25,9 @@ ClockSync::Message encode(Kind kind, std::int64_t a, std::int64_t b) {
   return m;
 }
 
+// "+12" or "-12", as printf's %+lld.
+std::string signed_text(std::int64_t v) { return (v >= 0 ? "+" : "") + std::to_string(v); }
+
 }  // namespace
 
 ClockSync::ClockSync(unsigned rank, unsigned ranks, SharesClock shares_clock_with, Send send,
@@ -128,6 +131,18 @@ void ClockSync::stop() {
     stopped_ = true;
   }
   cv_.notify_all();
+}
+
+std::string clock_report(const ClockOffset& offset, bool verbose, bool tracing) {
+  if (!offset.is_known)
+    return verbose || tracing
+               ? "ordo: clock: the offset to rank 0's clock is unknown (a clock ping or the "
+                 "offset from the rank above went unanswered at start-up): this rank's trace "
+                 "times are not aligned with rank 0's\n"
+               : "";
+  if (offset.error_ns == 0 || !verbose) return "";
+  return "ordo: clock: rank 0's steady clock = this rank's " + signed_text(offset.ns) +
+         " ns (within " + std::to_string(offset.error_ns) + " ns)\n";
 }
 
 }  // namespace ordo::rt

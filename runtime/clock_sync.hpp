@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace ordo::rt {
@@ -38,6 +39,12 @@ struct ClockOffset {
   std::int64_t error_ns = 0;
   bool is_known = true;
 };
+
+// What a rank says about its offset once measured (a line for stderr; empty: nothing). An
+// unknown offset is a warning wherever it matters: with ORDO_VERBOSE (`verbose`), and when
+// the rank records a trace (`tracing`), whose times then do not line up with rank 0's. A
+// measured offset is said with ORDO_VERBOSE only, and one of clocks that are one never.
+std::string clock_report(const ClockOffset& offset, bool verbose, bool tracing);
 
 class ClockSync {
  public:

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "loopback_net.hpp"
@@ -184,6 +185,27 @@ TEST_CASE("a stopped measurement returns at once, unknown", "[clock]") {
   clocks.syncs[1]->stop();
   REQUIRE(offset.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
   CHECK_FALSE(offset.get().is_known);
+}
+
+// The start-up report (api/runtime.cpp prints it): an unknown offset is a warning where it
+// matters, with ORDO_VERBOSE and wherever a trace is recorded (its times are not aligned); a
+// measured offset is said with ORDO_VERBOSE only; clocks that are one are never mentioned.
+TEST_CASE("an unknown offset is a warning with ORDO_VERBOSE or a trace, never silent there",
+          "[clock]") {
+  const rt::ClockOffset unknown{0, 0, false}, measured{-1500, 40, true}, same{0, 0, true};
+  const std::string warning =
+      "ordo: clock: the offset to rank 0's clock is unknown (a clock ping or the offset from "
+      "the rank above went unanswered at start-up): this rank's trace times are not aligned "
+      "with rank 0's\n";
+  CHECK(rt::clock_report(unknown, false, true) == warning);
+  CHECK(rt::clock_report(unknown, true, false) == warning);
+  CHECK(rt::clock_report(unknown, false, false).empty());
+  CHECK(rt::clock_report(measured, true, false) ==
+        "ordo: clock: rank 0's steady clock = this rank's -1500 ns (within 40 ns)\n");
+  CHECK(rt::clock_report(rt::ClockOffset{1500, 40, true}, true, true) ==
+        "ordo: clock: rank 0's steady clock = this rank's +1500 ns (within 40 ns)\n");
+  CHECK(rt::clock_report(measured, false, true).empty());
+  CHECK(rt::clock_report(same, true, true).empty());
 }
 
 // What a peer could send that the protocol never does: dropped, nothing answered.
