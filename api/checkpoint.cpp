@@ -439,7 +439,10 @@ std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::str
     else if (m.graph != fingerprint)
       mine = which + " belongs to another graph (fingerprint " + hex(m.graph) +
              ", this graph's " + hex(fingerprint) +
-             "); restart the program that wrote it, with the same arguments";
+             "): another program, other arguments, or another version of ordo wrote it (a "
+             "version may change the size of a layer's locations); restart with the program, "
+             "arguments and ordo that wrote it, or run from the start without restarting "
+             "(docs/checkpoint.md)";
     else if (std::string e = read_part(engine, graph, sub / ("rank-" + std::to_string(engine.rank()) + ".part"), m); !e.empty())
       mine = which + " is incomplete: " + e;
     else if (std::string e = check ? check(engine, graph) : std::string(); !e.empty())
