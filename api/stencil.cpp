@@ -154,11 +154,6 @@ void Stencil::Impl::declare_exchange() {
   // the halo before the sweep, such a face costs a line fetched, written back and fetched
   // again per row, so it keeps its export (a face one point deep: no deep halo without
   // temporal blocking).
-  auto is_packed = [&](const Ix& r) {
-    core::Import face;
-    face.dir = r;
-    return spec.tb_depth == 1 && is_late_face(face, 1);
-  };
   // Block b's halo tasks are pushes[first_push[b] .. first_push[b + 1]): each block looks only
   // at its own, so declaring stays linear in the blocks.
   std::vector<std::size_t> first_push(n + 1);
@@ -171,7 +166,7 @@ void Stencil::Impl::declare_exchange() {
       for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
       if (!geometry::block_neighbour(d, spec.blocks, grid.periodic(), geo.coord, o, c)) continue;
       const std::size_t to = geometry::block_index(d, spec.blocks, c);
-      if (placement.home[to] != placement.home[b] || is_packed(r)) {
+      if (placement.home[to] != placement.home[b] || is_late_face(r, spec.tb_depth)) {
         remote.insert(r);
         continue;
       }

@@ -147,7 +147,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   std::vector<LateFace> late;
   for (const core::Import& i : halo.imports[b]) {
     std::span<const double> src = ctx.read(i.loc);
-    if (is_late_face(i, S)) {
+    if (is_late_face(i.dir, S)) {
       late.push_back({&i, src.data()});
       continue;
     }

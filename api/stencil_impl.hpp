@@ -228,12 +228,13 @@ struct Stencil::Impl {
   // Rows per slab of a 3-D+ sweep over rows [lo, hi) of block b (dimension 1): the planes a
   // unit reaches stay in half the L2 (or tile_bytes).
   std::ptrdiff_t slab_rows(std::size_t b, std::ptrdiff_t lo, std::ptrdiff_t hi) const;
-  // Whether a one-step in-place group unpacks import `i` plane by plane inside its sweep
-  // instead of before it: a face across the last dimension in 3-D and up. Unpacked up front,
-  // such a face writes one value per row, a cache line per row fetched from memory, written
-  // back, and fetched again when the sweep reaches the row; inside the sweep its line is
-  // fetched once, just before the kernel reads it.
-  bool is_late_face(const core::Import& i, std::size_t steps) const;
+  // Whether a group of `steps` in-place steps unpacks the halo face from direction `dir` (an
+  // import's dir) plane by plane inside its sweep instead of before it: a face across the last
+  // dimension in 3-D and up (every face, where the sweep moves the block by rows). Unpacked up
+  // front, such a face writes one value per row, a cache line per row fetched from memory,
+  // written back, and fetched again when the sweep reaches the row; inside the sweep its line
+  // is fetched once, just before the kernel reads it.
+  bool is_late_face(const core::Ix& dir, std::size_t steps) const;
   // Unpacks the rows [r0, r1) (dimension 1) of plane p of a late face into every level.
   void unpack_late(std::size_t b, std::span<double> main, std::uint64_t rot, const LateFace& f,
                    std::ptrdiff_t p, std::ptrdiff_t r0, std::ptrdiff_t r1) const;

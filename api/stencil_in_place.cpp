@@ -232,11 +232,11 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   return f;
 }
 
-bool Stencil::Impl::is_late_face(const core::Import& i, std::size_t steps) const {
+bool Stencil::Impl::is_late_face(const core::Ix& dir, std::size_t steps) const {
   if (spec.traversal != Traversal::jacobi_in_place || steps != 1 || d < 3) return false;
   if (shift_rows != 0) return true;  // sweep_rows unpacks every import as it goes
   for (std::size_t k = 0; k + 1 < d; ++k)
-    if (i.dir[k] != 0) return false;
+    if (dir[k] != 0) return false;
   return true;
 }
 
