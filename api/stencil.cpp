@@ -315,13 +315,14 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.stages.resize(m.grid.count());
   m.read_dirs = read_directions(m.spec);
   m.declare_blocks();
-  // A restart fills the blocks from a checkpoint, headers included: the steps done and the
-  // buffers' shifts become pointer offsets (buffer_data), so a checkpoint whose headers no run
-  // could have written is refused before any sweep reads them.
+  // A restart fills the blocks from a checkpoint, headers included: the steps done and where
+  // the buffers' blocks lie become pointer offsets (buffer_data), so a checkpoint whose headers
+  // no run could have written is refused before any sweep reads them.
   std::vector<std::uint32_t> mains;
   for (const auto& l : m.locs) mains.push_back(l.main.id());
   ordo::detail::impl_of(graph).restored_checks.push_back(
-      [mains = std::move(mains), nb = m.nb, shift = m.shift, name = m.spec.name](
+      [mains = std::move(mains), nb = m.nb, shift = m.shift, moves = m.shift != 0,
+       name = m.spec.name](
           const rt::Engine& engine, const rt::Graph& g) -> std::string {
         auto number = [](double v) {
           char text[32];
@@ -341,11 +342,23 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
             return block + " says " + number(h[0]) + " steps done, another block " +
                    number(*steps);
           steps = h[0];
-          for (std::size_t i = 0; i < nb; ++i)
-            if (h[1 + i] != 0 && h[1 + i] != static_cast<double>(-shift))
-              return block + " says its buffer " + std::to_string(i) + " moved by " +
-                     number(h[1 + i]) + " planes, where a sweep moves it by 0 or " +
-                     std::to_string(-shift);
+          // Where each buffer's block lies (stencil_impl.hpp, kHeader): at rest, or moved by
+          // an in-place sweep; nothing else.
+          for (std::size_t i = 0; i < nb; ++i) {
+            const double mark = h[1 + i];
+            if (mark == detail_stencil::kAtRest || (moves && mark == detail_stencil::kMoved))
+              continue;
+            std::string why = block + " marks where it lies in buffer " + std::to_string(i) +
+                              " as " + number(mark) + ", where a sweep marks " +
+                              (moves ? "0 (where set() puts it) or 1 (moved to the buffer's "
+                                       "start by an in-place sweep)"
+                                     : "0 (this traversal never moves a block)");
+            if (moves && mark == static_cast<double>(-shift))
+              why += "; an older ordo marked a moved block -" + std::to_string(shift) +
+                     ", so an older ordo wrote this checkpoint: run from the start, or finish "
+                     "with the ordo that wrote it (docs/checkpoint.md)";
+            return why;
+          }
         }
         return "";
       });

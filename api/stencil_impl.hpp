@@ -5,7 +5,7 @@
 // not installed.
 //
 // Locations per block b (all on b's rank):
-//   main[b]    header (steps done, then each buffer's plane shift; kHeader doubles) + NB
+//   main[b]    header (steps done, then where each buffer's block lies; kHeader doubles) + NB
 //              padded buffers of the block (geometry::Pad; in place, + shift_at() each):
 //              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
 //              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
@@ -54,9 +54,16 @@
 namespace ordo::stencil {
 
 namespace detail_stencil {
-inline constexpr std::size_t kHeader = 8;  // doubles before the first buffer (64-byte aligned)
+// The block header, kHeader doubles at the start of main[b] (64-byte aligned): [0] the steps
+// done, then for each buffer i, [1 + i] where the block lies in it: kAtRest, shift_at() doubles
+// into the buffer, where set() puts it; or kMoved, at the buffer's start, where an in-place
+// sweep from rest writes the next level (and the sweep after that writes it back to rest).
+// Only in-place Jacobi moves blocks. A checkpoint holds the headers as they are.
+inline constexpr std::size_t kHeader = 8;
 static_assert(kHeader >= 1 + (kMaxLevels + 1),
-              "the header holds the steps done and a shift per buffer");
+              "the header holds the steps done and where each buffer's block lies");
+inline constexpr double kAtRest = 0;
+inline constexpr double kMoved = 1;
 
 // At least n doubles of this thread's memory for `slot`, reused from task to task and
 // allocated without being written, so that only what a task touches takes pages; a call for
@@ -152,15 +159,22 @@ struct Stencil::Impl {
     std::int64_t i = (static_cast<std::int64_t>(rot % nb) + delta) % n;
     return static_cast<std::size_t>(i < 0 ? i + n : i);
   }
+  // Whether buffer `index`'s block lies at the buffer's start (kMoved), in the header of
+  // main[b] (detail_stencil::kHeader); else shift_at() doubles into it (kAtRest).
+  template <class T>
+  static bool is_moved(std::span<T> main, std::size_t index) {
+    return main[1 + index] == detail_stencil::kMoved;
+  }
+  static void set_moved(std::span<double> main, std::size_t index, bool moved) {
+    main[1 + index] = moved ? detail_stencil::kMoved : detail_stencil::kAtRest;
+  }
   // Buffer `index` of block b in its main location `main`, as the pointer to which
-  // pad.at(x) adds point x's offset: the buffer's start moved by the planes its in-place sweeps
-  // have shifted it (header main[1 + index]: 0 or -shift; always 0 for the other traversals).
+  // pad.at(x) adds point x's offset: where the block lies in the buffer (is_moved).
   template <class T>
   T* buffer_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
-    const bool moved = main[1 + index] != 0;
     return main.data() + detail_stencil::kHeader + index * buffer_size(b) +
-           (moved ? 0 : shift_at(pad));
+           (is_moved(main, index) ? 0 : shift_at(pad));
   }
   // Time level `delta` of block b after `rot` steps (buffer_index), as buffer_data gives it.
   template <class T>

@@ -269,8 +269,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
                                   std::span<const LateFace> late) const {
   const Pad& pad = grid.block(b).pad;
   const std::size_t target = buffer_index(rot, 1);  // the oldest level: it gets the new one
-  const bool down = main[1 + target] == 0;  // where the block is decides the direction
-  const std::ptrdiff_t to = down ? -shift : 0;
+  const bool down = !is_moved(main, target);  // where the block is decides the direction
   blk.ahead = down ? pad.stride[0] : -pad.stride[0];
   for (std::size_t l = 0; l < levels; ++l)
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
@@ -288,7 +287,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   } else {
     sweep_planes(b, main, blk, rot, lo, hi, late, down, out);
   }
-  main[1 + target] = static_cast<double>(to);
+  set_moved(main, target, down);
   // The values beyond fixed ends of the grid, at the block's new place.
   if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
   const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;

@@ -3,10 +3,11 @@
 
   checkpoint_input_test.py BIN -- ARGS...
       BIN ARGS --iters 10 --checkpoint DIR --checkpoint-every 5 writes a checkpoint; then each
-      case copies it, changes the header of the first block (location 0: steps done, then a
-      shift per buffer, as doubles) in rank-0.part, and runs BIN ARGS --iters 20 --restart:
-      each must exit 2 naming the block and what is wrong. The headers' numbers become pointer
-      offsets and loop counts in the sweeps: a shift no run writes once read outside the
+      case copies it, changes the header of the first block (location 0: steps done, then
+      where each buffer's block lies, 0 or 1, as doubles) in rank-0.part, and runs BIN ARGS
+      --iters 20 --restart: each must exit 2 naming the block and what is wrong. The headers'
+      numbers become pointer offsets and loop counts in the sweeps: a shift no run writes (the
+      mark's older form) once read outside the
       block (a segfault), steps done that differ between blocks silently mixed time levels.
       The undamaged copy restarts with exit 0.
 """
@@ -58,8 +59,13 @@ def main():
         if p.returncode != 0:
             fail("the undamaged checkpoint did not restart: exit %d: %s" % (p.returncode, p.stderr))
         cases = [
-            ("a shift no sweep makes", steps_at + 8, 1e6,
-             ["is corrupt", "block u[0,0] says its buffer 0 moved by 1000000 planes"]),
+            ("a mark no sweep makes", steps_at + 8, 1e6,
+             ["is corrupt", "block u[0,0] marks where it lies in buffer 0 as 1000000, where a sweep marks 0"]),
+            # What an ordo before the named mark wrote for a moved block: -shift, and heat2d's
+            # in-place sweep (a 2-D star) shifts by h = 1 plane.
+            ("the mark an older ordo wrote", steps_at + 8, -1.0,
+             ["is corrupt", "marks where it lies in buffer 0 as -1", "an older ordo wrote this "
+              "checkpoint: run from the start, or finish with the ordo that wrote it"]),
             ("steps done that are not a number", steps_at, float("nan"), ["nan steps done"]),
             ("negative steps done", steps_at, -3.0, ["-3 steps done"]),
             ("steps done unlike the other blocks'", steps_at, 7.0,
