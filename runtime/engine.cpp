@@ -281,20 +281,17 @@ void Engine::place(sched::Pool& pool) {
 
 void Engine::release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
                      unsigned worker) {
-  if (dist_ && !dist_->dist.is_home(location)) {
+  if (!dist_) {  // one process: a dataflow instance's releases, for one location
+    release_all({&location, 1}, releaser, iteration, worker);
+    return;
+  }
+  if (!dist_->dist.is_home(location)) {
     dist_->remote.proxy_release(location);
     return;
   }
-  LockState& ls = locks_[location];
-  // acq_rel: the last holder must see every other holder's work before it advances.
-  const std::uint32_t holders = ls.remaining.fetch_sub(1, std::memory_order_acq_rel);
-  ORDO_ASSERT(holders != 0);  // a release without a hold
-  if (holders != 1) return;
-  const LockPlan& lp = plan_.locks[location];
-  std::uint32_t next = ls.phase + 1;
-  if (next == lp.phases.size()) next = 0;
-  ls.phase = next;
-  grant_phase(location, next, releaser, iteration, worker);
+  if (const auto next = complete_phase(location))
+    dist_->remote.enter_phase(location, *next, locks_[location].remaining, releaser, iteration,
+                              worker);
 }
 
 void Engine::prefetch_release(std::uint32_t task, std::span<const std::uint32_t> locks) const {
@@ -306,25 +303,19 @@ void Engine::release_all(std::span<const std::uint32_t> locks, std::uint32_t rel
                          std::uint64_t iteration, unsigned worker) {
   Grants grants;
   for (std::uint32_t l : locks) {
-    LockState& ls = locks_[l];
-    // acq_rel: the last holder must see every other holder's work before it advances.
-    const std::uint32_t holders = ls.remaining.fetch_sub(1, std::memory_order_acq_rel);
-    ORDO_ASSERT(holders != 0);  // a release without a hold
-    if (holders != 1) continue;
+    const auto next = complete_phase(l);
+    if (!next) continue;
     const LockPlan& lp = plan_.locks[l];
-    const std::uint32_t next = ls.phase + 1 == lp.phases.size() ? 0 : ls.phase + 1;
-    ls.phase = next;
-    const Phase& ph = lp.phases[next];
-    ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by the grants
+    const Phase& ph = lp.phases[*next];
+    // Published by the grants.
+    locks_[l].remaining.store(ph.end - ph.begin, std::memory_order_relaxed);
     for (std::uint32_t m = ph.begin; m < ph.end; ++m) {
       const std::uint32_t member = lp.members[m];
+      trace_grant(member, l, releaser, iteration, worker);
       if (fibers_ && fibers_->drives(member)) {
-        grant_traced(member, l, releaser, iteration, worker);
+        fibers_->grant(member, l);
         continue;
       }
-      // Traced before the grant, as in grant_traced.
-      if (trace_) [[unlikely]]
-        trace_->grant(worker, member, l, granted_iteration(member, l), releaser, iteration);
       // Its line arrives while the other locations are released.
       __builtin_prefetch(&tasks_[member], 1);
       if (!grants.add(member)) {
@@ -352,34 +343,23 @@ unsigned Engine::trace_buffer() const {
   return w >= 0 ? static_cast<unsigned>(w) : trace_->control();
 }
 
-void Engine::grant_traced(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
+void Engine::record_grant(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
                           std::uint64_t iteration, unsigned worker) {
-  // Traced before the grant: once granted, the member may fire and move its iteration on.
-  // A release that came from another rank (kNoTask) has no local releaser: the event says so,
-  // and goes to the buffer of the thread handling the message.
-  if (trace_) [[unlikely]] {
-    if (releaser == kNoTask)
-      trace_->grant(trace_buffer(), member, location, granted_iteration(member, location),
-                    trace::kNone, 0);
-    else
-      trace_->grant(worker, member, location, granted_iteration(member, location), releaser,
-                    iteration);
-  }
-  grant(member, location);
+  // Before the grant: once granted, the member may fire and move its iteration on. A release
+  // that came from another rank (kNoTask) has no local releaser: the event says so, and goes to
+  // the buffer of the thread handling the message.
+  if (releaser == kNoTask)
+    trace_->grant(trace_buffer(), member, location, granted_iteration(member, location),
+                  trace::kNone, 0);
+  else
+    trace_->grant(worker, member, location, granted_iteration(member, location), releaser,
+                  iteration);
 }
 
-void Engine::grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
-                         std::uint64_t iteration, unsigned worker) {
-  if (dist_) {
-    dist_->remote.enter_phase(location, phase, locks_[location].remaining, releaser, iteration,
-                              worker);
-    return;
-  }
-  LockState& ls = locks_[location];
-  const Phase& ph = plan_.locks[location].phases[phase];
-  ls.remaining.store(ph.end - ph.begin, std::memory_order_relaxed);  // published by grant()
-  for (std::uint32_t m = ph.begin; m < ph.end; ++m)
-    grant_traced(plan_.locks[location].members[m], location, releaser, iteration, worker);
+void Engine::grant_traced(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
+                          std::uint64_t iteration, unsigned worker) {
+  trace_grant(member, location, releaser, iteration, worker);
+  grant(member, location);
 }
 
 void Engine::execute(sched::Item item, unsigned worker) {

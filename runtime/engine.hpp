@@ -321,8 +321,27 @@ class Engine final : public sched::Executor {
   void grant_initial();
   void raise_limit(std::uint64_t limit);
   static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
-  void grant_phase(std::uint32_t location, std::uint32_t phase, std::uint32_t releaser,
-                   std::uint64_t iteration, unsigned worker);
+  // A release of `location` at its home: true (the phase it advanced to) when it was the
+  // phase's last holder, which then grants that phase.
+  // Inline: on every release's path, and a library's global function is called through the PLT.
+  std::optional<std::uint32_t> complete_phase(std::uint32_t location) {
+    LockState& ls = locks_[location];
+    // acq_rel: the last holder must see every other holder's work before it advances.
+    const std::uint32_t holders = ls.remaining.fetch_sub(1, std::memory_order_acq_rel);
+    ORDO_ASSERT(holders != 0);  // a release without a hold
+    if (holders != 1) return std::nullopt;
+    const LockPlan& lp = plan_.locks[location];
+    ls.phase = ls.phase + 1 == lp.phases.size() ? 0 : ls.phase + 1;
+    return ls.phase;
+  }
+  // The grant event of `member` on `location` when tracing, before the grant itself.
+  void trace_grant(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
+                   std::uint64_t iteration, unsigned worker) {
+    if (trace_) [[unlikely]]
+      record_grant(member, location, releaser, iteration, worker);
+  }
+  void record_grant(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
+                    std::uint64_t iteration, unsigned worker);
   void grant_traced(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
                     std::uint64_t iteration, unsigned worker);
   // The trace buffer of the calling thread: its worker's, else the control buffer (the

@@ -420,13 +420,8 @@ bool Pool::spin_while_idle(Worker& w, Item& item) {
   w.mailbox.store(kOpen, std::memory_order_relaxed);
   for (unsigned n = 1; !stop_.load(std::memory_order_relaxed); ++n) {
     cpu_relax();
-    // acquire: pairs with the CAS in deliver().
-    const Item m = w.mailbox.load(std::memory_order_acquire);
-    if (m < kOpen) {
-      w.mailbox.store(kClosed, std::memory_order_relaxed);  // a full box changes only here
-      item = m;
-      return true;
-    }
+    // A delivery: taken as at the end of the spin (the box stays closed until the next).
+    if (w.mailbox.load(std::memory_order_relaxed) < kOpen) return close_mailbox(w, item);
     if (find(w, item)) {
       Item late;
       if (close_mailbox(w, late)) {  // delivered meanwhile: for whoever looks next
