@@ -10,6 +10,7 @@
 // and unregistering the data. starpu_init (worker threads) is untimed. The submitting (main)
 // thread is not a StarPU worker: with `threads` workers StarPU has one more thread busy while
 // tasks are submitted.
+#include <sched.h>
 #include <starpu.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "bench.hpp"
 
@@ -67,6 +69,18 @@ void check_ret(int ret, const char* what) {
 class StarpuSystem final : public System {
  public:
   explicit StarpuSystem(unsigned threads) {
+    // StarPU's workers inherit the caller's policy and spin without yielding; under a
+    // real-time policy with no core left for the submitting thread neither side ever runs
+    // the other (`chrt -f 10` with 2 workers on 2 cores hung for good), so skip instead.
+    const int policy = sched_getscheduler(0);
+    if ((policy == SCHED_FIFO || policy == SCHED_RR) &&
+        threads >= std::thread::hardware_concurrency())
+      throw std::runtime_error(
+          "StarPU's " + std::to_string(threads) + " spinning workers and the submitting "
+          "thread under a real-time policy (chrt) need more than the " +
+          std::to_string(std::thread::hardware_concurrency()) +
+          " hardware threads, or the run never ends: measure StarPU at that thread count "
+          "without chrt, or with fewer --threads");
     setenv("STARPU_SILENT", "1", 0);  // no banner; a user's own setting wins
     starpu_conf conf;
     starpu_conf_init(&conf);
