@@ -112,6 +112,13 @@ struct Fixture {
     }
     return done();
   }
+  // What `c` has been answered after the loop ran a while: a request the store parks must
+  // leave it unchanged.
+  const std::vector<std::byte>& settled(Client& c) {
+    drive([] { return false; }, 50ms);
+    c.poll_in();
+    return c.got;
+  }
 };
 
 }  // namespace
@@ -123,9 +130,7 @@ TEST_CASE("a rank that says hello may put and get; a get waits for its put", "[o
   REQUIRE(b.send(request(store::Op::hello, "1", token)));
   REQUIRE(b.send(request(store::Op::get, "k")));  // before the put: parked
   REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= 5; }));
-  f.drive([&] { return false; }, 50ms);
-  b.poll_in();
-  CHECK(b.got == ok());  // the hello's answer only: the get is parked
+  CHECK(f.settled(b) == ok());  // the hello's answer only: the get is parked
   REQUIRE(a.send(request(store::Op::put, "k", "value")));
   const auto want_b = [&] { auto w = ok(); auto v = ok("value"); w.insert(w.end(), v.begin(), v.end()); return w; }();
   REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return b.got.size() >= want_b.size() && a.got.size() >= 10; }));
@@ -165,9 +170,7 @@ TEST_CASE("a get_range is answered once, with every key of the range, in its tur
   REQUIRE(a.send(request(store::Op::put, "p/1", "one")));
   REQUIRE(a.send(request(store::Op::put, "p/2", "")));
   REQUIRE(f.drive([&] { a.poll_in(); return a.got.size() >= 10; }));
-  f.drive([&] { return false; }, 50ms);
-  b.poll_in();
-  CHECK(b.got.empty());
+  CHECK(f.settled(b).empty());
   REQUIRE(a.send(request(store::Op::put, "p/3", "three")));
   std::vector<std::byte> entries;
   for (const char* v : {"one", "", "three"}) store::append_entry(entries, bytes(v));
@@ -188,9 +191,7 @@ TEST_CASE("a get_range is answered once, with every key of the range, in its tur
   REQUIRE(b.send(range("q/", 0, 4)));
   REQUIRE(b.send(range("q/", 0xffffffffu, 2)));
   REQUIRE(b.send(request(store::Op::get_range, "q/", "1234")));
-  f.drive([&] { return false; }, 50ms);
-  b.poll_in();
-  CHECK(b.got.empty());
+  CHECK(f.settled(b).empty());
   REQUIRE(a.send(request(store::Op::put, "later", "x")));
   std::vector<std::byte> want_refusals = ok("x");
   append_refusals(want_refusals, 3);
@@ -210,9 +211,7 @@ TEST_CASE("get_runs sends equal values of consecutive keys once; get_list answer
   for (const auto& [k, v] : {std::pair{"h/0", "x"}, {"h/1", "y"}, {"h/2", "y"}})
     REQUIRE(a.send(request(store::Op::put, k, v)));
   REQUIRE(f.drive([&] { a.poll_in(); return a.got.size() >= 15; }));
-  f.drive([&] { return false; }, 50ms);
-  b.poll_in();
-  CHECK(b.got.empty());
+  CHECK(f.settled(b).empty());
   REQUIRE(a.send(request(store::Op::put, "h/3", "x")));
   std::vector<std::byte> runs;
   store::append_run(runs, 1, bytes("x"));
@@ -245,9 +244,7 @@ TEST_CASE("get_runs sends equal values of consecutive keys once; get_list answer
   REQUIRE(b.send(list({0, 4})));
   REQUIRE(b.send(list({0, 0, 0, 0, 0})));
   REQUIRE(b.send(store::encode_request(store::Op::get_list, "none/", store::encode_list({2}).data(), 8)));
-  f.drive([&] { return false; }, 50ms);
-  b.poll_in();
-  CHECK(b.got.empty());
+  CHECK(f.settled(b).empty());
   REQUIRE(a.send(request(store::Op::put, "later", "z")));
   std::vector<std::byte> want = ok("z");
   append_refusals(want, 3);
@@ -276,9 +273,7 @@ TEST_CASE("a stopping job answers the gets that wait, and later ones, with why",
   const std::vector<std::byte> all = store::encode_range(0, 3);
   REQUIRE(b.send(store::encode_request(store::Op::get_range, "ag/0/", all.data(), all.size())));
   REQUIRE(f.drive([&] { a.poll_in(); b.poll_in(); return a.got.size() >= 10 && b.got.size() >= 5; }));
-  f.drive([&] { return false; }, 50ms);
-  b.poll_in();
-  REQUIRE(b.got == ok());  // parked
+  REQUIRE(f.settled(b) == ok());  // parked
   const std::string why = "rank 1 (pid 4242 on host n1) exited with status 5";
   f.server->stop_job(why);
   f.server->stop_job("a later reason");  // the first one stays
