@@ -376,13 +376,14 @@ void Engine::execute(sched::Item item, unsigned worker) {
 }
 
 void Engine::execute_one(sched::Item item, unsigned worker, std::uint64_t& uncounted) {
-  if (item & kLane) {
-    run_lane(static_cast<unsigned>(item & ~kLane), worker);
-    return;
-  }
+  // kRange first: a range item's begin (bits 31..61) may have kLane's bit set.
   if (item & kRange) {
     run_range(static_cast<std::uint32_t>((item >> 31) & 0x7fffffff),
               static_cast<std::uint32_t>(item & 0x7fffffff), worker);
+    return;
+  }
+  if (item & kLane) {
+    run_lane(static_cast<unsigned>(item & ~kLane), worker);
     return;
   }
   const auto task = static_cast<std::uint32_t>(item);

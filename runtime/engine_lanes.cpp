@@ -49,7 +49,7 @@ bool Engine::wait_lane_inputs(unsigned lane, std::uint32_t position, std::uint64
   const auto until = std::chrono::steady_clock::now() + kLaneSpin;
   for (;;) {
     for (unsigned look = 0; look < kLooksPerClock; ++look) {
-      __builtin_ia32_pause();
+      sched::cpu_relax();
       if (lanes.has_inputs(position, iteration)) return true;
     }
     if (std::chrono::steady_clock::now() > until) break;

@@ -88,14 +88,6 @@ constexpr std::uint32_t kInboxEvery = 32;
 constexpr unsigned kPollsPerYield = 8;
 constexpr unsigned kLooksPerClock = 8;  // spin_while_idle reads the clock this rarely
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 }  // namespace
 
 Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology)) {

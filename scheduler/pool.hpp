@@ -34,6 +34,16 @@
 
 namespace ordo::sched {
 
+// One step of a spin-wait: tells the core this thread only polls (the pool's idle workers and
+// the engine's lanes both spin with it).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 using Item = std::uint64_t;
 
 // Interprets items. execute() runs on a worker thread; it may push further items.
