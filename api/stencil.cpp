@@ -313,6 +313,7 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   }
   m.fixed_halo.resize(m.grid.count());
   m.stages.resize(m.grid.count());
+  m.in_place_groups.resize(m.grid.count());
   m.read_dirs = read_directions(m.spec);
   m.declare_blocks();
   // A restart fills the blocks from a checkpoint, headers included: the steps done and where

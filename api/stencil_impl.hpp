@@ -223,6 +223,27 @@ struct Stencil::Impl {
     std::size_t window_bytes = 0;
   };
   Wavefront wavefront(std::size_t b, std::size_t S) const;
+  // A temporal-blocking group of `steps` in-place steps over one block, worked out by its
+  // first such group and kept for the next ones (only the shorter last group of a run differs):
+  // the wavefront, what each step reads beyond its range (`rim_lo`/`rim_hi`), the planes each
+  // step covers ([from, to)) and the wavefront's ([q0, q1)); and the task's own lists, sized
+  // once: each step's window and carried rows (this thread's), the row each window starts at,
+  // and the fixed regions each window holds. Used by the block's compute task only, like
+  // fixed_halo.
+  struct InPlaceGroup {
+    std::size_t steps = 0;  // 0: not worked out yet
+    Wavefront w;
+    std::vector<core::Ix> rim_lo, rim_hi;
+    std::vector<std::ptrdiff_t> from, to;
+    std::ptrdiff_t q0 = 0, q1 = 0;
+    std::vector<double*> window, carry;
+    std::vector<std::ptrdiff_t> held;
+    std::vector<std::vector<std::pair<core::Ix, core::Ix>>> rims;
+  };
+  mutable std::vector<InPlaceGroup> in_place_groups;  // per block
+  // Block b's group of S steps over the ranges [slo[s], shi[s]), worked out if not yet.
+  InPlaceGroup& in_place_group(std::size_t b, std::size_t S, const std::vector<core::Ix>& slo,
+                               const std::vector<core::Ix>& shi) const;
   // Its one-step sweep, moving the block by shift_at() (stencil_in_place.cpp).
   // `last`: the group's last step (its range is the block), which fills the export stage.
   void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,

@@ -21,7 +21,8 @@
 //   s*h planes behind step 0, strip by strip along dimension 1 (run_in_place). Step s < S-1
 //   writes into a window of its own, a ring of 2h + P planes or a few more (step s+1 reads
 //   the 2h + P behind its front) mapped twice back to back, so that the planes a kernel call
-//   reads are contiguous wherever the ring wraps (MirroredRing: no plane is copied); step 0
+//   reads are contiguous wherever the ring wraps (api/mirrored_ring.hpp: no plane is copied,
+//   and a worker keeps its rings from task to task, one per size); step 0
 //   reads the buffer, step s > 0 the window of step s-1, and the last step writes into the
 //   buffer directly: step 0 has passed those planes by (S-1)*h >= h, so nobody reads their old
 //   values again. Beyond a fixed boundary a window holds what the buffer holds there (the
@@ -40,12 +41,11 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <vector>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include "api/mirrored_ring.hpp"
 #include "api/stencil_impl.hpp"
 
 namespace ordo::stencil {
@@ -88,52 +88,6 @@ constexpr std::size_t kUnitPoints = 512;
 std::size_t page_bytes() {
   static const auto v = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return v;
-}
-
-// Memory mapped twice, back to back: `bytes` (whole pages) at data() and the same pages again
-// at data() + bytes. A window kept in it as a ring of planes has any run of planes shorter
-// than the ring in one piece, wherever the run starts, so the kernel reads the planes around
-// the one it computes with the buffer's strides and no plane is ever copied to keep them
-// together. Pages take memory when first touched.
-class MirroredRing {
- public:
-  explicit MirroredRing(std::size_t bytes) : bytes_(bytes) {
-    const int fd = memfd_create("ordo-window", MFD_CLOEXEC);
-    if (fd < 0) throw std::bad_alloc();
-    void* at = MAP_FAILED;
-    if (ftruncate(fd, static_cast<off_t>(bytes)) == 0)
-      at = mmap(nullptr, 2 * bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    bool mapped = at != MAP_FAILED;
-    for (std::size_t i = 0; mapped && i < 2; ++i)
-      mapped = mmap(static_cast<char*>(at) + i * bytes, bytes, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_FIXED, fd, 0) != MAP_FAILED;
-    close(fd);
-    if (!mapped) {
-      if (at != MAP_FAILED) munmap(at, 2 * bytes);
-      throw std::bad_alloc();
-    }
-    data_ = static_cast<double*>(at);
-  }
-  ~MirroredRing() { munmap(data_, 2 * bytes_); }
-  MirroredRing(const MirroredRing&) = delete;
-  MirroredRing& operator=(const MirroredRing&) = delete;
-  double* data() const { return data_; }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  std::size_t bytes_;
-  double* data_ = nullptr;
-};
-
-// This thread's ring `slot` of exactly `bytes`, kept from task to task (like thread_scratch).
-double* thread_ring(std::size_t slot, std::size_t bytes) {
-  thread_local std::vector<std::unique_ptr<MirroredRing>> rings;
-  if (rings.size() <= slot) rings.resize(slot + 1);
-  if (!rings[slot] || rings[slot]->bytes() != bytes) {
-    rings[slot].reset();
-    rings[slot] = std::make_unique<MirroredRing>(bytes);
-  }
-  return rings[slot]->data();
 }
 
 }  // namespace
@@ -566,6 +520,40 @@ Stencil::Impl::Wavefront Stencil::Impl::wavefront(std::size_t b, std::size_t S) 
   return w;
 }
 
+Stencil::Impl::InPlaceGroup& Stencil::Impl::in_place_group(std::size_t b, std::size_t S,
+                                                           const std::vector<Ix>& slo,
+                                                           const std::vector<Ix>& shi) const {
+  InPlaceGroup& g = in_place_groups[b];
+  if (g.steps == S) return g;
+  g.steps = S;
+  g.w = wavefront(b, S);
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  // What step s+1 reads beyond step s's range: the fixed values beyond a fixed end of the grid,
+  // where the ranges stop shrinking (elsewhere step s's range is step s+1's plus h).
+  g.rim_lo.assign(S, Ix{});
+  g.rim_hi.assign(S, Ix{});
+  for (std::size_t s = 0; s + 1 < S; ++s)
+    for (std::size_t k = 0; k < d; ++k) {
+      g.rim_lo[s][k] = slo[s][k] - (slo[s + 1][k] - h);
+      g.rim_hi[s][k] = shi[s + 1][k] + h - shi[s][k];
+    }
+  // The planes each step covers: its range, and for a window the fixed planes beyond it.
+  g.from.resize(S);
+  g.to.resize(S);
+  for (std::size_t s = 0; s < S; ++s) {
+    g.from[s] = slo[s][0] - g.rim_lo[s][0];
+    g.to[s] = shi[s][0] + g.rim_hi[s][0];
+    const auto lag = static_cast<std::ptrdiff_t>(s) * h;
+    g.q0 = s == 0 ? g.from[s] + lag : std::min(g.q0, g.from[s] + lag);
+    g.q1 = s == 0 ? g.to[s] + lag : std::max(g.q1, g.to[s] + lag);
+  }
+  g.window.assign(S - 1, nullptr);
+  g.carry.assign(S - 1, nullptr);
+  g.held.assign(S - 1, 0);
+  g.rims.resize(S - 1);
+  return g;
+}
+
 void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& blk,
                                  std::uint64_t rot, std::size_t S, const std::vector<Ix>& slo,
                                  const std::vector<Ix>& shi,
@@ -577,8 +565,17 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   const Pad& pad = grid.block(b).pad;
   const auto h = static_cast<std::ptrdiff_t>(spec.halo);
   // Temporal blocking: the wavefront of windows described at the top, strip by strip.
-  const Wavefront w = wavefront(b, S);
-  if (w.strip_rows == 0) {  // windows beyond the budget even for the narrowest strips
+  InPlaceGroup& g = in_place_group(b, S, slo, shi);
+  const Wavefront& w = g.w;
+  std::vector<double*>& window = g.window;
+  bool has_windows = w.strip_rows > 0;
+  for (std::size_t s = 0; has_windows && s + 1 < S; ++s) {
+    window[s] = detail_stencil::thread_ring(s, w.window_bytes);
+    has_windows = window[s] != nullptr;
+  }
+  // Windows beyond the budget even for the narrowest strips, or not to be had (thread_ring
+  // said why): one shifted sweep per step.
+  if (!has_windows) {
     for (std::size_t s = 0; s < S; ++s)
       sweep_shifted(b, main, blk, rot + s, slo[s], shi[s], s + 1 == S);
     return;
@@ -589,24 +586,10 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   const std::ptrdiff_t H = pad.low[0];  // planes below the block in its buffer
   const std::ptrdiff_t P = w.unit_planes;
   const std::ptrdiff_t row = d >= 2 ? pad.stride[1] : 0;  // doubles per row (dimension 1)
-  // What step s+1 reads beyond step s's range: the fixed values beyond a fixed end of the grid,
-  // where the ranges stop shrinking (elsewhere step s's range is step s+1's plus h).
-  std::vector<Ix> rim_lo(S), rim_hi(S);
-  for (std::size_t s = 0; s + 1 < S; ++s)
-    for (std::size_t k = 0; k < d; ++k) {
-      rim_lo[s][k] = slo[s][k] - (slo[s + 1][k] - h);
-      rim_hi[s][k] = shi[s + 1][k] + h - shi[s][k];
-    }
-  // The planes each step covers: its range, and for a window the fixed planes beyond it.
-  std::vector<std::ptrdiff_t> from(S), to(S);
-  std::ptrdiff_t q0 = 0, q1 = 0;
-  for (std::size_t s = 0; s < S; ++s) {
-    from[s] = slo[s][0] - rim_lo[s][0];
-    to[s] = shi[s][0] + rim_hi[s][0];
-    const auto lag = static_cast<std::ptrdiff_t>(s) * h;
-    q0 = s == 0 ? from[s] + lag : std::min(q0, from[s] + lag);
-    q1 = s == 0 ? to[s] + lag : std::max(q1, to[s] + lag);
-  }
+  const std::vector<Ix>& rim_lo = g.rim_lo;
+  const std::vector<Ix>& rim_hi = g.rim_hi;
+  const std::vector<std::ptrdiff_t>& from = g.from;
+  const std::vector<std::ptrdiff_t>& to = g.to;
   // Strip t covers rows [edge(t, s), edge(t + 1, s)) at step s: the last step's rows
   // [t*J, (t+1)*J) of the block, skewed by h per step before it (clipped to the step's range).
   const std::ptrdiff_t J = w.strip_rows;
@@ -639,14 +622,13 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
       hi[k] = shi[s][k] + rim_hi[s][k];
     }
   };
-  std::vector<double*> window(S - 1), carry(S - 1);
-  std::vector<std::ptrdiff_t> held(S - 1);  // the row at the start of each window's planes
-  for (std::size_t s = 0; s + 1 < S; ++s) {
-    window[s] = thread_ring(s, w.window_bytes);
-    if (strips > 1)
+  std::vector<double*>& carry = g.carry;
+  std::vector<std::ptrdiff_t>& held = g.held;  // the row at the start of each window's planes
+  // Slot 1 is sweep_planes' deferred rows.
+  if (strips > 1)
+    for (std::size_t s = 0; s + 1 < S; ++s)
       carry[s] = detail_stencil::thread_scratch(
-          2 + (S - 1) + s, static_cast<std::size_t>((shi[s][0] - slo[s][0]) * 2 * h * row));
-  }
+          2 + s, static_cast<std::size_t>((shi[s][0] - slo[s][0]) * 2 * h * row));
   // Window s as a base in which plane p lies in its slot of the ring and the K - 1 planes
   // after it follow in the mirror.
   const auto ring = static_cast<std::ptrdiff_t>(w.window_bytes / sizeof(double));
@@ -664,7 +646,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   // around the rows [g0, g1) the window holds, [r0, r1) of them computed: 3^(d-1) - 1 regions
   // of a plane at most (along dimension 1 the held rows beyond the range), the same for every
   // plane the step computes; the planes beyond the grid are copied whole.
-  std::vector<std::vector<std::pair<Ix, Ix>>> rims(S - 1);
+  std::vector<std::vector<std::pair<Ix, Ix>>>& rims = g.rims;
   auto find_rims = [&](std::ptrdiff_t t, std::size_t s) {
     rims[s].clear();
     Ix lo{}, hi{}, tlo{}, thi{};
@@ -710,7 +692,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
       held[s] = held_lo(t, s);
       find_rims(t, s);
     }
-    for (std::ptrdiff_t q = q0; q < q1; q += P) {
+    for (std::ptrdiff_t q = g.q0; q < g.q1; q += P) {
       for (std::size_t s = 0; s < S; ++s) {
         const auto lag = static_cast<std::ptrdiff_t>(s) * h;
         const std::ptrdiff_t a = std::max(from[s], q - lag), z = std::min(to[s], q + P - lag);

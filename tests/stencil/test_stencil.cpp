@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -15,6 +16,7 @@
 
 #include <ordo/stencil.hpp>
 
+#include "api/mirrored_ring.hpp"
 #include "stencil_cases.hpp"
 
 using ordo::test::same_bits;
@@ -494,6 +496,12 @@ TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stenc
       {{15, 29}, {1, 2}, st::moore(2, 1), 6, st::Boundary::periodic},
       {{8, 11, 5, 4}, {2, 1, 1, 1}, st::von_neumann(4, 1), 2, st::Boundary::fixed},
   };
+  // 1 KiB: no strip fits (shifted sweeps). Then budgets 10% apart from 16 to 320 KiB: with
+  // these shapes one row of a strip costs 2-18 KiB of budget, one-row strips start between 16
+  // and 170 KiB, and the whole cross-section fits below 290 KiB, so the steps give every shape
+  // one-row strips, most strip widths up to a dozen rows (uneven last strips) and whole ones.
+  std::vector<std::size_t> tiles{1024};
+  for (std::size_t tile = 16 * 1024; tile <= 320 * 1024; tile = tile * 11 / 10) tiles.push_back(tile);
   std::mt19937 rng(4242);
   ordo::Runtime rt({.workers = 2});
   for (const Shape& sh : shapes) {
@@ -501,10 +509,50 @@ TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stenc
     Values v = random_values(c, rng);
     v.steps = 2 * sh.tb + 1;  // two whole groups and a one-step group
     const auto want = brute_force(c, v.levels, v.aux, v.steps);
-    for (std::size_t tile = 1024; tile <= 160 * 1024; tile += 1024) {
+    for (const std::size_t tile : tiles) {
       c.spec.tile_bytes = tile;
       INFO(describe(c.spec));
       CHECK(same_bits(run_case(c, v, rt), want));
     }
   }
+}
+
+TEST_CASE("in-place temporal blocking maps a worker's windows once per size", "[stencil]") {
+  // Blocks whose windows differ in size (along dimension 1 the middle one has neighbours on
+  // both sides, so more padding, and the last one a row more), run in turn by one worker,
+  // group after group: each size's rings are mapped once, not each time the size changes.
+  Case c = in_place_case({12, 61, 300}, {1, 3, 1}, st::von_neumann(3, 1), st::Boundary::fixed,
+                         1, 3, 1024 * 1024);
+  std::mt19937 rng(77);
+  Values v = random_values(c, rng);
+  v.steps = 3 * 6;
+  const std::size_t before = st::detail_stencil::rings_mapped();
+  ordo::Runtime rt({.workers = 1});
+  CHECK(same_bits(run_case(c, v, rt), brute_force(c, v.levels, v.aux, v.steps)));
+  const std::size_t mapped = st::detail_stencil::rings_mapped() - before;
+  INFO("rings mapped: " << mapped);
+  CHECK(mapped >= 2 * 3);      // two windows (tb 3) of three sizes: the strips did run
+  CHECK(mapped <= 2 * 3 * 2);  // the same, were the caller's thread to run tasks too
+}
+
+TEST_CASE("in-place temporal blocking without its windows runs one sweep per step",
+          "[stencil]") {
+  // A ring that cannot be mapped (here: injected; for real, out of file descriptors, mappings
+  // or memory) leaves the group to shifted sweeps, with the same bits.
+  Case c = in_place_case({14, 23, 10}, {2, 1, 1}, st::von_neumann(3, 1), st::Boundary::fixed, 1,
+                         4, 160 * 1024);
+  std::mt19937 rng(78);
+  Values v = random_values(c, rng);
+  v.steps = 9;
+  const auto want = brute_force(c, v.levels, v.aux, v.steps);
+  const std::size_t before = st::detail_stencil::rings_mapped();
+  st::detail_stencil::fail_ring_mappings(1000, ENOMEM);
+  std::vector<double> got;
+  {
+    ordo::Runtime rt({.workers = 2});
+    got = run_case(c, v, rt);
+  }
+  st::detail_stencil::fail_ring_mappings(0, 0);
+  CHECK(st::detail_stencil::rings_mapped() == before);
+  CHECK(same_bits(got, want));
 }
