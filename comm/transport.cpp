@@ -359,6 +359,20 @@ struct Transport::Impl {
     if (header_length < sizeof(WireHeader)) return UCS_OK;  // not ours: drop
     WireHeader wire;
     std::memcpy(&wire, header, sizeof wire);
+    // Every layer above indexes per-rank state by the sender, so a sender outside the job is
+    // refused here. Who really sent it is unknown (UCX names no sender), so this rank stops
+    // with its own error, which progress() rethrows.
+    if (const int ranks = impl->boot.size(); wire.source >= std::uint32_t(ranks)) {
+      impl->guarded([&] {
+        throw CommError("comm: rank " + std::to_string(impl->boot.rank()) +
+                        " received a message (tag " + std::to_string(wire.tag) +
+                        ") that names rank " + std::to_string(wire.source) +
+                        " as its sender, but the job has ranks 0.." + std::to_string(ranks - 1) +
+                        ": a corrupt or forged header, or a process of another job on this "
+                        "network; keep the ranks' network to the job");
+      });
+      return UCS_OK;
+    }
     Incoming in;
     in.peer_ = int(wire.source);
     in.tag_ = wire.tag;

@@ -50,6 +50,9 @@ namespace ordo::rt {
 
 class CommNet final : public Net, public sched::Poller {
  public:
+  // The comm tag of the runtime's messages (Wire, above).
+  static constexpr comm::Tag kTag = 7;
+
   // Connects every rank (collective). Throws comm::CommError when that fails.
   explicit CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOptions options = {});
   ~CommNet() override;
@@ -92,7 +95,6 @@ class CommNet final : public Net, public sched::Poller {
  private:
   // How long after a worker's last poll the progress thread stands by.
   static constexpr std::chrono::microseconds kStandby{200};
-  static constexpr comm::Tag kTag = 7;
   static constexpr comm::Tag kClockTag = 8;  // start-up clock messages (ClockSync)
   static constexpr std::uint32_t kBigHeader = 1u << 31;  // channel flag: header in the payload
   struct Pending {

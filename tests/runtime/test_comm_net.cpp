@@ -8,10 +8,15 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
+#include "comm/address_book.hpp"
 #include "comm/bootstrap.hpp"
+#include "comm/transport.hpp"
 #include "runtime/comm_net.hpp"
 #include "scheduler/pool.hpp"
 #include "test_support.hpp"
@@ -68,7 +73,84 @@ class SendExecutor final : public sched::Executor {
   std::vector<std::vector<std::uint64_t>>& p_;
 };
 
+// Rank `rank` of a job of `size` ranks, all on this host, whose launcher answers every address
+// fetch with `peer_address`: so that two transports of different jobs in this process reach
+// each other. `published` is the address this rank gave the start-up exchange.
+class OneHostJob final : public comm::Bootstrap {
+ public:
+  OneHostJob(int rank, int size, comm::Blob peer_address)
+      : rank_(rank), size_(size), peer_address_(std::move(peer_address)) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return rank_; }
+  int local_size() const override { return size_; }
+  const char* kind() const override { return "one-host test job"; }
+  std::vector<comm::Blob> allgather(std::span<const std::byte> mine) override {
+    return std::vector<comm::Blob>(static_cast<std::size_t>(size_), comm::Blob(mine.begin(), mine.end()));
+  }
+  std::vector<Run> exchange(std::span<const std::byte> shared, std::span<const comm::Blob> own) override {
+    published = own[comm::AddressBook::kAddressPart];
+    return {{size_, comm::Blob(shared.begin(), shared.end())}};
+  }
+  std::vector<comm::Blob> fetch(std::size_t part, std::span<const int> ranks) override {
+    check_ranks(ranks);
+    comm::Blob pid(sizeof(std::int64_t));
+    const std::int64_t me = ::getpid();
+    std::memcpy(pid.data(), &me, sizeof me);
+    return std::vector<comm::Blob>(ranks.size(), part == comm::AddressBook::kPidPart ? pid : peer_address_);
+  }
+  void barrier() override {}
+  comm::Blob published;
+
+ private:
+  int rank_, size_;
+  comm::Blob peer_address_;
+};
+
 }  // namespace
+
+TEST_CASE("a message naming a sender outside the job stops the rank that got it, naming that "
+          "rank", "[comm_net]") {
+  // Rank 0 of 2, and a transport of another job, as its rank 5 of 6, that reaches rank 0's
+  // worker: its messages carry source rank 5, which rank 0's job does not have.
+  auto boot = std::make_unique<OneHostJob>(0, 2, comm::Blob(8, std::byte{1}));
+  OneHostJob* job = boot.get();
+  rt::CommNet net(std::move(boot));
+  std::mutex mu;
+  std::vector<unsigned> delivered_from;
+  std::string failure;
+  unsigned failed_rank = ~0u;
+  net.attach(
+      kChannel,
+      [&](unsigned from, std::span<const std::byte>, std::span<const std::byte>) {
+        std::lock_guard lock(mu);
+        delivered_from.push_back(from);
+      },
+      [&](unsigned rank, const std::string& what) {
+        std::lock_guard lock(mu);
+        failed_rank = rank;
+        failure = what;
+      });
+  OneHostJob stranger_job(5, 6, job->published);
+  comm::Transport stranger(stranger_job, comm::TransportOptions{.detect_peer_failure = false});
+  stranger.connect();
+  // A runtime message as CommNet frames it: the channel, then a header.
+  std::vector<std::byte> wire(sizeof kChannel + 8, std::byte{0});
+  std::memcpy(wire.data(), &kChannel, sizeof kChannel);
+  stranger.send(0, rt::CommNet::kTag, wire, {}, nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    stranger.wait_for_event(std::chrono::milliseconds(10));
+    std::lock_guard lock(mu);
+    if (!failure.empty() || !delivered_from.empty() || std::chrono::steady_clock::now() > deadline)
+      break;
+  }
+  net.detach(kChannel);  // no callback runs after this
+  CHECK(delivered_from.empty());
+  CHECK(failed_rank == 0);  // this rank's own failure: it cannot tell who sent the message
+  CHECK_THAT(failure, Catch::Contains("transport error on rank 0") &&
+                          Catch::Contains("names rank 5 as its sender, but the job has ranks 0..1"));
+}
 
 TEST_CASE("messages sent by workers, receivers and other threads all arrive once", "[comm_net]") {
   const std::uint64_t n = ordo::test::kTsan ? 300 : 3000;  // ids [0, n): workers; [n, 2n): replies;
