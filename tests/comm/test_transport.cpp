@@ -108,6 +108,18 @@ TEST_CASE("single bootstrap is rank 0 of 1", "[comm]") {
   b->barrier();
 }
 
+TEST_CASE("a fetch of a part of the start-up record that no rank gave is refused", "[comm]") {
+  auto b = Bootstrap::single();
+  const Blob own[] = {bytes_of("address")};
+  const auto runs = b->exchange(bytes_of("host"), own);
+  REQUIRE(runs.size() == 1);
+  const int me = 0;
+  CHECK(b->fetch(0, std::span(&me, 1)) == std::vector<Blob>{bytes_of("address")});
+  CHECK_THROWS_WITH(b->fetch(1, std::span(&me, 1)),
+                    "comm: rank 0 asked for part 1 of rank 0's start-up record, which it did not "
+                    "give");
+}
+
 TEST_CASE("store bootstrap reports an unusable address", "[comm]") {
   CHECK_THROWS_AS(Bootstrap::store(0, 1, "no-port-here", std::chrono::milliseconds(100)), CommError);
   CHECK_THROWS_AS(Bootstrap::store(2, 2, "127.0.0.1:1", std::chrono::milliseconds(100)), CommError);

@@ -1,8 +1,9 @@
-// How a rank's store bootstrap (comm/bootstrap.cpp) ends when the store's answer to a
-// collective is not the one it waits for: ordorun stopping the job while the rank waits in a
-// later collective (no start-up deadline bounds that wait: without job_stopping it would wait
-// for ever), and a reply that does not hold one entry per rank. Ranks are threads, the store
-// is ordorun's (tools/ordorun) or, for the reply no ordorun sends, a scripted one.
+// How a rank's store bootstrap (comm/bootstrap.cpp) ends when the store's answer is not the
+// one it waits for: ordorun stopping the job while the rank waits in a later collective (no
+// start-up deadline bounds that wait: without job_stopping it would wait for ever), and
+// replies that do not add up (a collective's without one entry per rank, the start-up
+// exchange's runs, a get_list's entries). Ranks are threads, the store is ordorun's
+// (tools/ordorun) or, for the replies no ordorun sends, a scripted one.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,11 +40,12 @@ ordo::comm::Blob blob(const std::string& s) {
   return out;
 }
 
-// A store that answers hello and put with ok, and every get_range with `range_answer`: what
-// no ordorun sends. Serves each connection on a thread of its own until the client closes it.
+// A store that answers every request of `op` with `answer` (what no ordorun sends), and any
+// other request with ok and nothing. Serves each connection on a thread of its own until the
+// client closes it.
 class ScriptedStore {
  public:
-  explicit ScriptedStore(std::vector<std::byte> range_answer) : answer_(std::move(range_answer)) {
+  ScriptedStore(store::Op op, std::vector<std::byte> answer) : op_(op), answer_(std::move(answer)) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(listener_ >= 0);
     sockaddr_in a{};
@@ -82,7 +85,7 @@ class ScriptedStore {
       while (std::optional<store::Request> r = store::parse_request(in, used, bad)) {
         in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(used));
         const auto reply = store::encode_response(
-            store::Status::ok, r->op == store::Op::get_range ? answer_ : std::vector<std::byte>{});
+            store::Status::ok, r->op == op_ ? answer_ : std::vector<std::byte>{});
         if (::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) != ssize_t(reply.size())) break;
       }
       if (bad) break;
@@ -90,6 +93,7 @@ class ScriptedStore {
     ::close(fd);
   }
 
+  store::Op op_;
   std::vector<std::byte> answer_;
   int listener_ = -1;
   std::string endpoint_;
@@ -161,10 +165,37 @@ TEST_CASE("a collective's reply without one entry per rank is refused, naming th
   store::append_entry(answer, blob("only one"));
   answer.resize(answer.size() + 3);
   const std::size_t size = answer.size();
-  ScriptedStore fake(std::move(answer));
+  ScriptedStore fake(store::Op::get_range, std::move(answer));
   auto boot = ordo::comm::Bootstrap::store(0, 2, fake.endpoint(), 20s, token);
   CHECK_THROWS_WITH(boot->allgather(blob("mine")),
                     "comm: ordorun's store answered rank 0's collective with a malformed reply (" +
                         std::to_string(size) + " bytes for 2 ranks); is ordorun the same ordo "
                         "build as the program?");
+}
+
+TEST_CASE("a start-up exchange whose runs do not cover the ranks is refused, naming the sizes",
+          "[ordorun][store]") {
+  // One run of one rank, for a job of 2.
+  std::vector<std::byte> answer;
+  store::append_run(answer, 1, blob("host"));
+  const std::size_t size = answer.size();
+  ScriptedStore fake(store::Op::get_runs, std::move(answer));
+  auto boot = ordo::comm::Bootstrap::store(0, 2, fake.endpoint(), 20s, token);
+  const ordo::comm::Blob own[] = {blob("address")};
+  CHECK_THROWS_WITH(boot->exchange(blob("host"), own),
+                    "comm: ordorun's store answered rank 0's start-up exchange with a malformed "
+                    "reply (" + std::to_string(size) + " bytes for 2 ranks); is ordorun the same "
+                    "ordo build as the program?");
+}
+
+TEST_CASE("a get_list reply whose entry claims more bytes than it holds is refused",
+          "[ordorun][store]") {
+  std::vector<std::byte> answer(4 + 3, std::byte{0});
+  answer[3] = std::byte{100};  // the entry's length (big-endian): 100 bytes claimed, 3 there
+  ScriptedStore fake(store::Op::get_list, std::move(answer));
+  auto boot = ordo::comm::Bootstrap::store(0, 2, fake.endpoint(), 20s, token);
+  const int one = 1;
+  CHECK_THROWS_WITH(boot->fetch(0, std::span(&one, 1)),
+                    "comm: ordorun's store answered rank 0's request for 1 record(s) with a "
+                    "malformed reply (7 bytes); is ordorun the same ordo build as the program?");
 }

@@ -147,6 +147,28 @@ TEST_CASE("start-up costs each rank O(hosts + ranks of its host + tree neighbour
   }
 }
 
+TEST_CASE("a pid that is not 8 bytes, put by a rank of this host, is refused at start-up, "
+          "naming the rank", "[ordorun][store]") {
+  ordorun::EventLoop loop;
+  ordorun::StoreServer server(loop, token, 2, {"127.0.0.1"}, {}, nullptr);
+  const std::string at = server.endpoint(0);
+  const ordo::comm::HostRecord host = ordo::comm::HostRecord::here(false);
+  const std::vector<std::string> wrong = run_ranks(loop, 2, [&](int r) {
+    auto boot = ordo::comm::Bootstrap::store(r, 2, at, 20s, token);
+    if (r == 0) {  // as Transport::connect does; it fetches rank 1's pid, on its host
+      ordo::comm::AddressBook book(*boot, address_of(0), host, 1000);
+      return;
+    }
+    // Rank 1 publishes a 4-byte pid, as a rank of another ordo build might.
+    const ordo::comm::Blob own[] = {address_of(1), ordo::comm::Blob(4, std::byte{7})};
+    boot->exchange(std::as_bytes(std::span(&host, 1)), own);
+  });
+  CHECK(wrong == std::vector<std::string>{
+                     "comm: rank 1 published a malformed pid (4 bytes); are all ranks the same "
+                     "ordo build?",
+                     ""});
+}
+
 TEST_CASE("a fetch of an address nobody published, or of a rank outside the job, fails at "
           "once", "[ordorun][store]") {
   ordorun::EventLoop loop;
