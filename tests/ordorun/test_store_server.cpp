@@ -260,6 +260,61 @@ TEST_CASE("get_runs sends equal values of consecutive keys once; get_list answer
   CHECK(sent[2] == 0);
 }
 
+// Every rank of a collective parks the same get_runs (or get_range): the store looks its keys
+// up and builds its answer once per pass, not once per rank. Before, each of N ranks' answers
+// cost N lookups, and each parked rank looked the next key up again at every pass: O(N²) at
+// start-up.
+TEST_CASE("a collective's answer costs the store O(ranks) lookups, not one per key per rank",
+          "[ordorun][store]") {
+  constexpr int kRanks = 64;
+  Fixture f({}, kRanks);
+  std::vector<std::unique_ptr<Client>> clients;
+  const std::vector<std::byte> range = store::encode_range(0, kRanks);
+  // Each rank's put of the same value and its get_runs of every rank's, in one send.
+  auto join = [&](int r) {
+    std::vector<std::byte> both = request(store::Op::put, "ag/0/" + std::to_string(r), "host");
+    const auto get = store::encode_request(store::Op::get_runs, "ag/0/", range.data(), range.size());
+    both.insert(both.end(), get.begin(), get.end());
+    REQUIRE(clients[std::size_t(r)]->send(both));
+  };
+  for (int r = 0; r < kRanks; ++r) {
+    clients.push_back(std::make_unique<Client>(f.at()));
+    REQUIRE(clients.back()->send(request(store::Op::hello, std::to_string(r), token)));
+  }
+  for (int r = 0; r + 1 < kRanks; ++r) join(r);
+  // Every rank but the last has its hello and put answered, its get_runs parked.
+  REQUIRE(f.drive([&] {
+    for (int r = 0; r + 1 < kRanks; ++r) {
+      clients[std::size_t(r)]->poll_in();
+      if (clients[std::size_t(r)]->got.size() < 10) return false;
+    }
+    return true;
+  }));
+  const std::uint64_t parking = f.server->key_lookups();
+  join(kRanks - 1);
+  std::vector<std::byte> runs;
+  store::append_run(runs, kRanks, bytes("host"));
+  const auto answer = store::encode_response(store::Status::ok, runs);
+  REQUIRE(f.drive([&] {
+    for (auto& c : clients) {
+      c->poll_in();
+      if (c->got.size() < 10 + answer.size()) return false;
+    }
+    return true;
+  }));
+  for (int r = 0; r < kRanks; ++r) {
+    INFO("rank " << r);
+    std::vector<std::byte> got(clients[std::size_t(r)]->got.begin() + 10, clients[std::size_t(r)]->got.end());
+    CHECK(got == answer);
+  }
+  // While they park: each key found once, and one miss per pass (a pass per event). The pass
+  // that answers: the last key and the answer's 64, for all 64 ranks. One lookup per key per
+  // rank would be 4096 there alone.
+  INFO("lookups while parking " << parking << ", answering " << f.server->key_lookups() - parking);
+  CHECK(parking <= 8 * kRanks);
+  CHECK(f.server->key_lookups() - parking <= 2 * kRanks);
+}
+
 // A rank that dies before its put leaves its peers parked on a get or get_range that no put
 // will answer: ordorun's stop answers them, and every later get for a missing key, with why.
 // Before, they waited until their bootstrap timeout or ordorun's SIGKILL, whichever came first.

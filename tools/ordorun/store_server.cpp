@@ -241,11 +241,24 @@ bool StoreServer::authenticate(Client& c, const std::string& key, const std::vec
   return true;
 }
 
-bool StoreServer::is_answerable(Parked& p) const {
+const std::vector<std::byte>* StoreServer::value_of(const std::string& key) const {
+  ++key_lookups_;
+  auto it = kv_.find(key);
+  return it == kv_.end() ? nullptr : &it->second;
+}
+
+bool StoreServer::is_answerable(Parked& p, Pass& pass) const {
   if (p.is_refused || p.op == store::Op::get_list) return true;
-  if (p.op == store::Op::get) return kv_.count(p.key) != 0;
-  while (p.present < p.count && kv_.count(p.key + std::to_string(p.first + p.present)) != 0)
-    ++p.present;
+  if (p.op == store::Op::get) return value_of(p.key) != nullptr;
+  auto [at, is_new] = pass.try_emplace(RangeAsk{p.op, p.key, p.first, p.count});
+  RangeSeen& seen = at->second;
+  if (is_new) {
+    // Stops at the first key without a value: every client's p.present is at most that far.
+    seen.present = p.present;
+    while (seen.present < p.count && value_of(p.key + std::to_string(p.first + seen.present)))
+      ++seen.present;
+  }
+  p.present = seen.present;
   return p.present == p.count;
 }
 
@@ -257,66 +270,78 @@ void StoreServer::stop_job(const std::string& why) {
 }
 
 void StoreServer::answer_parked() {
+  Pass pass;
   for (auto& [fd, c] : clients_) {
-    // Once the job stops, a request that lacks a value is answered with why (job_stopping).
-    while (!c->waiting.empty() && (stopping_ || is_answerable(c->waiting.front()))) {
+    while (!c->waiting.empty()) {
       Parked& p = c->waiting.front();
-      if (!is_answerable(p))
+      if (is_answerable(p, pass))
+        answer(*c, p, pass);
+      else if (stopping_)  // a request that lacks a value is answered with why the job stops
         reply(*c, store::encode_response(
                       store::Status::job_stopping,
                       std::vector<std::byte>(reinterpret_cast<const std::byte*>(stopping_->data()),
                                              reinterpret_cast<const std::byte*>(stopping_->data()) +
                                                  stopping_->size())));
       else
-        reply(*c, answer(p));
+        break;
       c->waiting.pop_front();
     }
   }
 }
 
-std::vector<std::byte> StoreServer::answer(const Parked& p) const {
-  if (p.is_refused) return store::encode_response(store::Status::bad_request, {});
-  std::vector<std::byte> all;
+void StoreServer::answer(Client& c, const Parked& p, Pass& pass) {
+  if (p.is_refused) return reply(c, store::encode_response(store::Status::bad_request, {}));
   switch (p.op) {
     case store::Op::get:
-      return store::encode_response(store::Status::ok, kv_.find(p.key)->second);
+      return reply(c, store::encode_response(store::Status::ok, *value_of(p.key)));
     case store::Op::get_range:
-      for (std::uint32_t k = 0; k < p.count; ++k)
-        store::append_entry(all, kv_.find(p.key + std::to_string(p.first + k))->second);
-      break;
     case store::Op::get_runs: {
-      // Equal values of consecutive keys go once, with how many keys share them.
-      const std::vector<std::byte>* run = nullptr;
-      std::uint32_t length = 0;
-      for (std::uint32_t k = 0; k < p.count; ++k) {
-        const std::vector<std::byte>& v = kv_.find(p.key + std::to_string(p.first + k))->second;
-        if (run != nullptr && v == *run) {
-          ++length;
-          continue;
-        }
-        if (run != nullptr) store::append_run(all, length, *run);
-        run = &v;
-        length = 1;
-      }
-      if (run != nullptr) store::append_run(all, length, *run);
-      break;
+      RangeSeen& seen = pass.at(RangeAsk{p.op, p.key, p.first, p.count});
+      if (seen.response.empty()) seen.response = range_answer(p);
+      return reply(c, seen.response);
     }
-    case store::Op::get_list:
+    case store::Op::get_list: {
+      std::vector<std::byte> all;
       for (std::uint32_t i : p.list) {
         const std::string key = p.key + std::to_string(i);
-        auto it = kv_.find(key);
-        if (it == kv_.end())
-          return store::encode_response(
-              store::Status::missing,
-              std::vector<std::byte>(reinterpret_cast<const std::byte*>(key.data()),
-                                     reinterpret_cast<const std::byte*>(key.data()) + key.size()));
-        store::append_entry(all, it->second);
+        const std::vector<std::byte>* value = value_of(key);
+        if (value == nullptr)
+          return reply(c, store::encode_response(
+                              store::Status::missing,
+                              std::vector<std::byte>(reinterpret_cast<const std::byte*>(key.data()),
+                                                     reinterpret_cast<const std::byte*>(key.data()) +
+                                                         key.size())));
+        store::append_entry(all, *value);
       }
-      break;
+      return reply(c, store::encode_response(store::Status::ok, all));
+    }
     case store::Op::hello:
     case store::Op::put:
       break;  // never parked
   }
+}
+
+std::vector<std::byte> StoreServer::range_answer(const Parked& p) const {
+  std::vector<std::byte> all;
+  if (p.op == store::Op::get_range) {
+    for (std::uint32_t k = 0; k < p.count; ++k)
+      store::append_entry(all, *value_of(p.key + std::to_string(p.first + k)));
+    return store::encode_response(store::Status::ok, all);
+  }
+  // get_runs: equal values of consecutive keys go once, with how many keys share them.
+  const std::vector<std::byte>* run = nullptr;
+  std::uint32_t length = 0;
+  for (std::uint32_t k = 0; k < p.count; ++k) {
+    const std::vector<std::byte>* v = value_of(p.key + std::to_string(p.first + k));
+    if (run != nullptr && *v == *run) {
+      ++length;
+      continue;
+    }
+    if (run != nullptr) store::append_run(all, length, *run);
+    run = v;
+    length = 1;
+  }
+  if (run != nullptr) store::append_run(all, length, *run);
   return store::encode_response(store::Status::ok, all);
 }
 

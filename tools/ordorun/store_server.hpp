@@ -72,6 +72,9 @@ class StoreServer {
   // Bytes the store answered each rank with, over all its connections, hellos included: what
   // a job's start-up costs ordorun per rank (docs/distributed.md, "Start-up").
   const std::vector<std::uint64_t>& bytes_sent_per_rank() const { return bytes_sent_; }
+  // Values looked up by key so far: what answering costs the store (a collective's answer
+  // must cost O(ranks) lookups, not one per key per rank).
+  std::uint64_t key_lookups() const { return key_lookups_; }
 
  private:
   // A request not answered yet: a get, a get_range or get_runs of keys prefix<first> ..
@@ -105,12 +108,35 @@ class StoreServer {
   // `r`, to be answered in its turn (its fields other than key and op: the caller's).
   static Parked parked(const store::Request& r);
   bool authenticate(Client& c, const std::string& key, const std::vector<std::byte>& value);
+  // What one pass of answer_parked learnt about a range (get_range or get_runs of the same
+  // keys) that many clients park alike, as every rank of a collective does: how many of its
+  // keys, from the first, have values, and its answer once built (empty before). So a pass
+  // looks each key up and builds each answer once, not once per rank. Valid for one pass: a
+  // put between passes may add or overwrite values.
+  struct RangeAsk {
+    store::Op op;
+    std::string prefix;
+    std::uint32_t first, count;
+    auto operator<=>(const RangeAsk&) const = default;
+  };
+  struct RangeSeen {
+    std::uint32_t present = 0;
+    std::vector<std::byte> response;
+  };
+  using Pass = std::map<RangeAsk, RangeSeen>;
+  // Answers, in each client's order, what can be answered now (everything, with why, once the
+  // job stops).
   void answer_parked();
-  // Whether `p` can be answered now: its keys all have values (get_range: counting on from
-  // p.present, so that each key is looked up once it has a value), or it is refused.
-  bool is_answerable(Parked& p) const;
-  // The answer to an answerable `p`.
-  std::vector<std::byte> answer(const Parked& p) const;
+  // Whether `p` can be answered now: its keys all have values (a range: counting on from what
+  // this pass or p.present knows, so that each key is looked up once it has a value), or it
+  // is refused.
+  bool is_answerable(Parked& p, Pass& pass) const;
+  // Queues the answer to an answerable `p` to `c`.
+  void answer(Client& c, const Parked& p, Pass& pass);
+  // The answer to an answerable get_range or get_runs.
+  std::vector<std::byte> range_answer(const Parked& p) const;
+  // The value of `key`, or nullptr; counted in key_lookups.
+  const std::vector<std::byte>* value_of(const std::string& key) const;
   // Queues `response` to `c`, counted in bytes_sent_per_rank.
   void reply(Client& c, const std::vector<std::byte>& response);
   void flush(Client& c);
@@ -129,6 +155,7 @@ class StoreServer {
   std::vector<int> per_rank_;  // authenticated connections per rank
   std::vector<std::uint64_t> requests_;
   std::vector<std::uint64_t> bytes_sent_;
+  mutable std::uint64_t key_lookups_ = 0;
   std::optional<std::string> stopping_;  // why the job stops, once it does
   std::uint64_t accepted_ = 0;
   bool backing_off_ = false;
