@@ -49,15 +49,15 @@ AddressBook::AddressBook(Bootstrap& boot, std::span<const std::byte> address,
   const std::vector<Bootstrap::Run> runs = boot_.exchange(shared, own);
   int first = 0;
   for (const Bootstrap::Run& r : runs) {
-    if (r.value.size() != sizeof(HostRecord) || r.count < 1 || r.count > size_ - first)
+    if (r.value.size() != sizeof(HostRecord) || r.count < 1 || r.count > std::uint32_t(size_ - first))
       throw CommError("comm: the start-up exchange gave rank " + std::to_string(rank_) +
                       " a malformed host record for ranks from " + std::to_string(first) + " (" +
                       std::to_string(r.value.size()) + " bytes, " + std::to_string(r.count) +
                       " rank(s)); are all ranks the same ordo build?");
-    Run run{first, r.count, {}};
+    Run run{first, int(r.count), {}};
     std::memcpy(&run.host, r.value.data(), sizeof run.host);
     runs_.push_back(run);
-    first += r.count;
+    first += int(r.count);
   }
   if (first != size_)
     throw CommError("comm: the start-up exchange gave rank " + std::to_string(rank_) +
@@ -87,14 +87,8 @@ AddressBook::AddressBook(Bootstrap& boot, std::span<const std::byte> address,
   }
 }
 
-void AddressBook::check_rank(int peer) const {
-  if (peer < 0 || peer >= size_)
-    throw CommError("comm: rank " + std::to_string(rank_) + " asked about rank " +
-                    std::to_string(peer) + ", but the job has ranks 0.." + std::to_string(size_ - 1));
-}
-
 const HostRecord& AddressBook::host_of(int peer) const {
-  check_rank(peer);
+  boot_.check_ranks(std::span(&peer, 1));
   auto it = std::upper_bound(runs_.begin(), runs_.end(), peer,
                              [](int r, const Run& run) { return r < run.first; });
   return std::prev(it)->host;
@@ -108,8 +102,8 @@ void AddressBook::learn(std::span<const int> peers) {
   std::vector<int> missing;
   {
     std::lock_guard lock(mu_);
+    boot_.check_ranks(peers);
     for (int p : peers) {
-      check_rank(p);
       if (p != rank_ && addresses_.count(p) == 0) missing.push_back(p);
     }
   }
@@ -130,7 +124,7 @@ void AddressBook::learn(std::span<const int> peers) {
 }
 
 const std::vector<std::byte>& AddressBook::address(int peer) {
-  check_rank(peer);
+  boot_.check_ranks(std::span(&peer, 1));
   if (peer == rank_) return self_;
   {
     std::lock_guard lock(mu_);

@@ -94,7 +94,6 @@ class AddressBook {
     HostRecord host;
   };
   const HostRecord& host_of(int peer) const;
-  void check_rank(int peer) const;
 
   Bootstrap& boot_;
   int rank_, size_;

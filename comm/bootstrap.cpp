@@ -89,8 +89,8 @@ class StoreBootstrap final : public Bootstrap {
   // the ranks as get_range's N empty entries would.
   void barrier() override { runs(gather(store::Op::get_runs, {}), "barrier"); }
 
-  // Three requests: the put of `own`, then an allgather of `shared` answered as runs
-  // (store_protocol.hpp, get_runs).
+  // A put per part of `own`, then an allgather of `shared` answered as runs (a put and a
+  // get_runs: store_protocol.hpp).
   std::vector<Run> exchange(std::span<const std::byte> shared, std::span<const Blob> own) override {
     for (std::size_t part = 0; part < own.size(); ++part)
       request(store::Op::put, own_prefix(part) + std::to_string(rank_), own[part],
@@ -194,10 +194,7 @@ class StoreBootstrap final : public Bootstrap {
   std::vector<Run> runs(const Blob& answer, const char* what) {
     auto parsed = store::parse_runs(answer, std::size_t(size_));
     if (!parsed) malformed(answer, what);
-    std::vector<Run> out;
-    out.reserve(parsed->size());
-    for (store::Run& r : *parsed) out.push_back({int(r.count), std::move(r.value)});
-    return out;
+    return std::move(*parsed);
   }
 
   [[noreturn]] void malformed(const Blob& answer, const char* what) {
@@ -364,8 +361,7 @@ std::vector<Bootstrap::Run> Bootstrap::exchange(std::span<const std::byte> share
   for (const Blob& part : own) bytes += 4 + part.size();
   std::vector<std::byte> mine;
   mine.reserve(bytes);
-  store::put_u32(mine, std::uint32_t(shared.size()));
-  mine.insert(mine.end(), shared.begin(), shared.end());
+  store::append_entry(mine, shared);
   for (const Blob& part : own) store::append_entry(mine, part);
   std::vector<Blob> all = allgather(mine);
   std::vector<Blob> shared_of(all.size());

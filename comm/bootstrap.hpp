@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/store_protocol.hpp"
+
 namespace ordo::comm {
 
 // A bootstrap or transport failure that the caller cannot fix by retrying: a peer that never
@@ -85,11 +87,9 @@ class Bootstrap {
   // peers are alive (the launcher ends the job when one dies).
   virtual std::vector<Blob> allgather(std::span<const std::byte> mine) = 0;
 
-  // Consecutive ranks that gave exchange() equal `shared` bytes: `count` of them.
-  struct Run {
-    int count = 0;
-    Blob value;
-  };
+  // Consecutive ranks that gave exchange() equal `shared` bytes: `count` of them (the runs of
+  // the store's get_runs answer, which the store bootstrap returns as they are).
+  using Run = store::Run;
   // The start-up exchange (collective, once, before any fetch): every rank gives `shared`,
   // bytes that many ranks have alike (where it runs), and `own`, parts of its own (its
   // address, its pid), the same number on every rank. Returns every rank's `shared` as runs
@@ -122,11 +122,12 @@ class Bootstrap {
   // Throws CommError when built without PMIx.
   static std::unique_ptr<Bootstrap> pmix(std::chrono::milliseconds timeout);
 
+  // CommError unless every one of `ranks` is a rank of this job (naming the first that is not).
+  void check_ranks(std::span<const int> ranks) const;
+
  protected:
   // Merges consecutive equal blobs into runs (exchange()'s result from a full allgather).
   static std::vector<Run> runs_of(std::vector<Blob> all);
-  // CommError unless every one of `ranks` is a rank of this job.
-  void check_ranks(std::span<const int> ranks) const;
 
  private:
   std::vector<std::vector<Blob>> exchanged_own_;  // the default exchange()'s `own` per rank

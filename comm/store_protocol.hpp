@@ -1,4 +1,4 @@
-// Wire protocol of ordorun's rendezvous store, shared by the client (bootstrap_store.cpp) and
+// Wire protocol of ordorun's rendezvous store, shared by the client (comm/bootstrap.cpp) and
 // the server (tools/ordorun). Header-only and free of UCX so that the launcher can use it.
 //
 // One TCP connection per rank, requests answered in order:
@@ -45,9 +45,11 @@
 // Keys are never deleted; a job's store lives as long as the job.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -108,7 +110,11 @@ inline std::vector<std::byte> encode_range(std::uint32_t first, std::uint32_t co
   return out;
 }
 
-inline void append_entry(std::vector<std::byte>& out, const std::vector<std::byte>& value) {
+inline void append_entry(std::vector<std::byte>& out, std::span<const std::byte> value) {
+  // Room for both first, growing geometrically: GCC 12 at -O3 takes an insert right after
+  // put_u32 grew a small vector for an overflow (-Wstringop-overflow, a false positive).
+  if (const std::size_t need = out.size() + 4 + value.size(); need > out.capacity())
+    out.reserve(std::max(need, 2 * out.capacity()));
   put_u32(out, std::uint32_t(value.size()));
   out.insert(out.end(), value.begin(), value.end());
 }
@@ -131,14 +137,15 @@ inline std::optional<std::vector<std::vector<std::byte>>> parse_entries(
   return out;
 }
 
-// A run of a get_runs answer: `count` consecutive keys whose value is `value`.
+// A run of a get_runs answer: `count` consecutive keys whose value is `value` (also what
+// Bootstrap::exchange returns, whatever the bootstrap).
 struct Run {
   std::uint32_t count = 0;
   std::vector<std::byte> value;
 };
 
 inline void append_run(std::vector<std::byte>& out, std::uint32_t count,
-                       const std::vector<std::byte>& value) {
+                       std::span<const std::byte> value) {
   put_u32(out, count);
   append_entry(out, value);
 }

@@ -90,7 +90,7 @@ class OneHostJob final : public comm::Bootstrap {
   }
   std::vector<Run> exchange(std::span<const std::byte> shared, std::span<const comm::Blob> own) override {
     published = own[comm::AddressBook::kAddressPart];
-    return {{size_, comm::Blob(shared.begin(), shared.end())}};
+    return {{static_cast<std::uint32_t>(size_), comm::Blob(shared.begin(), shared.end())}};
   }
   std::vector<comm::Blob> fetch(std::size_t part, std::span<const int> ranks) override {
     check_ranks(ranks);
