@@ -19,14 +19,20 @@
 //   Worker (prepare_wait, re-check, commit_wait):
 //     W1  key = state_.fetch_add(1)          (waiters + 1; returns the epoch; seq_cst)
 //     W2  fence(seq_cst)                      (pairs with N1)
-//     W3  look at every deque and inbox once more; if any has work: waiters - 1, run it
-//     W4  lock park_mu_; while epoch(state_) == key and not stop: wait on park_cv_;
+//     W3  look at its pinned slot, every deque and inbox once more; if any has work:
+//         waiters - 1, run it
+//     W4  lock park_mu_; while epoch(state_) == key and its pinned slot is empty and not stop:
+//         list itself in sleepers_ (once) and wait on its own condition variable; off the list;
 //         waiters - 1; unlock
 //   Notifier (after every push, notify):
 //     P   publish the item: deque bottom store (release) or inbox count store under its mutex
 //     N1  fence(seq_cst)                      (pairs with W2)
 //     N2  if waiters(state_) == 0: return
-//     N3  lock park_mu_; state_ += 1 << 32 (epoch + 1); unlock; notify_one
+//     N3  lock park_mu_; state_ += 1 << 32 (epoch + 1); take one worker off sleepers_; unlock;
+//         notify it
+//   Pinned push (push_to, notify_pinned): P is the store into worker w's pinned slot, N1 and N2
+//   as above, then
+//     N3' lock park_mu_; if w is in sleepers_: take it off; unlock; notify it
 //
 // No lost wake-up. Suppose a worker parks at W4 while an item pushed at P is still queued.
 // The fences W2 and N1 are ordered in the single total order of seq_cst operations:
@@ -36,12 +42,20 @@
 //   - W2 before N1: then N2's load (after N1) sees W1's increment (before W2), so the notifier
 //     runs N3. N3 changes the epoch under park_mu_; the worker's W4 checks the epoch under the
 //     same mutex: if W4's check comes after N3 it sees a new epoch and does not sleep; if
-//     before, the worker is already waiting on park_cv_ when N3 takes the lock, and N3's
-//     notify_one wakes a waiter. Any woken worker searches everything again. Contradiction.
-// notify_one suffices: each push wakes (at most) one worker for its one item, any worker can
+//     before, the worker is listed in sleepers_ and waiting (the wait released the mutex) when
+//     N3 takes the lock, and N3 wakes a listed worker. Any woken worker searches everything
+//     again. Contradiction.
+// Waking one suffices: each push wakes (at most) one worker for its one item, any worker can
 // reach any item, and workers between W1 and W4 need no wake-up because they see the epoch
-// change. (With steal_far off a worker sees only its own node's work: notify_all then.) The epoch is 32 bits;
-// a worker would have to stay between W1 and W4 for 2^32 notifications to be fooled.
+// change. (With steal_far off a worker sees only its own node's work: every listed one then.)
+// The epoch is 32 bits; a worker would have to stay between W1 and W4 for 2^32 notifications
+// to be fooled.
+// A pinned item is for its worker alone, so N3' wakes that worker by name and leaves the epoch:
+// the same argument with W4's check of its pinned slot in place of the epoch (the slot is
+// stored before N3' takes the mutex, so a W4 after N3' sees it; a W4 before N3' has listed the
+// worker, which N3' finds). A worker that a plain push woke and that then finds a pinned item
+// runs that first, and the pushed item waits for it or for another searcher: nothing is lost,
+// since the worker looks again afterwards. The engine pins only lane items, one per worker.
 //
 // Mailboxes (the hand-off to a spinning worker). A worker that spins idle (spin_while_idle:
 // it has a core of its own, no poller) opens its mailbox, one item on a line of its own, and
@@ -56,9 +70,9 @@
 // onto its own deque (with notify()). The scan is limited to the kMailboxScan nearest workers
 // of the pusher's node, so a hinted item stays on its node.
 //
-// Shutdown: the destructor sets stop_ and bumps the epoch under park_mu_, then notify_all; a
-// worker checks stop_ at the top of its loop and in W4's predicate, so each one exits. Items
-// still queued then are dropped: detach() requires that none are.
+// Shutdown: the destructor sets stop_ and bumps the epoch under park_mu_, then wakes every
+// worker; a worker checks stop_ at the top of its loop and in W4's predicate, so each one
+// exits. Items still queued then are dropped: detach() requires that none are.
 //
 // Placement: push(item, node) from a worker on `node` goes to its own deque (already on the
 // right node); to another node, to that node's inbox, where that node's workers look before
@@ -194,6 +208,7 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
         std::find(node_hw_.begin(), node_hw_.end(), pus[map[i]].node) - node_hw_.begin());
     workers_.push_back(std::move(w));
   }
+  sleepers_.reserve(workers_.size());  // no allocation while parking
 
   // Steal order: nearest first, then rotation from the thief. How near a victim is depends
   // only on the two processing units, so the hwloc walk (affinity) runs once per pair of units
@@ -250,8 +265,8 @@ Pool::~Pool() {
     std::lock_guard lock(park_mu_);
     stop_.store(true, std::memory_order_relaxed);  // read under park_mu_ or, relaxed, as a hint
     state_.fetch_add(kEpochOne, std::memory_order_seq_cst);
+    for (auto& w : workers_) w->wake.notify_all();
   }
-  park_cv_.notify_all();
   for (auto& w : workers_) w->thread.join();
 }
 
@@ -380,7 +395,9 @@ bool Pool::steal_from(Worker& thief, unsigned victim, Item& item) {
 bool Pool::find(Worker& w, Item& item) {
   // acquire: pairs with the release store in push_to().
   if (const Item p = w.pinned.load(std::memory_order_acquire); p != kClosed) {
-    w.pinned.store(kClosed, std::memory_order_relaxed);  // only push_to fills it, when empty
+    // relaxed: a pusher orders its next pin after this through its own protocol (the lanes'
+    // parked word); push_to's exchange refuses a pin that finds the slot still full.
+    w.pinned.store(kClosed, std::memory_order_relaxed);
     item = p;
     return true;
   }
@@ -461,27 +478,66 @@ void Pool::run(Worker& w, Item item) {
 void Pool::push_to(unsigned worker, Item item) {
   if (item >= kOpen) throw std::invalid_argument("pool items must be below Pool::kOpen");
   if (worker >= size()) throw std::invalid_argument("push_to: no worker " + std::to_string(worker));
+  Worker& w = *workers_[worker];
   // release: pairs with the acquire load in find(). The owner sees it in its next search, or,
-  // parked, once notify() wakes it (find() runs between W2 and W4, as for any other item).
-  workers_[worker]->pinned.store(item, std::memory_order_release);
-  notify(true);
+  // parked, once notify_pinned() wakes it (find() runs between W2 and W4, as for any item).
+  Item empty = kClosed;
+  if (!w.pinned.compare_exchange_strong(empty, item, std::memory_order_release,
+                                        std::memory_order_relaxed))
+    throw std::logic_error("push_to: worker " + std::to_string(worker) +
+                           " has not taken its pinned item " + std::to_string(empty) +
+                           " yet, so item " + std::to_string(item) +
+                           " cannot be pinned to it (at most one at a time): the caller's "
+                           "protocol pinned twice, an internal error of ordo");
+  notify_pinned(w);
 }
 
-void Pool::notify(bool all) {
+void Pool::notify() {
   // seq_cst: N1, pairs with W2 (the fence in prepare_wait); see the protocol above.
   full_fence();
   if ((state_.load(std::memory_order_relaxed) & kWaiterMask) == 0) return;  // N2
+  Worker* woken = nullptr;
   {
     std::lock_guard lock(park_mu_);
     // seq_cst for uniformity with the other read-modify-writes of state_; the epoch check in
     // commit_wait reads it under park_mu_, which is what orders the two.
     state_.fetch_add(kEpochOne, std::memory_order_seq_cst);  // N3
+    if (!steal_far_) {
+      // A worker cannot see other nodes' work, so any one might not do.
+      for (unsigned v : sleepers_) {
+        workers_[v]->asleep = false;
+        workers_[v]->wake.notify_one();
+      }
+      sleepers_.clear();
+      return;
+    }
+    if (sleepers_.empty()) return;  // every waiter is before W4 and sees the epoch
+    woken = workers_[sleepers_.back()].get();
+    sleepers_.pop_back();
+    woken->asleep = false;
   }
-  // With steal_far off a worker cannot see other nodes' work, so any one might not do.
-  if (steal_far_ && !all)
-    park_cv_.notify_one();
-  else
-    park_cv_.notify_all();
+  // After the unlock, so that it does not wake into a held mutex. Should it wake on its own
+  // meanwhile and park again, this only makes it look once more.
+  woken->wake.notify_one();
+}
+
+void Pool::notify_pinned(Worker& w) {
+  // seq_cst: N1, pairs with W2; see the protocol above.
+  full_fence();
+  if ((state_.load(std::memory_order_relaxed) & kWaiterMask) == 0) return;  // N2
+  {
+    std::lock_guard lock(park_mu_);  // N3'
+    if (!w.asleep) return;  // awake, or before W4's check, which sees the pinned slot
+    unlist_sleeper(w);
+  }
+  w.wake.notify_one();
+}
+
+void Pool::unlist_sleeper(Worker& w) {
+  auto it = std::find(sleepers_.begin(), sleepers_.end(), w.index);
+  *it = sleepers_.back();
+  sleepers_.pop_back();
+  w.asleep = false;
 }
 
 std::uint64_t Pool::prepare_wait() {
@@ -497,12 +553,20 @@ void Pool::cancel_wait() {
   state_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void Pool::commit_wait(std::uint64_t epoch) {
+void Pool::commit_wait(Worker& w, std::uint64_t epoch) {
   std::unique_lock lock(park_mu_);
-  // relaxed: the epoch is bumped under park_mu_ (N3, destructor), which orders it with this.
+  // relaxed: the epoch is bumped under park_mu_ (N3, destructor), and the pinned slot is
+  // stored before N3' takes it, which orders both with this.
   while ((state_.load(std::memory_order_relaxed) >> 32) == epoch &&
-         !stop_.load(std::memory_order_relaxed))
-    park_cv_.wait(lock);
+         w.pinned.load(std::memory_order_relaxed) == kClosed &&
+         !stop_.load(std::memory_order_relaxed)) {
+    if (!w.asleep) {
+      w.asleep = true;
+      sleepers_.push_back(w.index);
+    }
+    w.wake.wait(lock);
+  }
+  if (w.asleep) unlist_sleeper(w);  // it woke on its own, or for the epoch or stop
   // seq_cst: undoes W1; pairs with the load at N2.
   state_.fetch_sub(1, std::memory_order_seq_cst);
 }
@@ -537,7 +601,7 @@ void Pool::worker_main(Worker& w) {
         Observer* o = observer_.load(std::memory_order_acquire);  // pairs with set_observer()
         if (o) o->on_park(w.index);
         if (poller) poller->parking(w.index);
-        commit_wait(key);  // W4
+        commit_wait(w, key);  // W4
         if (o) o->on_unpark(w.index);
         continue;
       }

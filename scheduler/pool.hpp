@@ -146,9 +146,12 @@ class Pool {
   void push(Item item, int node);
 
   // An item for worker `worker` alone: it takes it before anything else it finds, and no
-  // thief does. At most one pinned item per worker at a time (the runtime's lanes: one item
-  // per lane, lane i on worker i, so that a lane waits for its neighbours on a worker of its
-  // own, as an MPI rank does). Any thread.
+  // thief does; if it is parked, it alone is woken. At most one pinned item per worker at a
+  // time (the runtime's lanes: one item per lane, lane i on worker i, so that a lane waits for
+  // its neighbours on a worker of its own, as an MPI rank does). Any thread.
+  // Throws std::invalid_argument for a worker the pool lacks or a reserved item (kOpen,
+  // kClosed), and std::logic_error when the worker has not taken its previous pinned item yet
+  // (a broken protocol of the caller: the earlier item stays, this one is not queued).
   void push_to(unsigned worker, Item item);
 
   // Installs the observer. Call only while no executor is attached. Workers may call it at any
@@ -219,6 +222,11 @@ class Pool {
     // kClosed, or the item push_to() pinned to this worker (its owner empties it). On a line
     // of its own: the owner reads it at every search.
     alignas(64) std::atomic<Item> pinned{kClosed};
+    // Parking (pool.cpp): the worker sleeps on its own condition variable, so that a pinned
+    // item wakes it alone. Both guarded by park_mu_; `asleep`: it is listed in sleepers_. Off
+    // the pinned slot's line, which the owner reads at every search.
+    alignas(64) std::condition_variable wake;
+    bool asleep = false;
   };
   struct alignas(64) Inbox {
     std::atomic<std::size_t> count{0};  // items, readable without the lock
@@ -236,12 +244,16 @@ class Pool {
   bool close_mailbox(Worker& w, Item& item);
   bool steal_from(Worker& thief, unsigned victim, Item& item);
   void run(Worker& w, Item item);
-  // Wakes a parked worker (every one with `all`: the item is for one that notify_one might
-  // not pick).
-  void notify(bool all = false);
+  // Wakes a parked worker, any one (every one with steal_far off: a worker sees only its own
+  // node's work).
+  void notify();
+  // Wakes `w` if it is parked (its pinned item is published).
+  void notify_pinned(Worker& w);
   std::uint64_t prepare_wait();
   void cancel_wait();
-  void commit_wait(std::uint64_t epoch);
+  void commit_wait(Worker& w, std::uint64_t epoch);
+  // Takes `w` off sleepers_; under park_mu_.
+  void unlist_sleeper(Worker& w);
 
   std::unique_ptr<Topology> topo_;
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -264,7 +276,7 @@ class Pool {
   // commit/cancel_wait, high 32 bits an epoch bumped by every notification.
   alignas(64) std::atomic<std::uint64_t> state_{0};
   std::mutex park_mu_;
-  std::condition_variable park_cv_;
+  std::vector<unsigned> sleepers_;  // the workers waiting in commit_wait; guarded by park_mu_
   std::atomic<bool> stop_{false};  // written under park_mu_
 
   std::atomic<Executor*> exec_{nullptr};

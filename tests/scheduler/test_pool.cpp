@@ -224,9 +224,9 @@ constexpr Item kRelay = Item{1} << 40;
 
 TEST_CASE("a pinned item runs on its worker only, also when every worker is parked", "[pool]") {
   // Item = target worker + 4 x round. Rounds alternate: pinned from outside once every worker
-  // has parked (the wake-up must reach the pinned worker, not any parked one), and pinned from
-  // a worker that then keeps its core until the item has run elsewhere (a deque would let a
-  // thief take it).
+  // has parked (the wake-up must reach the pinned worker, not any parked one, and no other:
+  // the observer sees every worker that leaves its sleep), and pinned from a worker that then
+  // keeps its core until the item has run elsewhere (a deque would let a thief take it).
   constexpr unsigned kWorkers = 4;
   CountingObserver obs(kWorkers);
   PoolConfig cfg;
@@ -261,14 +261,21 @@ TEST_CASE("a pinned item runs on its worker only, also when every worker is park
     return n;
   };
   const std::uint64_t rounds = 200 / kScale;
-  std::uint64_t expected = 0;
+  std::uint64_t expected = 0, others_woken = 0, parked_rounds = 0;
   for (std::uint64_t r = 0; r < rounds; ++r) {
     const Item item = (r * 7 + r / 3) % kWorkers + kWorkers * r;
+    const auto target = static_cast<unsigned>(item % kWorkers);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    std::vector<std::uint64_t> unparks(kWorkers);
+    std::uint64_t target_parks = 0;
+    bool all_parked = false;
     if (r % 2 == 0) {
       while (parked() < kWorkers && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::microseconds(200));
-      pool.push_to(static_cast<unsigned>(item % kWorkers), item);
+      all_parked = parked() == kWorkers;
+      for (unsigned w = 0; w < kWorkers; ++w) unparks[w] = obs.unparks[w].load();
+      target_parks = obs.parks[target].load();
+      pool.push_to(target, item);
     } else {
       pool.push(kRelay + item);
     }
@@ -278,10 +285,63 @@ TEST_CASE("a pinned item runs on its worker only, also when every worker is park
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     INFO("round " << r);
     REQUIRE(exec.ran.load() == expected);  // not lost, nor left with a parked worker
+    if (all_parked) {
+      // Once the target has parked again (after its item and 16 yields), a worker woken with
+      // it has long left its sleep. Nothing else wakes anyone meanwhile.
+      while (obs.parks[target].load() == target_parks &&
+             std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      ++parked_rounds;
+      for (unsigned w = 0; w < kWorkers; ++w)
+        if (w != target) others_woken += obs.unparks[w].load() - unparks[w];
+    }
   }
   pool.detach();
   CHECK(exec.wrong.load() == 0);
+  CHECK(parked_rounds > 0);
+  CHECK(others_woken == 0);
   CHECK_THROWS_WITH(pool.push_to(kWorkers, 1), Catch::Contains("no worker 4"));
+}
+
+TEST_CASE("a second pin before its worker took the first is refused; the first runs", "[pool]") {
+  // Worker 0 runs item 0 (pinned) until told to stop; meanwhile item 1 is pinned to it, then
+  // item 2. Overwriting the slot would lose item 1 (a lost lane item is a hung run): the second
+  // pin must be refused, and item 1 must run once worker 0 is free.
+  PoolConfig cfg;
+  cfg.workers = 2;
+  Pool pool(cfg);
+  class BlockingExecutor final : public Executor {
+   public:
+    void execute(Item item, unsigned worker) override {
+      if (item == 0) {
+        started.store(true);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!release.load() && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::yield();
+      }
+      if (worker == 0) ran[item].fetch_add(1);
+    }
+    std::atomic<bool> started{false}, release{false};
+    std::atomic<int> ran[3]{};
+  } exec;
+  pool.attach(exec);
+  pool.push_to(0, 0);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!exec.started.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  REQUIRE(exec.started.load());
+  pool.push_to(0, 1);  // the slot is empty again: item 0 was taken
+  CHECK_THROWS_WITH(pool.push_to(0, 2),
+                    Catch::Contains("worker 0 has not taken its pinned item 1 yet") &&
+                        Catch::Contains("at most one at a time"));
+  exec.release.store(true);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (exec.ran[1].load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  pool.detach();
+  CHECK(exec.ran[0].load() == 1);
+  CHECK(exec.ran[1].load() == 1);  // kept, and run by its worker
+  CHECK(exec.ran[2].load() == 0);  // refused, so never queued
 }
 
 TEST_CASE("bad processing units and topologies are refused with a message", "[pool]") {
@@ -293,14 +353,17 @@ TEST_CASE("bad processing units and topologies are refused with a message", "[po
   CHECK_THROWS_AS(Pool(bad), std::invalid_argument);
 }
 
-TEST_CASE("items the pool keeps for its mailboxes are refused by push", "[pool]") {
+TEST_CASE("items the pool keeps for its mailboxes are refused by push and push_to", "[pool]") {
   // kOpen and kClosed mark a mailbox's state: pushed as items, a spinning worker would take
-  // one for an empty mailbox, or never see its item.
+  // one for an empty mailbox, or never see its item. kClosed also marks an empty pinned slot:
+  // pinned, the item would never run.
   PoolConfig cfg;
   cfg.workers = 1;
   Pool pool(cfg);
   CHECK_THROWS_WITH(pool.push(Pool::kOpen), Catch::Contains("below Pool::kOpen"));
   CHECK_THROWS_WITH(pool.push(Pool::kClosed), Catch::Contains("below Pool::kOpen"));
+  CHECK_THROWS_WITH(pool.push_to(0, Pool::kOpen), Catch::Contains("below Pool::kOpen"));
+  CHECK_THROWS_WITH(pool.push_to(0, Pool::kClosed), Catch::Contains("below Pool::kOpen"));
 }
 
 TEST_CASE("absurd worker counts are refused at once; the limit itself starts", "[pool]") {
