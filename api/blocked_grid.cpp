@@ -62,7 +62,7 @@ std::pair<std::size_t, std::size_t> BlockedGrid::smallest_block() const {
 
 void BlockedGrid::set_padding(std::size_t padding) { set_padding(padding, padding); }
 
-void BlockedGrid::set_padding(std::size_t padding, std::size_t at_fixed_end) {
+void BlockedGrid::set_padding(std::size_t padding, std::size_t at_fixed_end, bool beside) {
   const auto deep = static_cast<std::ptrdiff_t>(padding);
   const auto shallow = static_cast<std::ptrdiff_t>(at_fixed_end);
   for (BlockGeom& b : blocks_) {
@@ -75,7 +75,7 @@ void BlockedGrid::set_padding(std::size_t padding, std::size_t at_fixed_end) {
                     ? shallow
                     : deep;
     }
-    b.pad = Pad(d_, low, high, ext);
+    b.pad = Pad(d_, low, high, ext, beside);
   }
 }
 
@@ -136,11 +136,12 @@ void BlockedGrid::pack(std::size_t b, const Exchange& x, const Export& e, const 
 }
 
 void BlockedGrid::unpack(std::size_t b, const Exchange& x, const Import& i, const double* src,
-                         double* buf) const {
+                         double* buf, double* side) const {
   const Pad& p = blocks_[b].pad;
   Ix lo{}, hi{};
   halo_box(p, static_cast<std::ptrdiff_t>(x.width), i.dir, lo, hi);
-  unpack_box(p, buf, lo, hi, src);
+  const geometry::Cells c = geometry::cells_of(p, buf, side, lo, hi);
+  unpack_box(c.pad, c.data, lo, hi, src);
 }
 
 namespace {
@@ -185,20 +186,22 @@ void for_each_region(const BlockGeom& g, bool halo, const std::vector<std::size_
 }  // namespace
 
 void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
-                       const PointValue& outside, bool halo) const {
+                       const PointValue& outside, bool halo, double* side) const {
   const BlockGeom& g = blocks_[b];
-  const Pad& p = g.pad;
   for_each_region(g, halo, size_, periodic_,
                   [&](const Ix& lo, const Ix& hi, bool beyond_fixed, Box& box) {
+                    // A region lies wholly in the rows or wholly beside them.
+                    const geometry::Cells c = geometry::cells_of(g.pad, buf, side, lo, hi);
                     if (beyond_fixed) {
                       Origin x{};
                       for_each_point(d_, lo, hi, [&](const Ix& l) {
                         for (std::size_t k = 0; k < d_; ++k) x[k] = g.origin[k] + l[k];
-                        buf[p.at(l)] = outside ? outside(Coord(x.data(), d_)) : 0.0;
+                        c.data[c.pad.at(l)] = outside ? outside(Coord(x.data(), d_)) : 0.0;
                       });
                       return;
                     }
-                    box.data = buf + p.at(lo);
+                    for (std::size_t k = 0; k < d_; ++k) box.stride[k] = c.pad.stride[k];
+                    box.data = c.data + c.pad.at(lo);
                     inside(box);
                   });
 }

@@ -76,8 +76,9 @@ class BlockedGrid {
   std::pair<std::size_t, std::size_t> smallest_block() const;
   // Gives every block a padded buffer with `padding` points on every side; or with
   // `at_fixed_end` points on the sides where the grid has a fixed end (no neighbour).
+  // `beside`: the last dimension's halo in a side array per buffer (geometry::Pad).
   void set_padding(std::size_t padding);
-  void set_padding(std::size_t padding, std::size_t at_fixed_end);
+  void set_padding(std::size_t padding, std::size_t at_fixed_end, bool beside = false);
 
   std::size_t dims() const { return d_; }
   std::size_t count() const { return blocks_.size(); }
@@ -102,16 +103,17 @@ class BlockedGrid {
   // Packs block b's edge region for export e out of its padded buffer `buf` into `dst`.
   void pack(std::size_t b, const Exchange& x, const Export& e, const double* buf,
             double* dst) const;
-  // Unpacks import i of block b from `src` into the halo of its padded buffer `buf`.
+  // Unpacks import i of block b from `src` into the halo of its padded buffer `buf` (and its
+  // side array `side`, where the halo lies beside the rows).
   void unpack(std::size_t b, const Exchange& x, const Import& i, const double* src,
-              double* buf) const;
+              double* buf, double* side = nullptr) const;
 
-  // Fills block b's padded buffer `buf`: its owned points, and with `halo` its halo too (a
-  // neighbour's points, or wrapped ones for periodic boundaries) through `inside`, called with
-  // boxes of the global grid; points beyond a fixed boundary get outside(coordinate) (0 when
-  // outside is empty).
+  // Fills block b's padded buffer `buf` (and side array `side`): its owned points, and with
+  // `halo` its halo too (a neighbour's points, or wrapped ones for periodic boundaries)
+  // through `inside`, called with boxes of the global grid; points beyond a fixed boundary get
+  // outside(coordinate) (0 when outside is empty).
   void fill(std::size_t b, double* buf, const BoxFill& inside, const PointValue& outside,
-            bool halo) const;
+            bool halo, double* side = nullptr) const;
   // The regions of block b's padding (width: its padding) that lie beyond a fixed end of
   // the grid, as boxes in block-local coordinates: what a fill gives outside(coordinate).
   std::vector<std::pair<Ix, Ix>> fixed_regions(std::size_t b) const;

@@ -128,7 +128,8 @@ void Stencil::Impl::declare_blocks() {
   for (std::size_t b = 0; b < grid.count(); ++b) {
     const core::BlockGeom& geo = grid.block(b);
     Locations l;
-    l.main = g.location<double>(spec.name + "[" + geo.tag + "]", kHeader + nb * buffer_size(b));
+    l.main = g.location<double>(spec.name + "[" + geo.tag + "]",
+                                kHeader + nb * (buffer_size(b) + geo.pad.side_count));
     if (spec.aux_grids > 0)
       l.aux = g.location<double>(spec.name + ".aux[" + geo.tag + "]",
                                  spec.aux_grids * geo.pad.count);
@@ -262,8 +263,10 @@ void Stencil::Impl::push_halo(const Push& p, std::span<const double> from,
     geometry::halo_box(dst, w, back, dlo, dhi);
     for (std::size_t l = 0; l < levels; ++l) {
       const auto delta = -static_cast<std::ptrdiff_t>(l);
+      const geometry::Cells c = geometry::cells_of(dst, level_data(p.to, to, rot_to, delta),
+                                                   level_side(p.to, to, rot_to, delta), dlo, dhi);
       geometry::copy_box_between(src, level_data(p.from, from, rot_from, delta), slo, shi,
-                                 dst, level_data(p.to, to, rot_to, delta), dlo);
+                                 c.pad, c.data, dlo);
     }
   }
 }
@@ -306,7 +309,8 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
                                                           : 1;
   m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
   // The halo is D*h deep where a neighbour's values land, h beyond a fixed end of the grid.
-  m.grid.set_padding(m.spec.halo * m.spec.tb_depth, m.spec.halo);
+  m.halo_beside = keeps_halo_beside(m.spec, m.grid);
+  m.grid.set_padding(m.spec.halo * m.spec.tb_depth, m.spec.halo, m.halo_beside);
   if (m.spec.traversal == Traversal::jacobi_in_place) {
     m.shift = in_place_shift(m.spec, m.grid);
     m.shift_rows = in_place_shift_rows(m.spec, m.grid);
@@ -418,11 +422,13 @@ void Stencil::set(const BoxFill& fill, std::size_t level) {
     if (!m.holds(b)) continue;
     std::span<double> main = m.graph->data(m.locs[b].main);
     const auto rot = static_cast<std::uint64_t>(main[0]);
-    m.grid.fill(b, m.level_data(b, main, rot, -static_cast<std::ptrdiff_t>(level)), fill,
-                m.spec.fixed_value, true);
+    const auto delta = -static_cast<std::ptrdiff_t>(level);
+    m.grid.fill(b, m.level_data(b, main, rot, delta), fill, m.spec.fixed_value, true,
+                m.level_side(b, main, rot, delta));
     // The spare buffer of Jacobi needs the fixed boundary too; its interior is overwritten.
     if (level == 0 && m.nb > m.levels)
-      m.grid.fill(b, m.level_data(b, main, rot, 1), fill, m.spec.fixed_value, true);
+      m.grid.fill(b, m.level_data(b, main, rot, 1), fill, m.spec.fixed_value, true,
+                  m.level_side(b, main, rot, 1));
     if (m.placement.placed)
       m.pack_exports(b, main, [&](Location<double> l) { return m.graph->data(l); });
     // Set-up work, which the block's first sweep would otherwise do (a value per cell of the

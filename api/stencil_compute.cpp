@@ -151,9 +151,11 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
       late.push_back({&i, src.data()});
       continue;
     }
-    for (std::size_t l = 0; l < levels; ++l)
-      grid.unpack(b, halo, i, src.data() + l * i.count,
-                  level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)));
+    for (std::size_t l = 0; l < levels; ++l) {
+      const auto delta = -static_cast<std::ptrdiff_t>(l);
+      grid.unpack(b, halo, i, src.data() + l * i.count, level_data(b, main, rot, delta),
+                  level_side(b, main, rot, delta));
+    }
   }
   Block blk;
   blk.dims = d;

@@ -56,6 +56,14 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // with long rows the shared line saves little traffic, and it measured slower there
 // (docs/benchmarks.md, the heat2d item of "heat3d on the layer against its hand-written
 // graph"). Points beyond the padding are padding nobody reads.
+//
+// With `beside` (2-D and up; Spec::row_halo_beside, docs/stencil.md "Rows with their halo
+// beside") the rows hold their owned points only, a whole number of lines apart (256 points:
+// 32 lines), and the last dimension's halo columns of every padded row lie in a side array of
+// their own: low[last] + high[last] values a row, the rows in the buffer's order. `low` and
+// `high` still say how far the halo reaches; where a point of it lies is at() for the rows
+// and, for the columns beyond a row's ends, side_layout().at(). Each halo
+// region lies wholly in the rows or wholly beside them (cells_of).
 struct Pad {
   std::size_t d = 0;
   Ix low{}, high{};   // padding below and above the owned points, per dimension
@@ -63,24 +71,33 @@ struct Pad {
   Ix stride{};
   std::size_t count = 0;    // doubles in the buffer
   std::ptrdiff_t base = 0;  // index of local point 0
+  // The side array of the halo beside the rows (`beside`; else side_count is 0): its strides
+  // (side_stride[d-1] is 1), its size (whole lines), and where column 0 of local row 0 would
+  // be: column c < 0 of a row lies at its row's offset + c, column ext + c at + c.
+  bool beside = false;
+  Ix side_stride{};
+  std::size_t side_count = 0;
+  std::ptrdiff_t side_base = 0;
 
   Pad() = default;
   // `halo` points on every side.
   Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
       : Pad(dims, uniform(dims, halo), uniform(dims, halo), block) {}
-  Pad(std::size_t dims, const Ix& below, const Ix& above, const std::vector<std::size_t>& block)
-      : d(dims), low(below), high(above) {
+  Pad(std::size_t dims, const Ix& below, const Ix& above, const std::vector<std::size_t>& block,
+      bool halo_beside = false)
+      : d(dims), low(below), high(above), beside(halo_beside && dims >= 2) {
     const std::size_t last = d > 0 ? d - 1 : 0;
-    // Low padding of the rows, in whole lines from 2-D on.
-    const std::ptrdiff_t low_last = d >= 2 ? (low[last] + 7) / 8 * 8 : low[last];
+    // Low padding of the rows, in whole lines from 2-D on (none beside them).
+    const std::ptrdiff_t low_last = beside ? 0 : d >= 2 ? (low[last] + 7) / 8 * 8 : low[last];
+    const std::ptrdiff_t high_last = beside ? 0 : high[last];
     std::ptrdiff_t s = 1;
     for (std::size_t i = d; i-- > 0;) {
       ext[i] = static_cast<std::ptrdiff_t>(block[i]);
       stride[i] = s;
       if (i == last && d >= 3)
-        s *= (low[i] + ext[i] + high[i] + 7) / 8 * 8;
+        s *= ((beside ? 0 : low[i]) + ext[i] + high_last + 7) / 8 * 8;
       else if (i == last && d == 2)
-        s *= (low_last + ext[i] + high[i] + 7) / 8 * 8;
+        s *= (low_last + ext[i] + high_last + 7) / 8 * 8;
       else
         s *= low[i] + ext[i] + high[i];
     }
@@ -88,6 +105,15 @@ struct Pad {
     count = static_cast<std::size_t>(d >= 3 ? s + low_last : s);
     for (std::size_t i = 0; i < last; ++i) base += low[i] * stride[i];
     base += low_last;
+    if (!beside) return;
+    std::ptrdiff_t t = 1;
+    for (std::size_t i = d; i-- > 0;) {
+      side_stride[i] = t;
+      t *= i == last ? low[i] + high[i] : padded(i);
+    }
+    side_count = static_cast<std::size_t>((t + 7) / 8 * 8);
+    for (std::size_t i = 0; i < last; ++i) side_base += low[i] * side_stride[i];
+    side_base += low[last];
   }
   std::ptrdiff_t at(const Ix& x) const {
     std::ptrdiff_t a = base;
@@ -96,6 +122,24 @@ struct Pad {
   }
   // The padded extent along dimension i.
   std::ptrdiff_t padded(std::size_t i) const { return low[i] + ext[i] + high[i]; }
+  // Whether the box [lo, hi) lies beside the rows (in the side array): only with `beside`,
+  // for a box of the last dimension's halo columns.
+  bool is_beside(const Ix& lo, const Ix& hi) const {
+    return beside && (hi[d - 1] <= 0 || lo[d - 1] >= ext[d - 1]);
+  }
+  // The layout of the side array for the columns below the rows (`right` false) or above
+  // them: at(x) is where point x of those columns lies in it.
+  Pad side_layout(bool right) const {
+    Pad v;
+    v.d = d;
+    v.low = low;
+    v.high = high;
+    v.ext = ext;
+    v.stride = side_stride;
+    v.count = side_count;
+    v.base = side_base - (right ? ext[d - 1] : 0);
+    return v;
+  }
 
  private:
   static Ix uniform(std::size_t dims, std::size_t halo) {
@@ -164,6 +208,18 @@ void for_each_box_row(const Pad& p, const Ix& lo, const Ix& hi, F&& f) {
                    [&](std::ptrdiff_t at, std::ptrdiff_t k, std::size_t len) {
                      f(at, static_cast<std::size_t>(k), len);
                    });
+}
+
+// Where the box [lo, hi) of a block lies: its buffer `buf` and layout, or, for a box of the
+// columns beside the rows (Pad::is_beside), the side array `side` and its layout. A box that
+// straddles the two is the caller's to cut (the halo regions never do).
+struct Cells {
+  Pad pad;
+  double* data = nullptr;
+};
+inline Cells cells_of(const Pad& p, double* buf, double* side, const Ix& lo, const Ix& hi) {
+  if (!p.is_beside(lo, hi)) return {p, buf};
+  return {p.side_layout(lo[p.d - 1] >= 0), side};
 }
 
 // Copies a row of n doubles: inline for the short rows of halos and fixed boundaries (a face

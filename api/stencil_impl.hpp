@@ -10,6 +10,10 @@
 //              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
 //              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
 //              Gauss-Seidel NB = 1 (in place).
+//              Then, where the last dimension's halo lies beside the rows (halo_beside), NB
+//              side arrays (Pad::side_count each), buffer i's at kHeader + NB * buffer size +
+//              i * side_count. They do not move with the block: row x's values are at its
+//              place in the side array whatever the buffer's shift.
 //   aux[b]     the coefficient grids, padded, written once by set_aux().
 //   x[b,o]     for each direction o in {-1,0,1}^d \ 0 that a neighbour n = b+o on another
 //              rank reads: the time_levels copies of b's edge region facing n, packed
@@ -91,6 +95,9 @@ struct Stencil::Impl {
   // piece of a row of that length per call.
   std::ptrdiff_t shift = 0;
   std::ptrdiff_t shift_rows = 0;
+  // The last dimension's halo lies beside the rows (keeps_halo_beside, geometry::Pad): every
+  // block's pad has `beside`, and main[b] holds a side array per buffer.
+  bool halo_beside = false;
   // The doubles by which a one-step sweep moves a block of layout `pad`.
   std::ptrdiff_t shift_at(const geometry::Pad& pad) const {
     return shift * pad.stride[0] + (shift_rows != 0 ? shift_rows * pad.stride[1] : 0);
@@ -180,6 +187,18 @@ struct Stencil::Impl {
   template <class T>
   T* level_data(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {
     return buffer_data(b, main, buffer_index(rot, delta));
+  }
+  // The side array of buffer `index` of block b (halo_beside; else nullptr): point x beside
+  // the rows lies at pad.side_layout(right).at(x) in it.
+  template <class T>
+  T* side_data(std::size_t b, std::span<T> main, std::size_t index) const {
+    const geometry::Pad& pad = grid.block(b).pad;
+    if (!pad.beside) return nullptr;
+    return main.data() + detail_stencil::kHeader + nb * buffer_size(b) + index * pad.side_count;
+  }
+  template <class T>
+  T* level_side(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {
+    return side_data(b, main, buffer_index(rot, delta));
   }
   // Doubles per buffer of block b: the padded block and the room a shifted sweep needs.
   std::size_t buffer_size(std::size_t b) const {
@@ -300,6 +319,10 @@ void validate(const Spec& s, const core::BlockedGrid& grid);
 // (stencil_in_place.cpp).
 std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid);
 std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid);
+// Whether the stencil keeps the last dimension's halo beside the rows: the kernel reads it
+// through Block::before/after (Spec::row_halo_beside) and the sweep is one that gains by it
+// and handles it (stencil_in_place.cpp).
+bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid);
 // The directions whose neighbour regions the kernel reads (every one with temporal blocking:
 // the extended range reaches the corners).
 std::set<core::Ix> read_directions(const Spec& s);

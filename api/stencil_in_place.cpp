@@ -127,6 +127,16 @@ std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid)
   return (std::max<std::ptrdiff_t>(h, static_cast<std::ptrdiff_t>(kUnitPoints)) + 7) / 8 * 8;
 }
 
+// The halo beside the rows pays where a sweep reads each row once from memory with its two
+// halo values: a one-step sweep by rows (3-D and up, a star), where each padded row spans a
+// line more than its points. Temporal blocking computes into the halo (its ranges extend
+// beyond the rows), and coefficient grids share the buffer's layout, so both keep the padded
+// rows.
+bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid) {
+  return s.row_halo_beside && s.traversal == Traversal::jacobi_in_place && grid.dims() >= 3 &&
+         s.tb_depth == 1 && s.aux_grids == 0 && in_place_shift_rows(s, grid) != 0;
+}
+
 std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t b) const {
   auto f = std::make_unique<FixedHalo>();
   const core::BlockGeom& geo = grid.block(b);
@@ -159,7 +169,14 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
       if (d >= 2) c[1] += sign * shift_rows;
       return c;
     };
-    for (const auto& [rlo, rhi] : regions) {
+    for (auto [rlo, rhi] : regions) {
+      // Beside the rows, the fixed values stay where set() put them: the side array does not
+      // move with the block. Only the cells in the rows move.
+      if (pad.beside) {
+        rlo[d - 1] = std::max<std::ptrdiff_t>(rlo[d - 1], 0);
+        rhi[d - 1] = std::min(rhi[d - 1], pad.ext[d - 1]);
+        if (rhi[d - 1] <= rlo[d - 1]) continue;
+      }
       Ix row_hi = rhi;
       row_hi[d - 1] = rlo[d - 1] + 1;
       const auto len = static_cast<std::size_t>(rhi[d - 1] - rlo[d - 1]);
@@ -213,9 +230,12 @@ void Stencil::Impl::unpack_late(std::size_t b, std::span<double> main, std::uint
   hi[0] = p + 1;
   lo[1] = r0;
   hi[1] = r1;
-  for (std::size_t l = 0; l < levels; ++l)
-    geometry::unpack_box(pad, level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)), lo, hi,
-                         f.src + l * f.import->count + first);
+  for (std::size_t l = 0; l < levels; ++l) {
+    const auto delta = -static_cast<std::ptrdiff_t>(l);
+    const geometry::Cells c = geometry::cells_of(pad, level_data(b, main, rot, delta),
+                                                 level_side(b, main, rot, delta), lo, hi);
+    geometry::unpack_box(c.pad, c.data, lo, hi, f.src + l * f.import->count + first);
+  }
 }
 
 void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& blk,
@@ -225,8 +245,13 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   const std::size_t target = buffer_index(rot, 1);  // the oldest level: it gets the new one
   const bool down = !is_moved(main, target);  // where the block is decides the direction
   blk.ahead = down ? pad.stride[0] : -pad.stride[0];
-  for (std::size_t l = 0; l < levels; ++l)
+  for (std::size_t l = 0; l < levels; ++l) {
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
+    if (pad.beside) {
+      blk.beside[l] = level_side(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.side_base;
+      blk.beside_step = pad.side_stride[d - 2];
+    }
+  }
   // Where point x of the new level goes: out + pad.at(x).
   double* const out = main.data() + detail_stencil::kHeader + target * buffer_size(b) +
                       (down ? 0 : shift_at(pad));
@@ -305,19 +330,27 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   struct RowFace {
     const double* src = nullptr;  // the face's values, plane by plane, row by row
     std::size_t count = 0;        // values per level
-    std::ptrdiff_t col = 0;       // the halo column its part of a row starts at
+    // Where its part of row (p, j) starts: at + p * strides[0] + j * strides[1] of each
+    // level's `halo` (in the rows, or beside them).
+    std::ptrdiff_t at = 0;
   };
   std::array<RowFace, 2> row_faces{};  // a star in 3-D has two faces across the last dimension
   std::size_t n_row_faces = 0;
-  std::array<double*, kMaxLevels> level{};
-  for (std::size_t l = 0; l < levels; ++l)
-    level[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l));
+  // The levels' halo across the last dimension, in the rows or beside them, and its strides.
+  std::array<double*, kMaxLevels> row_halo{};
+  for (std::size_t l = 0; l < levels; ++l) {
+    const auto delta = -static_cast<std::ptrdiff_t>(l);
+    row_halo[l] = pad.beside ? level_side(b, main, rot, delta) : level_data(b, main, rot, delta);
+  }
   for (const LateFace& f : late) {
     if (!is_row_face(f)) continue;
     Ix flo{}, fhi{};
     geometry::halo_box(pad, width, f.import->dir, flo, fhi);
-    row_faces.at(n_row_faces++) = {f.src, f.import->count, flo[2]};
+    flo[0] = flo[1] = 0;
+    const geometry::Cells c = geometry::cells_of(pad, nullptr, nullptr, flo, fhi);
+    row_faces.at(n_row_faces++) = {f.src, f.import->count, c.pad.at(flo)};
   }
+  const Ix& halo_stride = pad.beside ? pad.side_stride : pad.stride;
   // A unit's range differs from [lo, hi) along dimensions 0 and 1 only.
   blk.lo = lo;
   blk.hi = hi;
@@ -357,14 +390,14 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
         blk.hi[1] = down ? std::min(j + U, j1) : j + 1;
         for (std::size_t i = 0; i < n_row_faces; ++i) {  // 3-D: the unit is row (p, j)
           const RowFace& f = row_faces[i];
-          const std::ptrdiff_t at = plane_at + j * pad.stride[1] + f.col;
+          const std::ptrdiff_t at = f.at + p * halo_stride[0] + j * halo_stride[1];
           const double* from = f.src + (plane_part + j) * width;
           // A line of the face holds the parts of a few rows: the next one's, well ahead.
           __builtin_prefetch(reinterpret_cast<const void*>(
               reinterpret_cast<std::uintptr_t>(from) +
               static_cast<std::uintptr_t>(step * 8 * width) * sizeof(double)));
           for (std::size_t l = 0; l < levels; ++l)
-            geometry::copy_row(level[l] + at, from + l * f.count, static_cast<std::size_t>(width));
+            geometry::copy_row(row_halo[l] + at, from + l * f.count, static_cast<std::size_t>(width));
         }
         kernel(blk);
         if (!st) continue;

@@ -28,12 +28,13 @@ inline V8 point8(V8 c, V8 im, V8 ip, V8 jm, V8 jp, V8 km, V8 kp) {
   return c + 0.125 * (((im + ip) + (jm + jp)) + (km + kp) - 6.0 * c);
 }
 
+// `west` and `east`: the values left of the row's first point and right of its last.
 void row(double* __restrict out, const double* __restrict u, const double* __restrict im,
          const double* __restrict ip, const double* __restrict jm, const double* __restrict jp,
-         std::size_t c) {
+         double west, double east, std::size_t c) {
   std::size_t k = 0;
   if (c >= 16) {
-    V8 prev = V8{} + u[-1];  // lane 7: the value left of the chunk (a halo value at first)
+    V8 prev = V8{} + west;  // lane 7: the value left of the chunk (the halo value at first)
     V8 old = load8(u);
     for (; k + 16 <= c; k += 8) {
       const V8 next = load8(u + k + 8);
@@ -45,12 +46,14 @@ void row(double* __restrict out, const double* __restrict u, const double* __res
     }
     if (k + 8 == c) {  // the last chunk: its right neighbour is the halo value
       const V8 km = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
-      const V8 kp = __builtin_shufflevector(old, V8{} + u[c], 1, 2, 3, 4, 5, 6, 7, 8);
+      const V8 kp = __builtin_shufflevector(old, V8{} + east, 1, 2, 3, 4, 5, 6, 7, 8);
       store8(out + k, point8(old, load8(im + k), load8(ip + k), load8(jm + k), load8(jp + k), km, kp));
       return;
     }
   }
-  for (; k < c; ++k) out[k] = ordo::app::heat3d_point(u[k], im[k], ip[k], jm[k], jp[k], u[k - 1], u[k + 1]);
+  for (; k < c; ++k)
+    out[k] = ordo::app::heat3d_point(u[k], im[k], ip[k], jm[k], jp[k], k == 0 ? west : u[k - 1],
+                                     k + 1 == c ? east : u[k + 1]);
 }
 
 }  // namespace
@@ -69,6 +72,7 @@ int main(int argc, char** argv) {
     st::Spec s;
     s.neighbourhood = st::von_neumann(3, 1);
     s.traversal = st::Traversal::jacobi_in_place;
+    s.row_halo_beside = true;  // the kernel reads a row's halo values through before/after
     s.fixed_value = [](st::Coord c) { return c[0] < 0 ? kHeatTop : kHeatOther; };
     return s;
   };
@@ -84,9 +88,12 @@ int main(int argc, char** argv) {
         const auto ahead = reinterpret_cast<std::uintptr_t>(u + b.ahead + rows_on);
         for (std::size_t k = 0; k < len; k += 8)
           __builtin_prefetch(reinterpret_cast<const void*>(ahead + k * sizeof(double)), 0, 2);
-        // and the line before it, which holds the row's halo value on the left.
-        __builtin_prefetch(reinterpret_cast<const void*>(ahead - sizeof(double)), 0, 2);
-        row(b.out + at, u, u - si, u + si, u - sj, u + sj, len);
+        // and, where the halo lies in the rows, the line before it, which holds the row's
+        // halo value on the left (beside the rows, the layer has just written it).
+        if (!b.beside[0])
+          __builtin_prefetch(reinterpret_cast<const void*>(ahead - sizeof(double)), 0, 2);
+        row(b.out + at, u, u - si, u + si, u - sj, u + sj, b.before(at)[-1], b.after(at, len)[0],
+            len);
       });
     };
   };

@@ -129,7 +129,7 @@ std::vector<double> run_case(const Case& c, const Values& v, ordo::Runtime& rt) 
   ordo::Graph g;
   st::Stencil s(g, c.spec, make_kernel(c));
   for (std::size_t l = 0; l < v.levels.size(); ++l) s.set(v.levels[l], l);
-  s.set_aux(0, v.aux);
+  if (c.spec.aux_grids > 0) s.set_aux(0, v.aux);
   s.run(rt, v.steps);
   return s.get();
 }
@@ -555,4 +555,59 @@ TEST_CASE("in-place temporal blocking without its windows runs one sweep per ste
   st::detail_stencil::fail_ring_mappings(0, 0);
   CHECK(st::detail_stencil::rings_mapped() == before);
   CHECK(same_bits(got, want));
+}
+
+TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force",
+          "[stencil][property]") {
+  // Spec::row_halo_beside: in place, 3-D and up, a star, depth 1 and no coefficient grid keep
+  // the last dimension's halo in side arrays (rows of whole lines); everywhere else the same
+  // kernel reads it in the padded rows. Uneven blocks down to 1 point, halos of 1 and 2, fixed
+  // and periodic ends (a block its own neighbour across them), one and two time levels, slabs
+  // of one row (tile_bytes 1) or the whole block, 1 to 4 workers; then the opting-in kernel
+  // where the rows stay padded: temporal blocking, a Moore neighbourhood, a coefficient grid,
+  // the double buffer, 2-D.
+  struct Shape {
+    std::vector<std::size_t> size, blocks;
+    std::vector<st::Offset> nb;
+    std::size_t levels, tb, tile, aux;
+    st::Boundary boundary;
+    st::Traversal traversal = st::Traversal::jacobi_in_place;
+  };
+  const auto fixed = st::Boundary::fixed, periodic = st::Boundary::periodic;
+  const std::vector<Shape> shapes{
+      {{9, 10, 11}, {2, 2, 2}, st::von_neumann(3, 1), 1, 1, 0, 0, fixed},
+      {{9, 10, 11}, {2, 2, 2}, st::von_neumann(3, 1), 1, 1, 0, 0, periodic},
+      {{3, 5, 3}, {2, 3, 2}, st::von_neumann(3, 1), 1, 1, 1, 0, fixed},      // 1-point blocks
+      {{3, 4, 3}, {2, 2, 3}, st::von_neumann(3, 1), 1, 1, 0, 0, periodic},   // 1-point blocks
+      {{7, 9, 19}, {1, 2, 1}, st::von_neumann(3, 1), 1, 1, 1, 0, periodic},  // its own neighbour
+      {{11, 13, 21}, {2, 3, 3}, st::von_neumann(3, 2), 1, 1, 0, 0, fixed},
+      {{10, 9, 17}, {2, 2, 2}, st::von_neumann(3, 2), 2, 1, 1, 0, periodic},
+      {{8, 7, 5}, {3, 1, 2}, st::von_neumann(3, 1), 2, 1, 0, 0, fixed},
+      {{7, 6, 5, 9}, {2, 2, 1, 2}, st::von_neumann(4, 1), 1, 1, 0, 0, fixed},
+      {{6, 5, 4, 7}, {2, 1, 2, 3}, st::von_neumann(4, 1), 1, 1, 1, 0, periodic},
+      {{5, 6, 5, 8}, {1, 2, 2, 2}, st::von_neumann(4, 1), 2, 1, 0, 0, periodic},
+      // The rows stay padded: the same kernel reads its halo there.
+      {{9, 10, 11}, {2, 2, 2}, st::von_neumann(3, 1), 1, 3, 0, 0, fixed},
+      {{9, 10, 11}, {2, 1, 2}, st::von_neumann(3, 2), 1, 2, 1, 0, periodic},
+      {{9, 10, 11}, {2, 2, 2}, st::moore(3, 1), 1, 1, 0, 0, periodic},
+      {{9, 10, 11}, {2, 2, 2}, st::von_neumann(3, 1), 1, 1, 0, 1, fixed},
+      {{9, 10, 11}, {2, 2, 2}, st::von_neumann(3, 1), 2, 1, 0, 0, fixed, st::Traversal::jacobi},
+      {{13, 14}, {2, 3}, st::von_neumann(2, 2), 1, 1, 0, 0, periodic},
+  };
+  std::vector<std::unique_ptr<ordo::Runtime>> runtimes;
+  for (unsigned w = 1; w <= 4; ++w)
+    runtimes.push_back(std::make_unique<ordo::Runtime>(ordo::RuntimeOptions{.workers = w}));
+  std::mt19937 rng(2611);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& sh = shapes[i];
+    Case c = in_place_case(sh.size, sh.blocks, sh.nb, sh.boundary, sh.levels, sh.tb, sh.tile);
+    c.spec.aux_grids = sh.aux;
+    c.spec.traversal = sh.traversal;
+    c.spec.row_halo_beside = true;
+    Values v = random_values(c, rng);
+    v.steps = 7;
+    ordo::Runtime& rt = *runtimes[i % runtimes.size()];
+    INFO(describe(c.spec) << " workers=" << rt.workers());
+    CHECK(same_bits(run_case(c, v, rt), brute_force(c, v.levels, v.aux, v.steps)));
+  }
 }

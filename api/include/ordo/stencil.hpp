@@ -187,6 +187,12 @@ struct Spec {
   // cached is the default: the copy through the scratch can cost more than the write-allocate
   // it saves (docs/stencil.md, "Why cached is the default"); streaming is there to measure.
   Stores stores = Stores::cached;
+  // The kernel reads the values beyond the ends of a row (the last dimension's halo) only
+  // through Block::before() and Block::after(), never at in[l][at - 1] or in[l][at + len].
+  // The layer may then keep them beside the rows instead of in them (docs/stencil.md, "Rows
+  // with their halo beside"), where that saves memory traffic: rows of 256 points are then 32
+  // cache lines, not 33. The results are the same bits either way.
+  bool row_halo_beside = false;
 };
 
 // What the kernel sees for one step of one block. Coordinates are block-local: 0 is the
@@ -213,6 +219,24 @@ struct Block {
   // pieces of each row in 2-D). A kernel that
   // prefetches the input it will read next reads it at in[l] + ahead.
   std::ptrdiff_t ahead = 0;
+  // Where the last dimension's halo lies when the layer keeps it beside the rows
+  // (Spec::row_halo_beside): per level, the values beside local row 0, read through before()
+  // and after(); `beside_step` values a row. Null where the halo lies in the rows (the padded
+  // layout). In that layout a range always covers whole rows.
+  std::array<const double*, kMaxLevels> beside{};
+  std::ptrdiff_t beside_step = 0;
+  // The values before the row of the range that starts at element offset `at` (as
+  // for_each_row gives it) in level `level`: before(at)[-1] is the value next to the row's
+  // first point, before(at)[-h] the farthest.
+  const double* before(std::ptrdiff_t at, std::size_t level = 0) const {
+    return beside[level] ? beside[level] + at / stride[dims - 2] * beside_step : in[level] + at;
+  }
+  // The values after that row, `len` points long: after(at, len)[0] is the value next to its
+  // last point, after(at, len)[h - 1] the farthest.
+  const double* after(std::ptrdiff_t at, std::size_t len, std::size_t level = 0) const {
+    return beside[level] ? beside[level] + at / stride[dims - 2] * beside_step
+                         : in[level] + at + static_cast<std::ptrdiff_t>(len);
+  }
 };
 
 using Kernel = std::function<void(const Block&)>;
