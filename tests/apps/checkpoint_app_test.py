@@ -134,7 +134,9 @@ def main():
 
         blocks = args.index("--blocks")
         other = list(args)
-        other[blocks + 1] = "1x" + str(ranks)  # a block grid of as many blocks as ranks
+        # A block grid of as many blocks as ranks, with the app's dimensions.
+        dims = args[blocks + 1].count("x") + 1
+        other[blocks + 1] = "x".join(["1"] * (dims - 1) + [str(ranks)])
         mp.expect_refusal([ordorun, "--timeout", "60", "-n", str(ranks), binary] + other +
                           ["--restart", ckpt], env, ["belongs to another graph"], "other --blocks")
         mp.expect_refusal([ordorun, "--timeout", "60", "-n", str(ranks + 1), binary] + args +
