@@ -10,7 +10,7 @@
 //              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
 //              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
 //              Gauss-Seidel NB = 1 (in place).
-//              Then, where the last dimension's halo lies beside the rows (halo_beside), NB
+//              Then, where the last dimension's halo lies beside the rows (pad.beside), NB
 //              side arrays (Pad::side_count each), buffer i's at kHeader + NB * buffer size +
 //              i * side_count. They do not move with the block: row x's values are at its
 //              place in the side array whatever the buffer's shift.
@@ -95,9 +95,6 @@ struct Stencil::Impl {
   // piece of a row of that length per call.
   std::ptrdiff_t shift = 0;
   std::ptrdiff_t shift_rows = 0;
-  // The last dimension's halo lies beside the rows (keeps_halo_beside, geometry::Pad): every
-  // block's pad has `beside`, and main[b] holds a side array per buffer.
-  bool halo_beside = false;
   // The doubles by which a one-step sweep moves a block of layout `pad`.
   std::ptrdiff_t shift_at(const geometry::Pad& pad) const {
     return shift * pad.stride[0] + (shift_rows != 0 ? shift_rows * pad.stride[1] : 0);
@@ -188,7 +185,7 @@ struct Stencil::Impl {
   T* level_data(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {
     return buffer_data(b, main, buffer_index(rot, delta));
   }
-  // The side array of buffer `index` of block b (halo_beside; else nullptr): point x beside
+  // The side array of buffer `index` of block b (pad.beside; else nullptr): point x beside
   // the rows lies at pad.side_layout(right).at(x) in it.
   template <class T>
   T* side_data(std::size_t b, std::span<T> main, std::size_t index) const {
