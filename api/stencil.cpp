@@ -315,6 +315,7 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   if (m.spec.traversal == Traversal::jacobi_in_place) {
     m.shift = in_place_shift(m.spec, m.grid);
     m.shift_rows = in_place_shift_rows(m.spec, m.grid);
+    m.spare_units = in_place_spare_units(m.spec, m.grid, m.tile_budget());
   }
   m.fixed_halo.resize(m.grid.count());
   m.stages.resize(m.grid.count());
@@ -327,8 +328,8 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   std::vector<std::uint32_t> mains;
   for (const auto& l : m.locs) mains.push_back(l.main.id());
   ordo::detail::impl_of(graph).restored_checks.push_back(
-      [mains = std::move(mains), nb = m.nb, shift = m.shift, moves = m.shift != 0,
-       name = m.spec.name](
+      [mains = std::move(mains), nb = m.nb, shift = m.shift,
+       spare = m.shift != 0 ? m.spare_units : 0, name = m.spec.name](
           const rt::Engine& engine, const rt::Graph& g) -> std::string {
         auto number = [](double v) {
           char text[32];
@@ -349,17 +350,19 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
                    number(*steps);
           steps = h[0];
           // Where each buffer's block lies (stencil_impl.hpp, kHeader): at rest, or moved by
-          // an in-place sweep; nothing else.
+          // in-place sweeps by a whole number of units up to the buffer's room; nothing else.
           for (std::size_t i = 0; i < nb; ++i) {
             const double mark = h[1 + i];
-            if (mark == detail_stencil::kAtRest || (moves && mark == detail_stencil::kMoved))
+            if (mark >= 0 && mark <= static_cast<double>(spare) && std::floor(mark) == mark)
               continue;
             std::string why = block + " marks where it lies in buffer " + std::to_string(i) +
                               " as " + number(mark) + ", where a sweep marks " +
-                              (moves ? "0 (where set() puts it) or 1 (moved to the buffer's "
-                                       "start by an in-place sweep)"
-                                     : "0 (this traversal never moves a block)");
-            if (moves && mark == static_cast<double>(-shift))
+                              (spare > 0 ? "0 (where set() puts it) to " +
+                                               std::to_string(spare) +
+                                               " (moved by that many units towards the "
+                                               "buffer's start by in-place sweeps)"
+                                         : std::string("0 (this traversal never moves a block)"));
+            if (spare > 0 && mark == static_cast<double>(-shift))
               why += "; an older ordo marked a moved block -" + std::to_string(shift) +
                      ", so an older ordo wrote this checkpoint: run from the start, or finish "
                      "with the ordo that wrote it (docs/checkpoint.md)";

@@ -6,7 +6,8 @@
 //
 // Locations per block b (all on b's rank):
 //   main[b]    header (steps done, then where each buffer's block lies; kHeader doubles) + NB
-//              padded buffers of the block (geometry::Pad; in place, + shift_at() each):
+//              padded buffers of the block (geometry::Pad; in place, + spare_units * shift_at()
+//              each):
 //              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
 //              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
 //              Gauss-Seidel NB = 1 (in place).
@@ -59,15 +60,15 @@ namespace ordo::stencil {
 
 namespace detail_stencil {
 // The block header, kHeader doubles at the start of main[b] (64-byte aligned): [0] the steps
-// done, then for each buffer i, [1 + i] where the block lies in it: kAtRest, shift_at() doubles
-// into the buffer, where set() puts it; or kMoved, at the buffer's start, where an in-place
-// sweep from rest writes the next level (and the sweep after that writes it back to rest).
-// Only in-place Jacobi moves blocks. A checkpoint holds the headers as they are.
+// done, then for each buffer i, [1 + i] where the block lies in it: the units (shift_at()
+// doubles each) by which in-place sweeps have moved it from where set() puts it (kAtRest, 0)
+// towards the buffer's start, at most Impl::spare_units (that many: at the buffer's start; a
+// one-step sweep moves it by one, a wavefront of temporal blocking by a star by one per step). Only
+// in-place Jacobi moves blocks. A checkpoint holds the headers as they are.
 inline constexpr std::size_t kHeader = 8;
 static_assert(kHeader >= 1 + (kMaxLevels + 1),
               "the header holds the steps done and where each buffer's block lies");
 inline constexpr double kAtRest = 0;
-inline constexpr double kMoved = 1;
 
 // At least n doubles of this thread's memory for `slot`, reused from task to task and
 // allocated without being written, so that only what a task touches takes pages; a call for
@@ -95,6 +96,10 @@ struct Stencil::Impl {
   // piece of a row of that length per call.
   std::ptrdiff_t shift = 0;
   std::ptrdiff_t shift_rows = 0;
+  // The units of shift_at() a buffer has to spare below the block (in_place_spare_units): 1
+  // for one-step sweeps; for temporal blocking by a star, the most steps one wavefront runs,
+  // each moving the block by a unit (sweep_wavefront).
+  std::size_t spare_units = 1;
   // The doubles by which a one-step sweep moves a block of layout `pad`.
   std::ptrdiff_t shift_at(const geometry::Pad& pad) const {
     return shift * pad.stride[0] + (shift_rows != 0 ? shift_rows * pad.stride[1] : 0);
@@ -107,6 +112,8 @@ struct Stencil::Impl {
     struct Runs {
       std::vector<std::pair<std::ptrdiff_t, std::size_t>> at;  // (pad.at offset, length)
       std::vector<double> values;                              // run after run
+      std::vector<std::ptrdiff_t> plane;  // each run's plane (dimension 0), ascending
+      std::vector<std::size_t> first;     // where each run's values start in `values`
     };
     Runs down, up;  // after a sweep down the planes, after one up
   };
@@ -163,22 +170,23 @@ struct Stencil::Impl {
     std::int64_t i = (static_cast<std::int64_t>(rot % nb) + delta) % n;
     return static_cast<std::size_t>(i < 0 ? i + n : i);
   }
-  // Whether buffer `index`'s block lies at the buffer's start (kMoved), in the header of
-  // main[b] (detail_stencil::kHeader); else shift_at() doubles into it (kAtRest).
+  // By how many units of shift_at() buffer `index`'s block lies moved from rest towards the
+  // buffer's start, in the header of main[b] (detail_stencil::kHeader): 0 (kAtRest) to
+  // spare_units.
   template <class T>
-  static bool is_moved(std::span<T> main, std::size_t index) {
-    return main[1 + index] == detail_stencil::kMoved;
+  static std::size_t moved_units(std::span<T> main, std::size_t index) {
+    return static_cast<std::size_t>(main[1 + index]);
   }
-  static void set_moved(std::span<double> main, std::size_t index, bool moved) {
-    main[1 + index] = moved ? detail_stencil::kMoved : detail_stencil::kAtRest;
+  static void set_moved_units(std::span<double> main, std::size_t index, std::size_t units) {
+    main[1 + index] = static_cast<double>(units);
   }
   // Buffer `index` of block b in its main location `main`, as the pointer to which
-  // pad.at(x) adds point x's offset: where the block lies in the buffer (is_moved).
+  // pad.at(x) adds point x's offset: where the block lies in the buffer (moved_units).
   template <class T>
   T* buffer_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
     return main.data() + detail_stencil::kHeader + index * buffer_size(b) +
-           (is_moved(main, index) ? 0 : shift_at(pad));
+           static_cast<std::ptrdiff_t>(spare_units - moved_units(main, index)) * shift_at(pad);
   }
   // Time level `delta` of block b after `rot` steps (buffer_index), as buffer_data gives it.
   template <class T>
@@ -197,10 +205,10 @@ struct Stencil::Impl {
   T* level_side(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {
     return side_data(b, main, buffer_index(rot, delta));
   }
-  // Doubles per buffer of block b: the padded block and the room a shifted sweep needs.
+  // Doubles per buffer of block b: the padded block and the room the shifted sweeps need.
   std::size_t buffer_size(std::size_t b) const {
     const geometry::Pad& pad = grid.block(b).pad;
-    return pad.count + static_cast<std::size_t>(shift_at(pad));
+    return pad.count + spare_units * static_cast<std::size_t>(shift_at(pad));
   }
   // Working set of one cache tile or in-place window set: Spec::tile_bytes, or the default.
   std::size_t tile_budget() const;
@@ -260,6 +268,12 @@ struct Stencil::Impl {
   // Block b's group of S steps over the ranges [slo[s], shi[s]), worked out if not yet.
   InPlaceGroup& in_place_group(std::size_t b, std::size_t S, const std::vector<core::Ix>& slo,
                                const std::vector<core::Ix>& shi) const;
+  // Steps s0 .. s0+k-1 of a group of a star's steps, each moving the block by a unit (down:
+  // towards the buffer's start) and all k in one wavefront along dimension 0: none copies,
+  // since each overwrites only what its own and the steps before have read for the last time.
+  void sweep_wavefront(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
+                       std::size_t s0, std::size_t k, const std::vector<core::Ix>& slo,
+                       const std::vector<core::Ix>& shi, bool down) const;
   // Its one-step sweep, moving the block by shift_at() (stencil_in_place.cpp).
   // `last`: the group's last step (its range is the block), which fills the export stage.
   void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
@@ -320,6 +334,10 @@ std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid)
 // through Block::before/after (Spec::row_halo_beside) and the sweep is one that gains by it
 // and handles it (stencil_in_place.cpp).
 bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid);
+// The units a buffer has to spare for the block's moves (Impl::spare_units), for blocks
+// padded already and the tile budget `budget`.
+std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid,
+                                 std::size_t budget);
 // The directions whose neighbour regions the kernel reads (every one with temporal blocking:
 // the extended range reaches the corners).
 std::set<core::Ix> read_directions(const Spec& s);

@@ -17,8 +17,17 @@
 //   by the next step anyway, and the values beyond a fixed end of the grid are put back from
 //   a store of them the block keeps (O(surface)). The shift of each buffer is in the main
 //   location's header, so everything that reads a buffer finds the block where it is.
-// * Temporal blocking (S > 1, one time level): a wavefront along dimension 0, step s lagging
-//   s*h planes behind step 0, strip by strip along dimension 1 (run_in_place). Step s < S-1
+// * Temporal blocking by a star (S > 1, one time level, the row shift): wavefronts of k <= 4
+//   steps along dimension 0 (sweep_wavefront), each step the one-step sweep by rows running
+//   h planes behind the step before and moving the block by one more unit (h planes and h
+//   rows), into room the buffer keeps for k units (spare_units). Each step overwrites only
+//   cells that it and the steps before have read for the last time, so nothing is copied or
+//   deferred; the fixed values beyond fixed ends of the grid are put back plane by plane as
+//   each step passes. A group of S > k steps runs as several wavefronts, towards the
+//   buffer's start while there is room and back. The whole cross-section of the (2k + 1)h + 1
+//   planes in flight fits the tile budget; where it does not fit for k = 2, the windows below.
+// * Temporal blocking otherwise (S > 1, one time level): a wavefront along dimension 0, step s
+//   lagging s*h planes behind step 0, strip by strip along dimension 1 (run_in_place). Step s < S-1
 //   writes into a window of its own, a ring of 2h + P planes or a few more (step s+1 reads
 //   the 2h + P behind its front) mapped twice back to back, so that the planes a kernel call
 //   reads are contiguous wherever the ring wraps (api/mirrored_ring.hpp: no plane is copied,
@@ -39,6 +48,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <climits>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -137,6 +147,32 @@ bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid) {
          s.tb_depth == 1 && s.aux_grids == 0 && in_place_shift_rows(s, grid) != 0;
 }
 
+// A star's group of S steps runs as wavefronts of whole cross-sections (sweep_wavefront), each
+// step moving the block by a unit, so k steps at once need k units of room in the buffer and
+// (2k + 1)h + 1 planes of every grid in the cache (each step h planes behind the one before,
+// the h planes either side of what it computes and the plane it writes). The room is the most
+// steps whose planes fit the tile budget, at most kMostWavefrontSteps: each unit is a plane of
+// memory per block (#19 bounds the resident size at depth 8 by 1.1x depth 1) and more room
+// bought no speed (docs/benchmarks.md); a group of 8 then runs as two wavefronts, one towards
+// the buffer's start and one back. Where fewer than 2 fit, the group runs through windows in
+// strips instead (run_in_place).
+constexpr std::size_t kMostWavefrontSteps = 4;
+
+std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid,
+                                 std::size_t budget) {
+  if (s.tb_depth <= 1 || s.time_levels != 1 || in_place_shift_rows(s, grid) == 0) return 1;
+  std::ptrdiff_t plane = 0;  // doubles per plane of the largest block
+  for (std::size_t b = 0; b < grid.count(); ++b)
+    plane = std::max(plane, grid.block(b).pad.stride[0]);
+  const double plane_bytes =
+      8.0 * static_cast<double>(plane) * static_cast<double>(1 + s.aux_grids);
+  std::size_t k = std::min(s.tb_depth, kMostWavefrontSteps);
+  while (k > 1 && static_cast<double>((2 * k + 1) * s.halo + 1) * plane_bytes >
+                      static_cast<double>(budget))
+    --k;
+  return k;
+}
+
 std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t b) const {
   auto f = std::make_unique<FixedHalo>();
   const core::BlockGeom& geo = grid.block(b);
@@ -196,9 +232,27 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
         }
         if (same) return;
         runs.at.emplace_back(pad.at(l), len);
+        runs.plane.push_back(l[0]);
+        runs.first.push_back(runs.values.size());
         runs.values.insert(runs.values.end(), want.begin(), want.end());
       });
     }
+    // By plane, for a wavefront that puts them back plane by plane (sweep_wavefront).
+    std::vector<std::size_t> order(runs.at.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return runs.plane[x] < runs.plane[y]; });
+    FixedHalo::Runs sorted;
+    for (const std::size_t i : order) {
+      sorted.at.push_back(runs.at[i]);
+      sorted.plane.push_back(runs.plane[i]);
+      sorted.first.push_back(sorted.values.size());
+      sorted.values.insert(sorted.values.end(),
+                           runs.values.begin() + static_cast<std::ptrdiff_t>(runs.first[i]),
+                           runs.values.begin() +
+                               static_cast<std::ptrdiff_t>(runs.first[i] + runs.at[i].second));
+    }
+    runs = std::move(sorted);
   }
   return f;
 }
@@ -243,7 +297,10 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
                                   std::span<const LateFace> late) const {
   const Pad& pad = grid.block(b).pad;
   const std::size_t target = buffer_index(rot, 1);  // the oldest level: it gets the new one
-  const bool down = !is_moved(main, target);  // where the block is decides the direction
+  // Where the block is decides the direction: towards the buffer's start while it has room.
+  const std::size_t moved = moved_units(main, target);
+  const bool down = moved < spare_units;
+  const std::size_t moved_after = down ? moved + 1 : moved - 1;
   blk.ahead = down ? pad.stride[0] : -pad.stride[0];
   for (std::size_t l = 0; l < levels; ++l) {
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
@@ -254,7 +311,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   }
   // Where point x of the new level goes: out + pad.at(x).
   double* const out = main.data() + detail_stencil::kHeader + target * buffer_size(b) +
-                      (down ? 0 : shift_at(pad));
+                      static_cast<std::ptrdiff_t>(spare_units - moved_after) * shift_at(pad);
   blk.step = rot;
   if (shift_rows != 0) {
     blk.out = out + pad.base;
@@ -266,7 +323,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   } else {
     sweep_planes(b, main, blk, rot, lo, hi, late, down, out);
   }
-  set_moved(main, target, down);
+  set_moved_units(main, target, moved_after);
   // The values beyond fixed ends of the grid, at the block's new place.
   if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
   const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
@@ -489,6 +546,78 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
   }
 }
 
+void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block& blk,
+                                    std::uint64_t rot, std::size_t s0, std::size_t k,
+                                    const std::vector<Ix>& slo, const std::vector<Ix>& shi,
+                                    bool down) const {
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  const std::size_t target = buffer_index(rot, 1);  // with one level, the only buffer
+  const std::size_t n = moved_units(main, target);
+  double* const start = main.data() + detail_stencil::kHeader + target * buffer_size(b);
+  const std::ptrdiff_t unit = shift_at(pad);
+  // Level i of the wavefront (0: its input; i: after its i-th step) lies moved by n +- i units.
+  auto level = [&](std::size_t i) {
+    return start + static_cast<std::ptrdiff_t>(spare_units - (down ? n + i : n - i)) * unit;
+  };
+  // Every step is sweep_rows' one-step sweep (unit (p, j) writes row j - h of plane p - h, down),
+  // and step i+1 runs h planes behind step i, so when it reaches plane p, step i has computed
+  // p + h, the last plane step i+1 reads there. Step i+1's writes land on level i+1's cells
+  // that step i+1 itself has read for the last time (the one-step argument); level i+1's
+  // cells hold level i's before, which step i read for the last time before it wrote them.
+  // Step i computes plane tau - dir*i*h at time tau, tau running in the sweep's direction.
+  const std::ptrdiff_t dir = down ? 1 : -1;
+  const auto lag = [&](std::size_t i) { return static_cast<std::ptrdiff_t>(i) * h; };
+  std::ptrdiff_t first = 0, last = 0;  // tau's range, in sweep order
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::size_t s = s0 + i;
+    const std::ptrdiff_t a = down ? slo[s][0] + lag(i) : shi[s][0] - 1 - lag(i);
+    const std::ptrdiff_t z = down ? shi[s][0] - 1 + lag(i) : slo[s][0] - lag(i);
+    first = i == 0 ? a : down ? std::min(first, a) : std::max(first, a);
+    last = i == 0 ? z : down ? std::max(last, z) : std::min(last, z);
+  }
+  // The values beyond fixed ends of the grid that step i+1 reads in level i+1, put back by
+  // step i plane by plane as soon as it has read for the last time what they overwrite (level
+  // i's cells a unit away, in the plane it has just computed or below it), those of the planes
+  // beyond its range at its first and last plane.
+  if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
+  const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
+  auto put_back = [&](double* out, std::ptrdiff_t p0, std::ptrdiff_t p1) {
+    auto r = static_cast<std::size_t>(
+        std::lower_bound(runs.plane.begin(), runs.plane.end(), p0) - runs.plane.begin());
+    for (; r < runs.plane.size() && runs.plane[r] <= p1; ++r)
+      geometry::copy_row(out + runs.at[r].first, runs.values.data() + runs.first[r],
+                         runs.at[r].second);
+  };
+  // Units along dimension 1: a row (3-D and up), or shift_rows points of the row (2-D; a
+  // unit's writes land shift_rows points behind it), in the sweep's direction.
+  const std::ptrdiff_t U = d >= 3 ? 1 : shift_rows;
+  blk.ahead = dir * pad.stride[0];
+  for (std::ptrdiff_t tau = first; down ? tau <= last : tau >= last; tau += dir) {
+    for (std::size_t i = 0; i < k; ++i) {
+      const std::size_t s = s0 + i;
+      const std::ptrdiff_t p = tau - dir * lag(i);
+      if (p < slo[s][0] || p >= shi[s][0] || is_empty(d, slo[s], shi[s])) continue;
+      blk.in[0] = level(i) + pad.base;
+      blk.out = level(i + 1) + pad.base;
+      blk.step = rot + s;
+      blk.lo = slo[s];
+      blk.hi = shi[s];
+      blk.lo[0] = p;
+      blk.hi[0] = p + 1;
+      const std::ptrdiff_t j0 = slo[s][1], j1 = shi[s][1];
+      for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += dir * U) {
+        blk.lo[1] = down ? j : std::max(j0, j - U + 1);
+        blk.hi[1] = down ? std::min(j + U, j1) : j + 1;
+        kernel(blk);
+      }
+      put_back(level(i + 1), p == slo[s][0] ? PTRDIFF_MIN : p,
+               p == shi[s][0] - 1 ? PTRDIFF_MAX : p);
+    }
+  }
+  set_moved_units(main, target, down ? n + k : n - k);
+}
+
 Stencil::Impl::Wavefront Stencil::Impl::wavefront(std::size_t b, std::size_t S) const {
   const Pad& pad = grid.block(b).pad;
   const auto h = static_cast<std::ptrdiff_t>(spec.halo);
@@ -593,6 +722,23 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
                                  std::span<const LateFace> late) const {
   if (S == 1) {
     sweep_shifted(b, main, blk, rot, slo[0], shi[0], true, late);
+    return;
+  }
+  if (spare_units > 1) {
+    // A star: wavefronts that move the block a unit per step, towards the buffer's start
+    // while it has room for the steps left, else back; where neither end has room for them
+    // all, to the start first. A wavefront of one step is a shifted sweep.
+    const std::size_t target = buffer_index(rot, 1);
+    for (std::size_t done = 0; done < S;) {
+      const std::size_t n = moved_units(main, target), left = S - done;
+      const bool down = n + left <= spare_units || (n < left && n < spare_units);
+      const std::size_t k = std::min(left, down ? spare_units - n : n);
+      if (k == 1)
+        sweep_shifted(b, main, blk, rot + done, slo[done], shi[done], done + 1 == S);
+      else
+        sweep_wavefront(b, main, blk, rot, done, k, slo, shi, down);
+      done += k;
+    }
     return;
   }
   const Pad& pad = grid.block(b).pad;

@@ -521,8 +521,8 @@ TEST_CASE("in-place temporal blocking maps a worker's windows once per size", "[
   // Blocks whose windows differ in size (along dimension 1 the middle one has neighbours on
   // both sides, so more padding, and the last one a row more), run in turn by one worker,
   // group after group: each size's rings are mapped once, not each time the size changes.
-  Case c = in_place_case({12, 61, 300}, {1, 3, 1}, st::von_neumann(3, 1), st::Boundary::fixed,
-                         1, 3, 1024 * 1024);
+  Case c = in_place_case({12, 61, 300}, {1, 3, 1}, st::moore(3, 1), st::Boundary::fixed, 1, 3,
+                         1024 * 1024);
   std::mt19937 rng(77);
   Values v = random_values(c, rng);
   v.steps = 3 * 6;
@@ -539,8 +539,8 @@ TEST_CASE("in-place temporal blocking without its windows runs one sweep per ste
           "[stencil]") {
   // A ring that cannot be mapped (here: injected; for real, out of file descriptors, mappings
   // or memory) leaves the group to shifted sweeps, with the same bits.
-  Case c = in_place_case({14, 23, 10}, {2, 1, 1}, st::von_neumann(3, 1), st::Boundary::fixed, 1,
-                         4, 160 * 1024);
+  Case c = in_place_case({14, 23, 10}, {2, 1, 1}, st::moore(3, 1), st::Boundary::fixed, 1, 4,
+                         160 * 1024);
   std::mt19937 rng(78);
   Values v = random_values(c, rng);
   v.steps = 9;
