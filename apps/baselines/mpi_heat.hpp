@@ -284,10 +284,7 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
   return failed ? 1 : 0;
 }
 
-// MPI_Init, the body, MPI_Finalize, with the exit-status policy of the apps. Bad input is
-// detected identically on every rank (same flags), so every rank returns 2 and only rank 0
-// prints; any other failure could be local to one rank, so it aborts the job instead of
-// leaving the others waiting in a collective.
+// MPI_Init, the body, MPI_Finalize, with the apps' exit statuses and words (app_cli.hpp).
 template <int D>
 int mpi_heat_main(int argc, char** argv) {
   const std::string name = std::string("ordo-mpi-") + app_name<D>();
@@ -299,22 +296,17 @@ int mpi_heat_main(int argc, char** argv) {
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  bool returned = false;  // else an exception escaped: 1 is then a failure, not a wrong result
-  const int rc = cli::guarded_main(
-      name,
-      [&] {
-        try {
-          const int status = mpi_heat_body<D>(argc, argv, rank, ranks);
-          returned = true;
-          return status;
-        } catch (const Error&) {
-          throw;
-        } catch (const std::exception& e) {  // a failure may be this rank's alone: say which
-          throw std::runtime_error("rank " + std::to_string(rank) + ": " + e.what());
-        }
-      },
-      cli::bad_input_if<Error>, rank != 0);
-  if (!returned && rc == cli::kFailed) MPI_Abort(MPI_COMM_WORLD, 1);
+  int rc = cli::kFailed;
+  try {
+    rc = mpi_heat_body<D>(argc, argv, rank, ranks);
+  } catch (const Error& e) {
+    // Bad input: every rank finds it alike from the same flags and returns 2; rank 0 says why.
+    rc = rank == 0 ? app::report(name.c_str(), e) : cli::kBadInput;
+  } catch (const std::exception& e) {
+    // This rank's alone (out of memory, an MPI call): said in the apps' words, naming the
+    // rank, and the job ends, since the other ranks may wait for this one in a collective.
+    MPI_Abort(MPI_COMM_WORLD, app::report((name + " (rank " + std::to_string(rank) + ")").c_str(), e));
+  }
   MPI_Finalize();
   return rc;
 }

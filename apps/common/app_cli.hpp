@@ -149,4 +149,10 @@ inline int guarded_main(const char* app, const std::function<int()>& body) {
   return cli::guarded_main(app, body, [app](const std::exception& e) { return bad_input(e, app); });
 }
 
+// What guarded_main says about `e`, in the apps' words, for a program that catches for itself
+// (an MPI baseline, which ends the job after a failure of its own); returns the exit status.
+inline int report(const char* app, const std::exception& e) {
+  return cli::report(app, e, [app](const std::exception& x) { return bad_input(x, app); });
+}
+
 }  // namespace ordo::app

@@ -42,21 +42,25 @@ inline int parse(CLI::App& cli, int argc, char** argv, bool quiet = false) {
 // (2), or nullopt for a failure (1), whose message is the exception's what().
 using BadInput = std::function<std::optional<std::string>(const std::exception&)>;
 
+// Prints what a tool says about `e` ("TOOL: error: ..." or "TOOL: failed: ...") and returns
+// its exit status, 2 or 1 as `bad_input` says.
+inline int report(const std::string& tool, const std::exception& e, const BadInput& bad_input) {
+  if (std::optional<std::string> why = bad_input(e)) {
+    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), why->c_str());
+    return kBadInput;
+  }
+  std::fprintf(stderr, "%s: failed: %s\n", tool.c_str(), e.what());
+  return kFailed;
+}
+
 // Runs a tool's body: what it returns is the exit status, and an exception that escapes it is
-// printed ("TOOL: error: ..." or "TOOL: failed: ...") and becomes 2 or 1 as `bad_input` says.
-// `quiet_bad_input` leaves the bad-input message to another process (the ranks of an MPI
-// program other than rank 0: bad input is the same on every rank, a failure may be one's own).
+// reported (report()).
 inline int guarded_main(const std::string& tool, const std::function<int()>& body,
-                        const BadInput& bad_input, bool quiet_bad_input = false) {
+                        const BadInput& bad_input) {
   try {
     return body();
   } catch (const std::exception& e) {
-    if (std::optional<std::string> why = bad_input(e)) {
-      if (!quiet_bad_input) std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), why->c_str());
-      return kBadInput;
-    }
-    std::fprintf(stderr, "%s: failed: %s\n", tool.c_str(), e.what());
-    return kFailed;
+    return report(tool, e, bad_input);
   }
 }
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# expect.sh STATUS [-F] PATTERN... -- COMMAND [ARG...]
+# expect.sh STATUS [-F] [--once] PATTERN... -- COMMAND [ARG...]
 # Runs COMMAND and passes when it exits with STATUS and its output (stdout and stderr together)
-# matches every PATTERN: an extended regular expression, or a fixed string with -F. The output
-# is printed, so that a failing test's log shows it. Every test that checks a program's exit
+# matches every PATTERN: an extended regular expression, or a fixed string with -F. A PATTERN
+# after --once must match exactly one line (a message that one process of several prints,
+# where each printing it would pass the plain check too). The output is printed, so that a
+# failing test's log shows it. Every test that checks a program's exit
 # status and messages (apps, baselines, benchmarks, ordorun) goes through this one script.
 set -u
 want=$1
@@ -12,12 +14,19 @@ if [ "${1:-}" = "-F" ]; then
   grep_mode=-F
   shift
 fi
+usage() { echo "expect.sh: usage: expect.sh STATUS [-F] [--once] PATTERN... -- COMMAND..."; exit 2; }
 patterns=()
+once=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  if [ "$1" = "--once" ]; then
+    shift
+    [ $# -gt 0 ] && [ "$1" != "--" ] || usage
+    once+=("$1")
+  fi
   patterns+=("$1")
   shift
 done
-[ $# -gt 1 ] || { echo "expect.sh: usage: expect.sh STATUS [-F] PATTERN... -- COMMAND..."; exit 2; }
+[ $# -gt 1 ] || usage
 shift
 out=$("$@" 2>&1)
 status=$?
@@ -29,6 +38,13 @@ fi
 for p in "${patterns[@]}"; do
   if ! grep -q "$grep_mode" -- "$p" <<<"$out"; then
     printf 'expect.sh: the output of %s lacks %s\n' "$*" "'$p'"
+    exit 1
+  fi
+done
+for p in "${once[@]}"; do
+  n=$(grep -c "$grep_mode" -- "$p" <<<"$out")
+  if [ "$n" -ne 1 ]; then
+    printf 'expect.sh: the output of %s has %s lines with %s, expected one\n' "$*" "$n" "'$p'"
     exit 1
   fi
 done
