@@ -10,7 +10,9 @@
 // T rank 0's run. B is the most bytes ordorun's store sent one rank (ordorun --verbose: its
 // start-up exchange, address fetches and closing barrier), A the most other ranks' addresses
 // one rank held at its end (ORDO_VERBOSE's endpoints line): both O(1) and O(neighbours) per
-// rank, where every rank used to receive and keep N addresses. The MPI baseline (mpirun -n N ordo-mpi-heat2d, same grid) runs in the same
+// rank, where every rank used to receive and keep N addresses. B and A depend on the rank
+// count only: they are read from one more job per rank count, run verbose and not timed, so
+// that the timed jobs pay for no verbose output. The MPI baseline (mpirun -n N ordo-mpi-heat2d, same grid) runs in the same
 // invocation when it is built and mpirun is there. Each rank count runs --reps times,
 // round-robin with MPI, and the medians are printed. The last line is the growth of M from 4
 // ranks to the most asked for: growth=M(max)/M(4) (the target, log growth, is at most 3 for 64
@@ -40,7 +42,8 @@ namespace ordo::bench {
 namespace {
 
 struct Measure {
-  std::vector<double> messages, startup, run, mpi_run, store_bytes, addresses;
+  std::vector<double> messages, startup, run, mpi_run;
+  double store_bytes = 0, addresses = 0;  // from the verbose job
   std::string failure;  // set once a run of this rank count failed
 };
 
@@ -118,21 +121,48 @@ int run(int argc, char** argv) {
               static_cast<unsigned long long>(rows), static_cast<unsigned long long>(cols),
               static_cast<unsigned long long>(iters), load_average().c_str());
 
+  auto grid = [&](std::size_t n) {
+    return std::vector<std::string>{"--size", std::to_string(rows * n) + "x" + std::to_string(cols),
+                                    "--iters", std::to_string(iters)};
+  };
+  // heat2d on n ranks under ordorun; `verbose`: ordorun --verbose and ORDO_VERBOSE=1.
+  auto ordo_job = [&](std::size_t n, bool verbose) {
+    std::vector<std::string> job{ordorun->string(), "--timeout", std::to_string(timeout_s),
+                                 "-n", std::to_string(n), app->string(),
+                                 "--blocks", std::to_string(n) + "x2", "--workers", "1"};
+    if (verbose) {
+      job.insert(job.begin(), {"env", "ORDO_VERBOSE=1"});
+      job.insert(job.begin() + 3, "--verbose");
+    }
+    const std::vector<std::string> g = grid(n);
+    job.insert(job.end(), g.begin(), g.end());
+    return job;
+  };
+  auto give_up = [](std::size_t n, Measure& m, std::string why, const CommandOutput& out) {
+    m.failure = std::move(why);
+    std::fprintf(stderr, "ordo-bench-scale: %zu ranks failed (%s); the last output:\n%s\n", n,
+                 m.failure.c_str(), last_lines(out.text, 8).c_str());
+  };
+
   std::map<std::size_t, Measure> measures;
+  for (std::size_t n : counts) {
+    Measure& m = measures[n];
+    const CommandOutput out = run_command(ordo_job(n, true), timeout_s + 10);
+    const auto traffic = store_and_addresses(out.text);
+    if (out.status != 0 || !traffic) {
+      give_up(n, m, out.status != 0 ? "rc=" + std::to_string(out.status) : "no_store_or_address_line",
+              out);
+      continue;
+    }
+    m.store_bytes = traffic->first;
+    m.addresses = traffic->second;
+  }
   for (unsigned rep = 0; rep < reps; ++rep)
     for (std::size_t n : counts) {
       Measure& m = measures[n];
       if (!m.failure.empty()) continue;
-      const std::vector<std::string> grid{
-          "--size", std::to_string(rows * n) + "x" + std::to_string(cols),
-          "--iters", std::to_string(iters)};
-      std::vector<std::string> job{"env", "ORDO_VERBOSE=1", ordorun->string(), "--verbose",
-                                   "--timeout", std::to_string(timeout_s),
-                                   "-n", std::to_string(n), app->string(),
-                                   "--blocks", std::to_string(n) + "x2", "--workers", "1"};
-      job.insert(job.end(), grid.begin(), grid.end());
       const auto t0 = std::chrono::steady_clock::now();
-      CommandOutput out = run_command(job, timeout_s + 10);
+      CommandOutput out = run_command(ordo_job(n, false), timeout_s + 10);
       const double wall = seconds_since(t0);
       auto res = find_rank_results(out.text, "heat2d");
       std::optional<double> messages, run;
@@ -140,24 +170,18 @@ int run(int argc, char** argv) {
         messages = number(res[0], "control_messages");
         run = number(res[0], "seconds");
       }
-      const auto traffic = store_and_addresses(out.text);
-      if (out.status != 0 || !messages || !run || !traffic) {
-        m.failure = out.status != 0 ? "rc=" + std::to_string(out.status)
-                    : !traffic      ? "no_store_or_address_line"
-                                    : "no_result_line";
-        std::fprintf(stderr, "ordo-bench-scale: %zu ranks failed (%s); the last output:\n%s\n", n,
-                     m.failure.c_str(), last_lines(out.text, 8).c_str());
+      if (out.status != 0 || !messages || !run) {
+        give_up(n, m, out.status != 0 ? "rc=" + std::to_string(out.status) : "no_result_line", out);
         continue;
       }
       m.messages.push_back(*messages);
-      m.store_bytes.push_back(traffic->first);
-      m.addresses.push_back(traffic->second);
       m.run.push_back(*run);
       m.startup.push_back(std::max(0.0, wall - *run));
       if (!with_mpi) continue;
       std::vector<std::string> mpi{launcher->string(), "-n", std::to_string(n), mpi_bin->string(),
                                    "--workers", std::to_string(n)};
-      mpi.insert(mpi.end(), grid.begin(), grid.end());
+      const std::vector<std::string> g = grid(n);
+      mpi.insert(mpi.end(), g.begin(), g.end());
       CommandOutput mout = run_command(mpi, timeout_s);
       auto mres = find_rank_results(mout.text, "heat2d");
       std::optional<double> mrun;
@@ -180,8 +204,7 @@ int run(int argc, char** argv) {
     std::string line = fmt::format(
         "ranks={} control_messages_per_rank_per_run={:.0f} startup_seconds={:.3f} "
         "run_seconds={:.4f} store_bytes_per_rank={:.0f} addresses_per_rank={:.0f}",
-        n, median(m.messages), median(m.startup), median(m.run), median(m.store_bytes),
-        median(m.addresses));
+        n, median(m.messages), median(m.startup), median(m.run), m.store_bytes, m.addresses);
     if (!m.mpi_run.empty())
       line += fmt::format(" mpi_run_seconds={:.4f} ordo_vs_mpi={:.3f}", median(m.mpi_run),
                           median(m.run) / median(m.mpi_run));
