@@ -60,7 +60,8 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // With `beside` (2-D and up; Spec::row_halo_beside, docs/stencil.md "Rows with their halo
 // beside") the rows hold their owned points only, a whole number of lines apart (256 points:
 // 32 lines), and the last dimension's halo columns of every padded row lie in a side array of
-// their own: low[last] + high[last] values a row, the rows in the buffer's order. `low` and
+// their own, in two parts: the values left of each row, then those right of it, side_step
+// values a row (h), the rows in the buffer's order. `low` and
 // `high` still say how far the halo reaches; where a point of it lies is at() for the rows
 // and, for the columns beyond a row's ends, side_layout().at(). Each halo
 // region lies wholly in the rows or wholly beside them (cells_of).
@@ -72,11 +73,14 @@ struct Pad {
   std::size_t count = 0;    // doubles in the buffer
   std::ptrdiff_t base = 0;  // index of local point 0
   // The side array of the halo beside the rows (`beside`; else side_count is 0): its strides
-  // (side_stride[d-1] is 1), its size (whole lines), and where column 0 of local row 0 would
-  // be: column c < 0 of a row lies at its row's offset + c, column ext + c at + c.
+  // over the rows (side_stride[d-2] is side_step, the values of a row in one part; [d-1] is
+  // 1), one part's size, its size (whole lines), and local row 0's offset in a part. Column
+  // c < 0 of row r lies at side_base + r's offset + side_step + c, column ext + c at
+  // side_part + side_base + r's offset + c.
   bool beside = false;
   Ix side_stride{};
-  std::size_t side_count = 0;
+  std::ptrdiff_t side_step = 0;
+  std::size_t side_part = 0, side_count = 0;
   std::ptrdiff_t side_base = 0;
 
   Pad() = default;
@@ -106,14 +110,15 @@ struct Pad {
     for (std::size_t i = 0; i < last; ++i) base += low[i] * stride[i];
     base += low_last;
     if (!beside) return;
+    side_step = std::max(low[last], high[last]);
     std::ptrdiff_t t = 1;
     for (std::size_t i = d; i-- > 0;) {
       side_stride[i] = t;
-      t *= i == last ? low[i] + high[i] : padded(i);
+      t *= i == last ? side_step : padded(i);
     }
-    side_count = static_cast<std::size_t>((t + 7) / 8 * 8);
+    side_part = static_cast<std::size_t>(t);
+    side_count = (2 * side_part + 7) / 8 * 8;
     for (std::size_t i = 0; i < last; ++i) side_base += low[i] * side_stride[i];
-    side_base += low[last];
   }
   std::ptrdiff_t at(const Ix& x) const {
     std::ptrdiff_t a = base;
@@ -137,7 +142,8 @@ struct Pad {
     v.ext = ext;
     v.stride = side_stride;
     v.count = side_count;
-    v.base = side_base - (right ? ext[d - 1] : 0);
+    v.base = right ? static_cast<std::ptrdiff_t>(side_part) + side_base - ext[d - 1]
+                   : side_base + side_step;
     return v;
   }
 

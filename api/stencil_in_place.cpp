@@ -305,8 +305,10 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   for (std::size_t l = 0; l < levels; ++l) {
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
     if (pad.beside) {
-      blk.beside[l] = level_side(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.side_base;
-      blk.beside_step = pad.side_stride[d - 2];
+      const double* side = level_side(b, main, rot, -static_cast<std::ptrdiff_t>(l));
+      blk.west[l] = side + pad.side_base + pad.side_step;
+      blk.east[l] = side + pad.side_part + pad.side_base;
+      blk.beside_step = pad.side_step;
     }
   }
   // Where point x of the new level goes: out + pad.at(x).
@@ -384,30 +386,39 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   auto is_row_face = [&](const LateFace& f) {
     return d == 3 && f.import->dir[0] == 0 && f.import->dir[1] == 0;
   };
+  // In the padded rows a row's part of such a face is copied into the halo just before its
+  // kernel call; beside the rows the kernel reads it where the import holds it (Block::west
+  // or east pointed at it for that row), as the hand-written graph passed its neighbours'
+  // values: no copy, and the side array's lines are only read (the fixed values).
   struct RowFace {
     const double* src = nullptr;  // the face's values, plane by plane, row by row
     std::size_t count = 0;        // values per level
-    // Where its part of row (p, j) starts: at + p * strides[0] + j * strides[1] of each
-    // level's `halo` (in the rows, or beside them).
-    std::ptrdiff_t at = 0;
+    std::ptrdiff_t col = 0;       // padded rows: the halo column its part of a row starts at
+    bool east = false;            // beside the rows: the values right of the row
   };
   std::array<RowFace, 2> row_faces{};  // a star in 3-D has two faces across the last dimension
   std::size_t n_row_faces = 0;
-  // The levels' halo across the last dimension, in the rows or beside them, and its strides.
-  std::array<double*, kMaxLevels> row_halo{};
-  for (std::size_t l = 0; l < levels; ++l) {
-    const auto delta = -static_cast<std::ptrdiff_t>(l);
-    row_halo[l] = pad.beside ? level_side(b, main, rot, delta) : level_data(b, main, rot, delta);
-  }
+  std::array<double*, kMaxLevels> level{};
+  for (std::size_t l = 0; l < levels; ++l)
+    level[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l));
   for (const LateFace& f : late) {
     if (!is_row_face(f)) continue;
     Ix flo{}, fhi{};
     geometry::halo_box(pad, width, f.import->dir, flo, fhi);
-    flo[0] = flo[1] = 0;
-    const geometry::Cells c = geometry::cells_of(pad, nullptr, nullptr, flo, fhi);
-    row_faces.at(n_row_faces++) = {f.src, f.import->count, c.pad.at(flo)};
+    row_faces.at(n_row_faces++) = {f.src, f.import->count, flo[2], f.import->dir[2] > 0};
   }
-  const Ix& halo_stride = pad.beside ? pad.side_stride : pad.stride;
+  // Beside the rows: the row number of row (p, j) (Block::before's at / stride[1]) is
+  // p * rows_per_plane + j, and a face's values for it are pointed at as those of row 0
+  // shifted by that many rows. safety: integer arithmetic, as Base; the kernel adds the row's
+  // offset back (Block::before/after) and so reads inside the import.
+  const std::ptrdiff_t rows_per_plane = d >= 2 ? pad.stride[0] / pad.stride[1] : 0;
+  if (pad.beside && n_row_faces > 0 && pad.side_step != width)
+    throw Error("stencil '" + spec.name + "': internal: a face " + std::to_string(width) +
+                " wide beside rows of " + std::to_string(pad.side_step));
+  auto as_row_0 = [&](const double* p, std::ptrdiff_t row) {
+    return reinterpret_cast<const double*>(reinterpret_cast<std::uintptr_t>(p) -
+                                           static_cast<std::uintptr_t>(row * width) * sizeof(double));
+  };
   // A unit's range differs from [lo, hi) along dimensions 0 and 1 only.
   blk.lo = lo;
   blk.hi = hi;
@@ -447,14 +458,25 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
         blk.hi[1] = down ? std::min(j + U, j1) : j + 1;
         for (std::size_t i = 0; i < n_row_faces; ++i) {  // 3-D: the unit is row (p, j)
           const RowFace& f = row_faces[i];
-          const std::ptrdiff_t at = f.at + p * halo_stride[0] + j * halo_stride[1];
           const double* from = f.src + (plane_part + j) * width;
           // A line of the face holds the parts of a few rows: the next one's, well ahead.
           __builtin_prefetch(reinterpret_cast<const void*>(
               reinterpret_cast<std::uintptr_t>(from) +
               static_cast<std::uintptr_t>(step * 8 * width) * sizeof(double)));
+          if (pad.beside) {
+            const std::ptrdiff_t row = p * rows_per_plane + j;
+            for (std::size_t l = 0; l < levels; ++l) {
+              const double* values = from + l * f.count;
+              if (f.east)
+                blk.east[l] = as_row_0(values, row);
+              else
+                blk.west[l] = as_row_0(values + width, row);
+            }
+            continue;
+          }
+          const std::ptrdiff_t at = plane_at + j * pad.stride[1] + f.col;
           for (std::size_t l = 0; l < levels; ++l)
-            geometry::copy_row(row_halo[l] + at, from + l * f.count, static_cast<std::size_t>(width));
+            geometry::copy_row(level[l] + at, from + l * f.count, static_cast<std::size_t>(width));
         }
         kernel(blk);
         if (!st) continue;

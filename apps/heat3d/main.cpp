@@ -89,8 +89,9 @@ int main(int argc, char** argv) {
         for (std::size_t k = 0; k < len; k += 8)
           __builtin_prefetch(reinterpret_cast<const void*>(ahead + k * sizeof(double)), 0, 2);
         // and, where the halo lies in the rows, the line before it, which holds the row's
-        // halo value on the left (beside the rows, the layer has just written it).
-        if (!b.beside[0])
+        // halo value on the left (beside the rows the layer points at its neighbour's face,
+        // which it prefetches).
+        if (!b.west[0])
           __builtin_prefetch(reinterpret_cast<const void*>(ahead - sizeof(double)), 0, 2);
         row(b.out + at, u, u - si, u + si, u - sj, u + sj, b.before(at)[-1], b.after(at, len)[0],
             len);

@@ -220,22 +220,23 @@ struct Block {
   // prefetches the input it will read next reads it at in[l] + ahead.
   std::ptrdiff_t ahead = 0;
   // Where the last dimension's halo lies when the layer keeps it beside the rows
-  // (Spec::row_halo_beside): per level, the values beside local row 0, read through before()
-  // and after(); `beside_step` values a row. Null where the halo lies in the rows (the padded
-  // layout). In that layout a range always covers whole rows.
-  std::array<const double*, kMaxLevels> beside{};
+  // (Spec::row_halo_beside), per level: the values left of local row 0 end at west[l], those
+  // right of it start at east[l], and those of row r (r = at / stride[dims - 2]) lie
+  // r * beside_step further on; read them through before() and after(). Null where the halo
+  // lies in the rows (the padded layout). Beside the rows a range always covers whole rows.
+  std::array<const double*, kMaxLevels> west{}, east{};
   std::ptrdiff_t beside_step = 0;
   // The values before the row of the range that starts at element offset `at` (as
   // for_each_row gives it) in level `level`: before(at)[-1] is the value next to the row's
   // first point, before(at)[-h] the farthest.
   const double* before(std::ptrdiff_t at, std::size_t level = 0) const {
-    return beside[level] ? beside[level] + at / stride[dims - 2] * beside_step : in[level] + at;
+    return west[level] ? west[level] + at / stride[dims - 2] * beside_step : in[level] + at;
   }
   // The values after that row, `len` points long: after(at, len)[0] is the value next to its
   // last point, after(at, len)[h - 1] the farthest.
   const double* after(std::ptrdiff_t at, std::size_t len, std::size_t level = 0) const {
-    return beside[level] ? beside[level] + at / stride[dims - 2] * beside_step
-                         : in[level] + at + static_cast<std::ptrdiff_t>(len);
+    return east[level] ? east[level] + at / stride[dims - 2] * beside_step
+                       : in[level] + at + static_cast<std::ptrdiff_t>(len);
   }
 };
 
