@@ -204,23 +204,26 @@ void Stencil::Impl::declare_exchange() {
       for (const core::Export& e : halo.exports[b]) acc.push_back(write(e.loc));
       g.task(spec.name + ".export[" + std::to_string(b) + "]", std::move(acc),
              [this, b](Context& ctx) {
-               pack_exports(b, ctx.read(locs[b].main),
-                            [&](Location<double> l) { return ctx.write(l); }, true);
+               export_block(b, ctx.read(locs[b].main),
+                            [&](Location<double> l) { return ctx.write(l); });
              });
     }
+    // The bodies find their push by index: a reference into `pushes` would stay valid only as
+    // long as the vector never grows again, which nothing would check.
     for (std::size_t i = first_push[b]; i < first_push[b + 1]; ++i) {
       const Push& p = pushes[i];
       const std::string name = spec.name + ".halo[" + std::to_string(b) + ">" +
                                std::to_string(p.to) + "]";
       if (p.to == b) {
-        g.task(name, {write(locs[b].main)}, [this, &p](Context& ctx) {
-          std::span<double> main = ctx.write(locs[p.to].main);
-          push_halo(p, main, main);
+        g.task(name, {write(locs[b].main)}, [this, i](Context& ctx) {
+          std::span<double> main = ctx.write(locs[pushes[i].to].main);
+          push_halo(pushes[i], main, main);
         });
         continue;
       }
-      g.task(name, {read(locs[b].main), write(locs[p.to].main)}, [this, &p](Context& ctx) {
-        push_halo(p, ctx.read(locs[p.from].main), ctx.write(locs[p.to].main));
+      g.task(name, {read(locs[b].main), write(locs[p.to].main)}, [this, i](Context& ctx) {
+        const Push& q = pushes[i];
+        push_halo(q, ctx.read(locs[q.from].main), ctx.write(locs[q.to].main));
       });
     }
   };
@@ -273,11 +276,10 @@ void Stencil::Impl::push_halo(const Push& p, std::span<const double> from,
 
 void Stencil::Impl::pack_exports(
     std::size_t b, std::span<const double> main,
-    const std::function<std::span<double>(Location<double>)>& out, bool from_stage) const {
+    const std::function<std::span<double>(Location<double>)>& out,
+    const ExportStage* staged) const {
   const auto rot = static_cast<std::uint64_t>(main[0]);
-  ExportStage& stage = stages[b];
-  const bool staged = from_stage && stage.steps == main[0];
-  const double* next = stage.values.data();
+  const double* next = staged ? staged->values.data() : nullptr;
   for (const core::Export& e : halo.exports[b]) {
     std::span<double> dst = out(e.loc);
     if (staged && is_staged_export(e)) {
@@ -289,7 +291,14 @@ void Stencil::Impl::pack_exports(
       grid.pack(b, halo, e, level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)),
                 dst.data() + l * e.count);
   }
-  if (from_stage) stage.steps = -1;
+}
+
+void Stencil::Impl::export_block(
+    std::size_t b, std::span<const double> main,
+    const std::function<std::span<double>(Location<double>)>& out) {
+  ExportStage& stage = stages[b];
+  pack_exports(b, main, out, stage.steps == main[0] ? &stage : nullptr);
+  stage.steps = -1;
 }
 
 Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_unique<Impl>()) {

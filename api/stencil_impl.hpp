@@ -137,8 +137,16 @@ struct Stencil::Impl {
     double steps = -1;
   };
   mutable std::vector<ExportStage> stages;
+  // Whether `dir` points across the last dimension alone: its face is h values per row, so a
+  // cache line per row where it is read or written in the buffer (the in-place sweep unpacks
+  // such faces row by row, stages such exports, reads them beside the rows).
+  bool is_across_last(const core::Ix& dir) const {
+    for (std::size_t k = 0; k + 1 < d; ++k)
+      if (dir[k] != 0) return false;
+    return dir[d - 1] != 0;
+  }
   bool is_staged_export(const core::Export& e) const {
-    return shift_rows != 0 && d == 3 && levels == 1 && e.dir[0] == 0 && e.dir[1] == 0;
+    return shift_rows != 0 && d == 3 && levels == 1 && is_across_last(e.dir);
   }
   std::unique_ptr<FixedHalo> fixed_runs(std::size_t b) const;
   core::Exchange halo;     // the exports and imports across ranks (all time levels)
@@ -306,11 +314,15 @@ struct Stencil::Impl {
   // Copies the edges of push p from `from` (main[p.from]) into the halo of `to` (main[p.to];
   // the same span when p.from == p.to), every time level.
   void push_halo(const Push& p, std::span<const double> from, std::span<double> to) const;
-  // Packs block b's edges from `main` into its exports, through out(location); the export
-  // task passes `from_stage`, taking the staged exports from stages[b] while it matches main.
+  // Packs block b's edges from `main` into its exports, through out(location); the staged
+  // exports from `staged` where given (the export task's stage, still matching main).
   void pack_exports(std::size_t b, std::span<const double> main,
                     const std::function<std::span<double>(Location<double>)>& out,
-                    bool from_stage = false) const;
+                    const ExportStage* staged = nullptr) const;
+  // The export task of block b: packs its exports, taking the staged ones from stages[b]
+  // while the stage matches main, and spends the stage (every later pack reads the buffer).
+  void export_block(std::size_t b, std::span<const double> main,
+                    const std::function<std::span<double>(Location<double>)>& out);
 };
 
 // Default working-set budget of a cache tile: half of a core's share of the last-level cache,

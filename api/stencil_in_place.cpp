@@ -260,9 +260,7 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
 bool Stencil::Impl::is_late_face(const core::Ix& dir, std::size_t steps) const {
   if (spec.traversal != Traversal::jacobi_in_place || steps != 1 || d < 3) return false;
   if (shift_rows != 0) return true;  // sweep_rows unpacks every import as it goes
-  for (std::size_t k = 0; k + 1 < d; ++k)
-    if (dir[k] != 0) return false;
-  return true;
+  return is_across_last(dir);
 }
 
 void Stencil::Impl::unpack_late(std::size_t b, std::span<double> main, std::uint64_t rot,
@@ -383,9 +381,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   // value per row on a line of its own, so it is unpacked just before the unit reads that line
   // (unpacked a plane ahead, the slab's lines would each be fetched twice).
   auto is_across = [](const LateFace& f) { return f.import->dir[0] != 0; };
-  auto is_row_face = [&](const LateFace& f) {
-    return d == 3 && f.import->dir[0] == 0 && f.import->dir[1] == 0;
-  };
+  auto is_row_face = [&](const LateFace& f) { return d == 3 && is_across_last(f.import->dir); };
   // In the padded rows a row's part of such a face is copied into the halo just before its
   // kernel call; beside the rows the kernel reads it where the import holds it (Block::west
   // or east pointed at it for that row), as the hand-written graph passed its neighbours'
