@@ -28,30 +28,6 @@ using geometry::for_each_point;
 // recomputed rim, stays small).
 constexpr std::size_t kScratchDoubles = std::size_t{128} << 10 >> 3;
 
-// Copies n doubles with non-temporal stores (no write-allocate read of dst's lines). The
-// caller issues the fence (stream_fence) before the data may be read by another thread.
-void stream_copy(double* dst, const double* src, std::size_t n) {
-#if defined(__SSE2__) && defined(__x86_64__)
-  std::size_t i = 0;
-  if (n > 0 && reinterpret_cast<std::uintptr_t>(dst) % 16 != 0) {
-    _mm_stream_si64(reinterpret_cast<long long*>(dst), std::bit_cast<long long>(src[0]));
-    i = 1;
-  }
-  for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
-  if (i < n)
-    _mm_stream_si64(reinterpret_cast<long long*>(dst + i), std::bit_cast<long long>(src[i]));
-#else
-  std::memcpy(dst, src, n * sizeof(double));
-#endif
-}
-// Orders the streaming stores before the task's release of the location (the engine's
-// release is an ordinary release store, which does not order non-temporal stores on x86).
-void stream_fence() {
-#if defined(__SSE2__)
-  _mm_sfence();
-#endif
-}
-
 // Cache tiles of one block (docs/stencil.md, "Cache tiles"). Dimension 0 is cut into slabs
 // of `slab` planes, run as a wavefront (innermost); dimensions 1 .. dims-1 are cut into tiles
 // of `edge` points (outer loops). With S > 1 steps per group every cut is skewed: step s of
@@ -98,6 +74,30 @@ Tiling choose_tiling(std::size_t d, const Ix& padded, std::size_t steps, std::pt
 }  // namespace
 
 namespace detail_stencil {
+
+// Copies n doubles with non-temporal stores (no write-allocate read of dst's lines). The
+// caller issues the fence (stream_fence) before the data may be read by another thread.
+void stream_copy(double* dst, const double* src, std::size_t n) {
+#if defined(__SSE2__) && defined(__x86_64__)
+  std::size_t i = 0;
+  if (n > 0 && reinterpret_cast<std::uintptr_t>(dst) % 16 != 0) {
+    _mm_stream_si64(reinterpret_cast<long long*>(dst), std::bit_cast<long long>(src[0]));
+    i = 1;
+  }
+  for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
+  if (i < n)
+    _mm_stream_si64(reinterpret_cast<long long*>(dst + i), std::bit_cast<long long>(src[i]));
+#else
+  std::memcpy(dst, src, n * sizeof(double));
+#endif
+}
+// Orders the streaming stores before the task's release of the location (the engine's
+// release is an ordinary release store, which does not order non-temporal stores on x86).
+void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
 
 namespace {
 
@@ -256,7 +256,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
     else
       for_each_point(cdims, clo, chi, wavefront);
   }
-  if (streaming && S == 1) stream_fence();
+  if (streaming && S == 1) detail_stencil::stream_fence();
   main[0] = static_cast<double>(rot + S);
 }
 
@@ -308,7 +308,7 @@ void Stencil::Impl::run_range(std::size_t b, Block& blk, bool stream) const {
                                             static_cast<std::uintptr_t>(first) * sizeof(double));
         kernel(blk);
         for (std::ptrdiff_t i = 0; i < nr; ++i)
-          stream_copy(out + first + i * row_stride, scratch + i * row_stride,
+          detail_stencil::stream_copy(out + first + i * row_stride, scratch + i * row_stride,
                       static_cast<std::size_t>(nc));
       }
     }

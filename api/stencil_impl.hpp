@@ -76,6 +76,12 @@ inline constexpr double kAtRest = 0;
 // 1 and up: the in-place sweeps (stencil_in_place.cpp).
 double* thread_scratch(std::size_t slot, std::size_t n);
 
+// Copies n doubles with non-temporal stores (no read of dst's lines before they are written:
+// for what the cache would lose before anyone reads it). The caller issues stream_fence()
+// before the data may be read by another thread (stencil_compute.cpp).
+void stream_copy(double* dst, const double* src, std::size_t n);
+void stream_fence();
+
 // Between runs only: how many kernel steps the next graph iteration runs.
 struct Shared {
   std::size_t steps_per_iteration = 1;

@@ -327,11 +327,15 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   // The values beyond fixed ends of the grid, at the block's new place.
   if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
   const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
+  // Streaming stores: a sweep of the block reads these cells only when it reaches their
+  // planes, a whole block later, so the cache would keep nothing of the lines it would read
+  // before writing them (the cells of a block that fits the cache are few).
   const double* values = runs.values.data();
   for (const auto& [at, len] : runs.at) {
-    geometry::copy_row(out + at, values, len);
+    detail_stencil::stream_copy(out + at, values, len);
     values += len;
   }
+  detail_stencil::stream_fence();
 }
 
 std::ptrdiff_t Stencil::Impl::slab_rows(std::size_t b, std::ptrdiff_t lo,
