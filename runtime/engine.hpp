@@ -204,6 +204,10 @@ class Engine final : public sched::Executor {
   void set_lanes(LaneChoice choice) { lane_choice_ = choice; }
   // Whether the latest run ran on lanes.
   bool ran_lanes() const { return lanes_on_; }
+  // How many times a lane has given its worker back to wait for its inputs (parked), over the
+  // runs since the lanes were last split (a pool of another size splits them again). Between
+  // runs.
+  std::uint64_t lane_parks() const { return lanes_ ? lanes_->parks() : 0; }
 
   // For fiber task bodies (fiber_driver.hpp), on the instance's own fiber.
   using Hold = FiberDriver::Hold;
@@ -391,6 +395,9 @@ class Engine final : public sched::Executor {
   LaneChoice lane_choice_ = LaneChoice::automatic;
   std::unique_ptr<Lanes> lanes_;  // built at the first run that takes them, for its pool's size
   bool lanes_on_ = false;         // the current state is the lanes' (else the phase machine's)
+  // The graph's locked tasks, walked once, at the first run that considers lanes (Lanes::fits
+  // and every Lanes built, one per pool size, read it).
+  std::unique_ptr<const Lanes::LockedTasks> locked_tasks_;
 
   std::vector<std::pair<std::uint32_t, std::uint32_t>> free_runs_;
   // Set by raise_limit before it pushes range items, while none runs (the push publishes them).

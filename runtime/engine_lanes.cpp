@@ -6,27 +6,20 @@
 
 namespace ordo::rt {
 
-namespace {
-
-// How long a lane spins for its next instance's inputs before it gives its worker back: as
-// long as an idle worker spins (sched::PoolConfig::idle_spin) before it yields.
-constexpr auto kLaneSpin = std::chrono::microseconds(20);
-// Looks between two readings of the clock.
-constexpr unsigned kLooksPerClock = 32;
-
-}  // namespace
-
 void Engine::choose_protocol(const sched::Pool& pool) {
   bool lanes = false;
-  if (!net_ && !fibers_ && trace_ == nullptr && lane_choice_ != LaneChoice::never)
+  if (!net_ && !fibers_ && trace_ == nullptr && lane_choice_ != LaneChoice::never) {
+    if (!locked_tasks_)
+      locked_tasks_ = std::make_unique<const Lanes::LockedTasks>(Lanes::LockedTasks::of(graph_, plan_));
     lanes = lane_choice_ == LaneChoice::always ||
-            (!pool.numa_mode() && !pool.is_oversubscribed() && Lanes::fits(graph_, plan_, pool.size()));
+            (!pool.numa_mode() && !pool.is_oversubscribed() && Lanes::fits(*locked_tasks_, pool.size()));
+  }
   // Between runs every instance below done_iterations_ has completed and none beyond it has
   // started, so every locked task is at that iteration in either state.
   const std::uint64_t at = done_iterations_;
   if (lanes) {
     if (!lanes_ || lanes_->size() != pool.size())
-      lanes_ = std::make_unique<Lanes>(graph_, plan_, pool.size());
+      lanes_ = std::make_unique<Lanes>(graph_, plan_, *locked_tasks_, pool.size());
     lanes_->reset(at);
     // The phase machine's state is left as it is (and rebuilt if it comes back): what it held
     // is not run by it.
@@ -45,14 +38,16 @@ void Engine::choose_protocol(const sched::Pool& pool) {
 
 bool Engine::wait_lane_inputs(unsigned lane, std::uint32_t position, std::uint64_t iteration) {
   Lanes& lanes = *lanes_;
-  lanes.prefetch_inputs(position);
-  const auto until = std::chrono::steady_clock::now() + kLaneSpin;
-  for (;;) {
-    for (unsigned look = 0; look < kLooksPerClock; ++look) {
+  // A lane waits for work on its worker as an idle worker does, so it spins as long as the
+  // pool's policy lets that one spin, and not at all where threads share cores.
+  const std::chrono::nanoseconds spin = pool_->idle_spin();
+  if (spin.count() > 0) {
+    lanes.prefetch_inputs(position);
+    sched::SpinDeadline deadline(spin);
+    do {
       sched::cpu_relax();
       if (lanes.has_inputs(position, iteration)) return true;
-    }
-    if (std::chrono::steady_clock::now() > until) break;
+    } while (!deadline.is_over());
   }
   return !lanes.park(lane);
 }

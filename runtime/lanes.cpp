@@ -31,33 +31,40 @@ struct IterationPhases {
 
 }  // namespace
 
-bool Lanes::fits(const Graph& graph, const Plan& plan, unsigned workers) {
-  if (workers < 2) return false;
-  std::uint64_t locked = 0;
+Lanes::LockedTasks Lanes::LockedTasks::of(const Graph& graph, const Plan& plan) {
+  LockedTasks out;
   for (const Family& f : graph.families()) {
-    if (f.fiber) return false;
+    out.has_fiber |= f.fiber;
     if (f.offsets == Graph::kNoAccesses) continue;
-    for (std::uint32_t i = 0; i < f.count; ++i) locked += !plan.task_locks_of(f.first + i).empty();
+    for (std::uint32_t t = f.first; t < f.first + f.count; ++t)
+      if (!plan.task_locks_of(t).empty()) out.tasks.push_back(t);
   }
-  return locked > 0 && locked % workers == 0 && locked <= std::uint64_t{kTasksPerLane} * workers;
+  return out;
 }
 
-Lanes::Lanes(const Graph& graph, const Plan& plan, unsigned lanes) {
+bool Lanes::fits(const LockedTasks& locked, unsigned workers) {
+  const std::uint64_t n = locked.tasks.size();
+  return workers >= 2 && !locked.has_fiber && n > 0 && n % workers == 0 &&
+         n <= std::uint64_t{kTasksPerLane} * workers;
+}
+
+Lanes::Lanes(const Graph& graph, const Plan& plan, const LockedTasks& locked, unsigned lanes) {
   ORDO_ASSERT(lanes >= 1);
   const std::uint32_t ntasks = plan.tasks;
   // Each locked task's lane: a family's members in blocks, families smaller than the lane
-  // count one member per lane in turn.
+  // count one member per lane in turn. The locked tasks and the families are both in
+  // declaration order, so one pass over each finds every task's family.
   constexpr std::uint32_t kNone = ~std::uint32_t{0};
   std::vector<std::uint32_t> lane_of(ntasks, kNone);
   unsigned turn = 0;
-  for (const Family& f : graph.families()) {
-    if (f.offsets == Graph::kNoAccesses) continue;
-    for (std::uint32_t i = 0; i < f.count; ++i) {
-      const std::uint32_t t = f.first + i;
-      if (plan.task_locks_of(t).empty()) continue;
-      lane_of[t] = f.count >= lanes ? static_cast<std::uint32_t>(std::uint64_t{i} * lanes / f.count)
-                                    : turn++ % lanes;
-    }
+  const auto& families = graph.families();
+  std::size_t fi = 0;
+  for (std::uint32_t t : locked.tasks) {
+    while (families[fi].first + families[fi].count <= t) ++fi;
+    const Family& f = families[fi];
+    const std::uint32_t i = t - f.first;
+    lane_of[t] = f.count >= lanes ? static_cast<std::uint32_t>(std::uint64_t{i} * lanes / f.count)
+                                  : turn++ % lanes;
   }
   // Each lane's tasks in sequential order (positions), lane after lane.
   lanes_.resize(lanes);
@@ -157,9 +164,20 @@ bool Lanes::park(unsigned lane) {
   std::atomic<std::uint32_t>& p = parked_[lane].value;
   // seq_cst: against complete()'s store of done then load of parked (header).
   p.store(1, std::memory_order_seq_cst);
-  if (!has_inputs(c.position, c.iteration)) return true;
-  // The inputs came: the lane runs on unless a producer took the word (and pushes the item).
-  return p.exchange(0, std::memory_order_acq_rel) == 0;
+  // If the inputs came, the lane runs on unless a producer took the word (and pushes the item):
+  // then the exchange finds 0.
+  const bool parked = !has_inputs(c.position, c.iteration) ||
+                      p.exchange(0, std::memory_order_acq_rel) == 0;
+  // relaxed: read between runs, after the run's completions have synchronised. The pushed item
+  // runs on this worker, so not before this returns.
+  if (parked) parked_[lane].count.fetch_add(1, std::memory_order_relaxed);
+  return parked;
+}
+
+std::uint64_t Lanes::parks() const {
+  std::uint64_t n = 0;
+  for (unsigned l = 0; l < size(); ++l) n += parked_[l].count.load(std::memory_order_relaxed);
+  return n;
 }
 
 }  // namespace ordo::rt

@@ -54,11 +54,20 @@ class Lanes {
   // the workers are most of what a step costs beyond the bodies; a wider graph keeps the work
   // stealing, which balances unequal tasks.
   static constexpr std::uint32_t kTasksPerLane = 4;
-  static bool fits(const Graph& graph, const Plan& plan, unsigned workers);
+  // The tasks that lock something, in declaration order, and whether a task is a fiber: one
+  // walk of the graph, made once (a compiled graph does not change), for the rule and for
+  // every split into lanes.
+  struct LockedTasks {
+    std::vector<std::uint32_t> tasks;
+    bool has_fiber = false;
+    static LockedTasks of(const Graph& graph, const Plan& plan);
+  };
+  static bool fits(const LockedTasks& locked, unsigned workers);
 
   // The lanes of `graph` for `lanes` workers (any graph that compiled; fiber tasks excluded by
-  // the caller). Every locked task starts at iteration 0.
-  Lanes(const Graph& graph, const Plan& plan, unsigned lanes);
+  // the caller); `locked`: LockedTasks::of(graph, plan). Every locked task starts at iteration
+  // 0.
+  Lanes(const Graph& graph, const Plan& plan, const LockedTasks& locked, unsigned lanes);
   Lanes(const Lanes&) = delete;
   Lanes& operator=(const Lanes&) = delete;
 
@@ -122,6 +131,8 @@ class Lanes {
   // The lane's worker gives up waiting: true when the lane is parked (someone else will push
   // it), false when the inputs came meanwhile and the caller keeps the lane.
   bool park(unsigned lane);
+  // How many times the lanes have parked since they were built. Between runs.
+  std::uint64_t parks() const;
 
  private:
   struct Edge {
@@ -142,6 +153,8 @@ class Lanes {
 
   struct alignas(64) Parked {
     std::atomic<std::uint32_t> value{0};
+    // Times the lane parked: written by the lane item only, on the line park() writes anyway.
+    std::atomic<std::uint64_t> count{0};
   };
   struct alignas(64) Lane {
     std::uint32_t begin = 0, end = 0;  // positions in order_

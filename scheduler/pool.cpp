@@ -100,7 +100,6 @@ constexpr std::uint32_t kInboxEvery = 32;
 // between: a yield is a system call, and one per poll cost halo throughput
 // (docs/benchmarks.md, "Figures behind defaults").
 constexpr unsigned kPollsPerYield = 8;
-constexpr unsigned kLooksPerClock = 8;  // spin_while_idle reads the clock this rarely
 
 }  // namespace
 
@@ -424,10 +423,9 @@ bool Pool::close_mailbox(Worker& w, Item& item) {
 // in one waits for it to return (the hand-off of one task per step between two workers). Its
 // mailbox is open meanwhile (the top of this file).
 bool Pool::spin_while_idle(Worker& w, Item& item) {
-  using Clock = std::chrono::steady_clock;
-  const auto until = Clock::now() + idle_spin_;
+  SpinDeadline deadline(idle_spin_);
   w.mailbox.store(kOpen, std::memory_order_relaxed);
-  for (unsigned n = 1; !stop_.load(std::memory_order_relaxed); ++n) {
+  while (!stop_.load(std::memory_order_relaxed)) {
     cpu_relax();
     // A delivery: taken as at the end of the spin (the box stays closed until the next).
     if (w.mailbox.load(std::memory_order_relaxed) < kOpen) return close_mailbox(w, item);
@@ -439,7 +437,7 @@ bool Pool::spin_while_idle(Worker& w, Item& item) {
       }
       return true;
     }
-    if (n % kLooksPerClock == 0 && Clock::now() >= until) break;
+    if (deadline.is_over()) break;
   }
   return close_mailbox(w, item);
 }

@@ -44,6 +44,25 @@ inline void cpu_relax() {
 #endif
 }
 
+// The end of a spin-wait (the pool's idle workers, the engine's lanes). The clock is read once
+// every kLooksPerClock looks: a read costs about one look (a pause and a few loads), so it takes
+// a few percent of the spin, which ends at most that many looks late (docs/benchmarks.md,
+// "Figures behind defaults").
+class SpinDeadline {
+ public:
+  static constexpr unsigned kLooksPerClock = 32;
+  explicit SpinDeadline(std::chrono::nanoseconds spin)
+      : until_(std::chrono::steady_clock::now() + spin) {}
+  // Counts one look; true once the spin's time has passed (seen at every kLooksPerClock-th).
+  bool is_over() {
+    return ++looks_ % kLooksPerClock == 0 && std::chrono::steady_clock::now() >= until_;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point until_;
+  unsigned looks_ = 0;
+};
+
 using Item = std::uint64_t;
 
 // Interprets items. execute() runs on a worker thread; it may push further items.
@@ -165,6 +184,11 @@ class Pool {
 
   // Index of the calling worker in its pool, or -1 on a thread that is not a worker.
   static int current_worker();
+
+  // How long an idle worker spins before it yields: PoolConfig::idle_spin, zero when threads
+  // share cores (the spinner would keep its producer off the core). Whatever else waits for
+  // work on a worker (the engine's lanes) spins no longer.
+  std::chrono::nanoseconds idle_spin() const { return idle_spin_; }
 
   // Placement. The pool numbers the NUMA nodes its workers sit on 0..nodes()-1 (nodes without
   // a worker are left out). numa_mode() is false (flat work stealing, hints ignored) when that

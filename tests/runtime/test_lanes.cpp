@@ -101,6 +101,71 @@ TEST_CASE("lanes give random graphs the sequential interpreter's contents", "[la
   }
 }
 
+TEST_CASE("lanes are rebuilt when the pool's size changes between runs", "[lanes]") {
+  // Runs of one graph on pools of N, then M, then N workers: each run's lanes must be split
+  // for its own pool (lanes built for 3 workers would pin lane 2 to a worker that a pool of 2
+  // lacks), and the state must carry over from one split to the next.
+  const std::vector<std::pair<unsigned, unsigned>> sizes{{2, 3}, {3, 2}, {4, 2}, {2, 4}};
+  for (std::uint64_t seed = 0; seed < 12; ++seed) {
+    const GraphSpec spec = ordo::test::random_spec(seed * 11 + 5, 6, 12);
+    const std::vector<std::uint64_t> runs{3, 4, 2};
+    const auto want = ordo::test::interpret(spec, program_order(spec), 3 + 4 + 2);
+    for (const auto& [n, m] : sizes) {
+      INFO("seed " << seed << " workers " << n << ", then " << m << ", then " << n);
+      Graph g;
+      build(g, spec);
+      auto engine = make_engine(g);
+      engine->set_lanes(Choice::always);
+      const unsigned workers[] = {n, m, n};
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        ordo::sched::Pool pool({workers[i]});
+        REQUIRE(engine->run(pool, runs[i], {}, 0) == runs[i]);
+        CHECK(engine->ran_lanes());
+      }
+      CHECK(contents(g, spec) == want);
+    }
+  }
+}
+
+TEST_CASE("a lane spins as long as the pool's idle workers, not at all where cores are shared",
+          "[lanes]") {
+  // x: W0 then R1 per iteration, a lane each on 2 workers; W0 sleeps 1 ms in each instance, so
+  // lane 1 waits about 1 ms for each of its instances. With the pool's idle spin at 10 s it
+  // never parks; with a fixed 20 us spin of its own it parked at nearly every wait. On an
+  // oversubscribed pool (idle spin 0 whatever was configured) it parks instead of spinning.
+  auto lane_parks = [](const ordo::sched::PoolConfig& cfg, bool& oversubscribed) {
+    Graph g;
+    const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+    g.add_task({"w", {{x, Mode::write}}, [x](const Instance& in) {
+                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                  *reinterpret_cast<std::uint64_t*>(in.graph->data(x)) += in.iteration;
+                }});
+    g.add_task({"r", {{x, Mode::read}}, [](const Instance&) {}});
+    auto engine = make_engine(g);
+    engine->set_lanes(Choice::always);
+    ordo::sched::Pool pool(cfg);
+    oversubscribed = pool.is_oversubscribed();
+    REQUIRE(engine->run(pool, 20, {}, 0) == 20);
+    REQUIRE(engine->ran_lanes());
+    CHECK(*reinterpret_cast<const std::uint64_t*>(g.data(x)) == 19 * 20 / 2);
+    return engine->lane_parks();
+  };
+  bool oversubscribed = false;
+  const auto long_spin = lane_parks({.workers = 2, .idle_spin = std::chrono::seconds(10)},
+                                    oversubscribed);
+  if (oversubscribed)
+    WARN("2 workers share cores here: the long spin is not tried");
+  else
+    CHECK(long_spin == 0);
+  // Two workers on a one-core machine (hwloc's synthetic description: nothing is bound).
+  const auto shared = lane_parks({.workers = 2,
+                                  .topology = "synthetic:pack:1 core:1 pu:1",
+                                  .idle_spin = std::chrono::seconds(10)},
+                                 oversubscribed);
+  REQUIRE(oversubscribed);
+  CHECK(shared >= 10);  // lane 1 waits at each of its 20 instances but the first
+}
+
 TEST_CASE("lanes follow explicit positions", "[lanes]") {
   for (std::uint64_t seed = 0; seed < 40; ++seed) {
     GraphSpec spec = ordo::test::random_spec(seed ^ 0x5eed, 5, 10);
