@@ -117,7 +117,7 @@ struct Stencil::Impl {
   struct FixedHalo {
     struct Runs {
       std::vector<std::pair<std::ptrdiff_t, std::size_t>> at;  // (pad.at offset, length)
-      std::vector<double> values;                              // run after run
+      std::vector<double> values;  // each distinct sequence of the runs' values, once
       std::vector<std::ptrdiff_t> plane;  // each run's plane (dimension 0), ascending
       std::vector<std::size_t> first;     // where each run's values start in `values`
     };

@@ -51,6 +51,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include <unistd.h>
@@ -196,6 +197,10 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   };
   const std::vector<std::pair<Ix, Ix>> regions = grid.fixed_regions(b);
   std::vector<double> want;
+  // Where each distinct sequence of values already stored starts, by length: a block's fixed
+  // runs mostly repeat a few sequences (a constant boundary, a row of them), which are kept
+  // once instead of once per run.
+  std::unordered_map<std::size_t, std::vector<std::size_t>> stored;
   // After a sweep down, the cells of plane p (row j) lie where plane p - shift (row
   // j - shift_rows) was; up, p + shift (j + shift_rows).
   for (const std::ptrdiff_t sign : {-1, 1}) {
@@ -233,25 +238,36 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
         if (same) return;
         runs.at.emplace_back(pad.at(l), len);
         runs.plane.push_back(l[0]);
+        std::vector<std::size_t>& starts = stored[len];
+        const auto found = std::find_if(starts.begin(), starts.end(), [&](std::size_t at) {
+          return std::memcmp(runs.values.data() + at, want.data(), len * sizeof(double)) == 0;
+        });
+        if (found != starts.end()) {
+          runs.first.push_back(*found);
+          return;
+        }
+        starts.push_back(runs.values.size());
         runs.first.push_back(runs.values.size());
         runs.values.insert(runs.values.end(), want.begin(), want.end());
       });
     }
+    stored.clear();
+    runs.values.shrink_to_fit();
     // By plane, for a wavefront that puts them back plane by plane (sweep_wavefront).
     std::vector<std::size_t> order(runs.at.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t x, std::size_t y) { return runs.plane[x] < runs.plane[y]; });
     FixedHalo::Runs sorted;
+    sorted.at.reserve(order.size());
+    sorted.plane.reserve(order.size());
+    sorted.first.reserve(order.size());
     for (const std::size_t i : order) {
       sorted.at.push_back(runs.at[i]);
       sorted.plane.push_back(runs.plane[i]);
-      sorted.first.push_back(sorted.values.size());
-      sorted.values.insert(sorted.values.end(),
-                           runs.values.begin() + static_cast<std::ptrdiff_t>(runs.first[i]),
-                           runs.values.begin() +
-                               static_cast<std::ptrdiff_t>(runs.first[i] + runs.at[i].second));
+      sorted.first.push_back(runs.first[i]);
     }
+    sorted.values = std::move(runs.values);
     runs = std::move(sorted);
   }
   return f;
@@ -330,11 +346,9 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   // Streaming stores: a sweep of the block reads these cells only when it reaches their
   // planes, a whole block later, so the cache would keep nothing of the lines it would read
   // before writing them (the cells of a block that fits the cache are few).
-  const double* values = runs.values.data();
-  for (const auto& [at, len] : runs.at) {
-    detail_stencil::stream_copy(out + at, values, len);
-    values += len;
-  }
+  for (std::size_t r = 0; r < runs.at.size(); ++r)
+    detail_stencil::stream_copy(out + runs.at[r].first, runs.values.data() + runs.first[r],
+                                runs.at[r].second);
   detail_stencil::stream_fence();
 }
 
