@@ -324,7 +324,9 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   if (m.spec.traversal == Traversal::jacobi_in_place) {
     m.shift = in_place_shift(m.spec, m.grid);
     m.shift_rows = in_place_shift_rows(m.spec, m.grid);
-    m.spare_units = in_place_spare_units(m.spec, m.grid, m.tile_budget());
+    m.spare_units = in_place_spare_units(m.spec, m.grid);
+    m.wavefront_steps =
+        in_place_wavefront_steps(m.spec, m.grid, m.spare_units, m.tile_budget());
   }
   m.fixed_halo.resize(m.grid.count());
   m.stages.resize(m.grid.count());

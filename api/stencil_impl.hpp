@@ -103,9 +103,12 @@ struct Stencil::Impl {
   std::ptrdiff_t shift = 0;
   std::ptrdiff_t shift_rows = 0;
   // The units of shift_at() a buffer has to spare below the block (in_place_spare_units): 1
-  // for one-step sweeps; for temporal blocking by a star, the most steps one wavefront runs,
-  // each moving the block by a unit (sweep_wavefront).
+  // for one-step sweeps; for temporal blocking by a star, the most steps one wavefront may
+  // run, each moving the block by a unit (sweep_wavefront).
   std::size_t spare_units = 1;
+  // How many of those steps one wavefront runs on this machine (in_place_wavefront_steps);
+  // 1: none, the group runs through windows.
+  std::size_t wavefront_steps = 1;
   // The doubles by which a one-step sweep moves a block of layout `pad`.
   std::ptrdiff_t shift_at(const geometry::Pad& pad) const {
     return shift * pad.stride[0] + (shift_rows != 0 ? shift_rows * pad.stride[1] : 0);
@@ -353,9 +356,12 @@ std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid)
 // and handles it (stencil_in_place.cpp).
 bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid);
 // The units a buffer has to spare for the block's moves (Impl::spare_units), for blocks
-// padded already and the tile budget `budget`.
-std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid,
-                                 std::size_t budget);
+// padded already: from the spec and the blocks alone, since they size the locations.
+std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid);
+// How many steps one wavefront of a star's temporal blocking runs (Impl::wavefront_steps), at
+// most `room` units, with the tile budget `budget` (the machine's: it changes no location).
+std::size_t in_place_wavefront_steps(const Spec& s, const core::BlockedGrid& grid,
+                                     std::size_t room, std::size_t budget);
 // The directions whose neighbour regions the kernel reads (every one with temporal blocking:
 // the extended range reaches the corners).
 std::set<core::Ix> read_directions(const Spec& s);

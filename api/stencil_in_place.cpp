@@ -151,23 +151,31 @@ bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid) {
 // A star's group of S steps runs as wavefronts of whole cross-sections (sweep_wavefront), each
 // step moving the block by a unit, so k steps at once need k units of room in the buffer and
 // (2k + 1)h + 1 planes of every grid in the cache (each step h planes behind the one before,
-// the h planes either side of what it computes and the plane it writes). The room is the most
-// steps whose planes fit the tile budget, at most kMostWavefrontSteps: each unit is a plane of
-// memory per block (#19 bounds the resident size at depth 8 by 1.1x depth 1) and more room
-// bought no speed (docs/benchmarks.md); a group of 8 then runs as two wavefronts, one towards
-// the buffer's start and one back. Where fewer than 2 fit, the group runs through windows in
-// strips instead (run_in_place).
+// the h planes either side of what it computes and the plane it writes). The room is at most
+// kMostWavefrontSteps units: each unit is a plane of memory per block (#19 bounds the resident
+// size at depth 8 by 1.1x depth 1) and more room bought no speed (docs/benchmarks.md); a group
+// of 8 then runs as two wavefronts, one towards the buffer's start and one back. The room
+// depends on the spec and the blocks alone, not on the tile budget: it sizes the locations,
+// which every rank of a job (and a restart on another machine) must agree on. How many steps
+// one wavefront runs is this machine's choice: the most whose planes fit the tile budget, at
+// most the room; where fewer than 2 fit, the group runs through windows in strips instead
+// (run_in_place).
 constexpr std::size_t kMostWavefrontSteps = 4;
 
-std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid,
-                                 std::size_t budget) {
+std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid) {
   if (s.tb_depth <= 1 || s.time_levels != 1 || in_place_shift_rows(s, grid) == 0) return 1;
+  return std::min(s.tb_depth, kMostWavefrontSteps);
+}
+
+std::size_t in_place_wavefront_steps(const Spec& s, const core::BlockedGrid& grid,
+                                     std::size_t room, std::size_t budget) {
+  if (room <= 1) return 1;
   std::ptrdiff_t plane = 0;  // doubles per plane of the largest block
   for (std::size_t b = 0; b < grid.count(); ++b)
     plane = std::max(plane, grid.block(b).pad.stride[0]);
   const double plane_bytes =
       8.0 * static_cast<double>(plane) * static_cast<double>(1 + s.aux_grids);
-  std::size_t k = std::min(s.tb_depth, kMostWavefrontSteps);
+  std::size_t k = room;
   while (k > 1 && static_cast<double>((2 * k + 1) * s.halo + 1) * plane_bytes >
                       static_cast<double>(budget))
     --k;
@@ -760,7 +768,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
     sweep_shifted(b, main, blk, rot, slo[0], shi[0], true, late);
     return;
   }
-  if (spare_units > 1) {
+  if (wavefront_steps > 1) {
     // A star: wavefronts that move the block a unit per step, towards the buffer's start
     // while it has room for the steps left, else back; where neither end has room for them
     // all, to the start first. A wavefront of one step is a shifted sweep.
@@ -768,7 +776,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
     for (std::size_t done = 0; done < S;) {
       const std::size_t n = moved_units(main, target), left = S - done;
       const bool down = n + left <= spare_units || (n < left && n < spare_units);
-      const std::size_t k = std::min(left, down ? spare_units - n : n);
+      const std::size_t k = std::min({left, down ? spare_units - n : n, wavefront_steps});
       if (k == 1)
         sweep_shifted(b, main, blk, rot + done, slo[done], shi[done], done + 1 == S);
       else

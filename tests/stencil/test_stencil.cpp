@@ -298,6 +298,44 @@ TEST_CASE("a rank keeps no copy of the edges that stay on it", "[stencil]") {
   CHECK(st1.steps_done() == 6);
 }
 
+TEST_CASE("in-place temporal blocking sizes its blocks alike whatever the tile budget",
+          "[stencil]") {
+  // The tile budget is the machine's (its caches and cores) unless the spec gives one; the
+  // locations' sizes are part of the graph every rank and every restart must agree on, so
+  // they must not follow it. Each budget also runs the steps its own way (wavefronts of 1-4
+  // steps or windows): the same bits.
+  auto run = [](std::size_t tile_bytes) {
+    st::Spec s;
+    s.size = {40, 36, 32};
+    s.blocks = {2, 2, 1};
+    s.neighbourhood = st::von_neumann(3, 1);
+    s.traversal = st::Traversal::jacobi_in_place;
+    s.tb_depth = 8;
+    s.tile_bytes = tile_bytes;
+    ordo::Runtime rt({.workers = 2});
+    ordo::Graph g;
+    st::Stencil st1(g, s, [](const st::Block& b) {
+      st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+        const double* u = b.in[0] + at;
+        for (std::size_t j = 0; j < len; ++j)
+          b.out[at + j] = 0.25 * u[j] + 0.125 * (u[j - 1] + u[j + 1]) +
+                          0.0625 * (u[j - b.stride[0]] + u[j + b.stride[0]] +
+                                    u[j - b.stride[1]] + u[j + b.stride[1]]);
+      });
+    });
+    st1.set([](st::Coord c) { return static_cast<double>((c[0] * 7 + c[1] * 3 + c[2]) % 11); });
+    st1.run(rt, 16);
+    return std::pair(g.storage_held().bytes, st1.get());
+  };
+  const auto [bytes, values] = run(64u << 20);  // room for wavefronts of 4 steps
+  for (std::size_t tile_bytes : {1u << 10, 56u << 10, 72u << 10}) {
+    INFO("tile_bytes " << tile_bytes);
+    const auto [b, v] = run(tile_bytes);
+    CHECK(b == bytes);
+    CHECK(same_bits(v, values));
+  }
+}
+
 TEST_CASE("temporal blocking deepens a block's halo only where a neighbour lies", "[stencil]") {
   // Depth 3 of a halo-1 stencil against depth 1 of a halo-3 one: the same halo where blocks
   // meet, but beyond a fixed end of the grid no step computes, so the kernel reads 1 point
