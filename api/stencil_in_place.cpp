@@ -51,6 +51,7 @@
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -205,10 +206,11 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   };
   const std::vector<std::pair<Ix, Ix>> regions = grid.fixed_regions(b);
   std::vector<double> want;
-  // Where each distinct sequence of values already stored starts, by length: a block's fixed
-  // runs mostly repeat a few sequences (a constant boundary, a row of them), which are kept
-  // once instead of once per run.
-  std::unordered_map<std::size_t, std::vector<std::size_t>> stored;
+  // Where each distinct sequence of values already stored starts, by a hash of its bytes: a
+  // block's fixed runs mostly repeat a few sequences (a constant boundary, a row of them),
+  // which are kept once instead of once per run; where the values vary with the coordinate
+  // nearly every run differs, and a scan of all earlier ones would be quadratic in the runs.
+  std::unordered_multimap<std::size_t, std::pair<std::size_t, std::size_t>> stored;  // (start, length)
   // After a sweep down, the cells of plane p (row j) lie where plane p - shift (row
   // j - shift_rows) was; up, p + shift (j + shift_rows).
   for (const std::ptrdiff_t sign : {-1, 1}) {
@@ -246,15 +248,17 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
         if (same) return;
         runs.at.emplace_back(pad.at(l), len);
         runs.plane.push_back(l[0]);
-        std::vector<std::size_t>& starts = stored[len];
-        const auto found = std::find_if(starts.begin(), starts.end(), [&](std::size_t at) {
-          return std::memcmp(runs.values.data() + at, want.data(), len * sizeof(double)) == 0;
-        });
-        if (found != starts.end()) {
-          runs.first.push_back(*found);
-          return;
+        const std::size_t key = std::hash<std::string_view>{}(
+            std::string_view(reinterpret_cast<const char*>(want.data()), len * sizeof(double)));
+        for (auto [it, end] = stored.equal_range(key); it != end; ++it) {
+          const auto [at, n] = it->second;
+          if (n == len &&
+              std::memcmp(runs.values.data() + at, want.data(), len * sizeof(double)) == 0) {
+            runs.first.push_back(at);
+            return;
+          }
         }
-        starts.push_back(runs.values.size());
+        stored.emplace(key, std::pair(runs.values.size(), len));
         runs.first.push_back(runs.values.size());
         runs.values.insert(runs.values.end(), want.begin(), want.end());
       });
