@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -34,8 +35,13 @@ inline double fixed_at(st::Coord g) {
 // The kernel under test: a weighted sum over the neighbourhood in a fixed order. With
 // Spec::row_halo_beside it reads every value beyond the ends of a row (of the neighbour row an
 // offset reaches) through Block::before/after, as the spec promises; else in the row.
+// Kernel calls that were given the halo beside the rows (Block::west set), so that a test can
+// tell that the layer used that layout and not only the padded rows, which give the same bits.
+inline std::atomic<std::size_t> calls_beside{0};
+
 inline st::Kernel make_kernel(const Case& c) {
   return [c](const st::Block& b) {
+    if (b.west[0]) calls_beside.fetch_add(1, std::memory_order_relaxed);
     const auto& nb = c.spec.neighbourhood;
     const std::size_t last = b.dims - 1;
     // Per offset: the element offset of its row (every component but the last) and its
