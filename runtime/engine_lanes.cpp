@@ -11,8 +11,11 @@ void Engine::choose_protocol(const sched::Pool& pool) {
   if (!net_ && !fibers_ && trace_ == nullptr && lane_choice_ != LaneChoice::never) {
     if (!locked_tasks_)
       locked_tasks_ = std::make_unique<const Lanes::LockedTasks>(Lanes::LockedTasks::of(graph_, plan_));
+    // Tasks without locks run as range items from the deques, which a lane never looks at
+    // until it parks or ends: with such tasks the phase machine runs.
     lanes = lane_choice_ == LaneChoice::always ||
-            (!pool.numa_mode() && !pool.is_oversubscribed() && Lanes::fits(*locked_tasks_, pool.size()));
+            (!pool.numa_mode() && !pool.is_oversubscribed() && free_runs_.empty() &&
+             Lanes::fits(*locked_tasks_, pool.size()));
   }
   // Between runs every instance below done_iterations_ has completed and none beyond it has
   // started, so every locked task is at that iteration in either state.

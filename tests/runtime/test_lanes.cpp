@@ -3,6 +3,7 @@
 // protocol changes between runs, parking, the FIFO of a wrapping read group, and the rule that
 // keeps the phase machine where lanes do not apply.
 #include <catch2/catch.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -62,11 +63,13 @@ std::vector<std::vector<std::uint64_t>> contents(const Graph& g, const GraphSpec
 }
 
 // Runs `spec` for the iterations in `runs`, one run each, with the protocol of `choices[i]`
-// for run i; returns the contents and whether each run took lanes.
+// for run i; returns the contents and whether each run took lanes (and, into `parks`, how
+// often a lane parked).
 std::vector<std::vector<std::uint64_t>> run_spec(const GraphSpec& spec, unsigned workers,
                                                  const std::vector<std::uint64_t>& runs,
                                                  const std::vector<Choice>& choices,
-                                                 std::vector<bool>& took, int sleepy = -1) {
+                                                 std::vector<bool>& took, int sleepy = -1,
+                                                 std::uint64_t* parks = nullptr) {
   Graph g;
   build(g, spec, sleepy);
   auto engine = make_engine(g);
@@ -76,6 +79,7 @@ std::vector<std::vector<std::uint64_t>> run_spec(const GraphSpec& spec, unsigned
     REQUIRE(engine->run(pool, runs[i], {}, 0) == runs[i]);
     took.push_back(engine->ran_lanes());
   }
+  if (parks) *parks = engine->lane_parks();
   return contents(g, spec);
 }
 
@@ -209,7 +213,11 @@ TEST_CASE("a lane that waits for a slow producer parks and is woken", "[lanes]")
     for (unsigned workers : {2u, 3u}) {
       INFO("seed " << seed << " workers " << workers);
       std::vector<bool> took;
-      CHECK(run_spec(spec, workers, {5, 7}, {Choice::always, Choice::always}, took, 0) == want);
+      std::uint64_t parks = 0;
+      CHECK(run_spec(spec, workers, {5, 7}, {Choice::always, Choice::always}, took, 0, &parks) ==
+            want);
+      CHECK(took == std::vector<bool>{true, true});
+      CHECK(parks > 0);
     }
   }
 }
@@ -314,6 +322,23 @@ TEST_CASE("the automatic rule takes lanes only where they apply", "[lanes]") {
   const auto one = result(2, 1, Choice::never, took);
   CHECK(result(2, 1, Choice::automatic, took) == one);
   CHECK_FALSE(took);
+  {
+    // A task without locks beside them: lanes never look at the deques its range items go
+    // to, so it would wait for the lanes to park or finish.
+    Graph g;
+    auto a = stencil(g, 2, false);
+    std::atomic<int> ran{0};
+    g.add_task({"free", {}, [&ran](const Instance&) { ran.fetch_add(1); }});
+    auto engine = make_engine(g);
+    engine->set_lanes(Choice::automatic);
+    ordo::sched::Pool pool({.workers = 2, .bind = false});
+    engine->run(pool, 50, {}, 0);
+    CHECK_FALSE(engine->ran_lanes());
+    CHECK(ran == 50);
+    std::vector<std::uint64_t> out;
+    for (std::uint32_t l : a) out.push_back(*reinterpret_cast<const std::uint64_t*>(g.data(l)));
+    CHECK(out == want);
+  }
 
   // A fiber task: never lanes, even when asked.
   Graph g;
