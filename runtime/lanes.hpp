@@ -72,18 +72,10 @@ class Lanes {
   Lanes& operator=(const Lanes&) = delete;
 
   unsigned size() const { return static_cast<unsigned>(lanes_.size()); }
-  // Tasks of lane `lane`, in the order it runs them.
-  std::span<const std::uint32_t> tasks_of(unsigned lane) const {
-    return {order_.data() + lanes_[lane].begin, order_.data() + lanes_[lane].end};
-  }
   bool is_empty(unsigned lane) const { return lanes_[lane].begin == lanes_[lane].end; }
   // Every locked task, whichever lane.
   std::span<const std::uint32_t> tasks() const { return order_; }
 
-  // done(t) of a locked task: the instances of t completed (the next one's iteration).
-  std::uint64_t done(std::uint32_t task) const {
-    return word(task).load(std::memory_order_acquire);
-  }
   // Between runs only (the engine's change of protocol): every lane starts again at the first
   // task of its order, at iteration `iteration` (every locked task's next one), unparked.
   void reset(std::uint64_t iteration);
