@@ -92,7 +92,15 @@ int main(int argc, char** argv) {
       [&] {
         if (int rc = ordo::cli::parse(app, argc, argv); rc >= 0) return rc;
         j.command = app.remaining();
+        // The first word ordorun does not know starts the program, so a mistyped flag would be
+        // run as a program named like it; after "--" the program may start with '-'.
+        const bool separated = !j.command.empty() && j.command[0] == "--";
+        if (separated) j.command.erase(j.command.begin());
         if (j.command.empty()) throw UsageError("no program given; usage: ordorun -n N prog [args...]");
+        if (!separated && j.command[0].size() > 1 && j.command[0][0] == '-')
+          throw UsageError("unknown flag '" + j.command[0] +
+                           "' (the program and its arguments come after ordorun's flags; "
+                           "ordorun --help lists them)");
         if (o.srun && o.no_srun) throw UsageError("--srun and --no-srun contradict each other");
         if (o.srun && !j.hosts.empty())
           throw UsageError("--srun takes -n, not --hosts (Slurm places the ranks)");
