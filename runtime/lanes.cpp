@@ -115,14 +115,15 @@ Lanes::Lanes(const Graph& graph, const Plan& plan, const LockedTasks& locked, un
           for (std::uint32_t p : runs[w].members) add(p, c, offset);
         continue;
       }
-      const std::size_t before = (j + n - 1) % n;
-      for (std::uint32_t c : runs[j].members) {
-        for (std::uint32_t p : runs[before].members) add(p, c, before < j ? 1 : 0);
-        // The first read group shares its grant with the last one of the previous iteration
-        // (plan.cpp's merge): a write after it waits for both.
-        if (before == 0 && j == 1 && runs[0].mode == Mode::read && n > 2 &&
-            runs[n - 1].mode == Mode::read)
-          for (std::uint32_t p : runs[n - 1].members) add(p, c, 0);
+      // A write waits for every read run back to the previous write (cyclically): they form
+      // one read group of the FIFO (the plan merges the last run of one iteration with the
+      // first of the next), granted together. With no read between, the previous write.
+      for (std::size_t back = 1; back < n; ++back) {
+        const std::size_t w = (j + n - back) % n;
+        if (runs[w].mode == Mode::write && back > 1) break;  // the reads waited for it
+        for (std::uint32_t c : runs[j].members)
+          for (std::uint32_t p : runs[w].members) add(p, c, w < j ? 1 : 0);
+        if (runs[w].mode == Mode::write) break;
       }
     }
   }

@@ -6,9 +6,10 @@
 // phases (plan.hpp), so who waits for whom is known before the run: an instance (t, k) may
 // start once, on each location it locks, the phase before its own has released. A read waits
 // for the nearest write before it (cyclically: the previous iteration's last write when the
-// read comes first); a write waits for every access of the phase before it (for a read group
-// that wraps around, that group's members of both iterations). Waiting only for the adjacent
-// phase suffices: that phase's holders waited for theirs. Each such edge p -> t is stored as
+// read comes first); a write waits for every read back to the previous write, or for that
+// write when no read comes between (cyclically: the read group that wraps around the iteration
+// is one phase, with members of both iterations). Waiting only for the adjacent phase
+// suffices: that phase's holders waited for theirs. Each such edge p -> t is stored as
 // (p, offset): (t, k) needs done(p) >= k + offset, where done(p) counts p's completed
 // instances and offset is 1 when p comes before t in the iteration, 0 when the edge wraps
 // (p's instance of iteration k - 1). done(p) is written only by whoever runs p (a release is

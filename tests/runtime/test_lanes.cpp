@@ -1,6 +1,6 @@
 // Lanes (runtime/lanes.hpp): the lock protocol without shared counters must give exactly the
 // phase machine's order. Random graphs against the sequential interpreter under 1-4 workers,
-// protocol changes between runs, parking, the FIFO of a wrapping read group, and the rule that
+// protocol changes between runs, parking, the FIFO of read groups that wrap, and the rule that
 // keeps the phase machine where lanes do not apply.
 #include <catch2/catch.hpp>
 #include <atomic>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -222,41 +223,52 @@ TEST_CASE("a lane that waits for a slow producer parks and is woken", "[lanes]")
   }
 }
 
-TEST_CASE("a read group that wraps around the iteration keeps its FIFO on lanes", "[lanes]") {
-  // On x, per iteration: R0 R1 W2 R3 R4 (the last group and the next iteration's first are
-  // granted together), each task a family of one, so lanes take them in turn. The write must
-  // wait for the slow R3 of the previous iteration as well as for R0 and R1: on 4 workers R3
-  // has a lane of its own, where nothing else orders it before the write.
-  for (unsigned workers : {2u, 3u, 4u}) {
-    Graph g;
-    const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
-    std::mutex mu;
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> log;
-    auto record = [&](const Instance& in) {
-      std::this_thread::sleep_for(std::chrono::microseconds(in.task == 3 ? 300 : 10));
-      std::lock_guard lock(mu);
-      log.emplace_back(in.iteration, in.task);
-    };
-    const Mode modes[] = {Mode::read, Mode::read, Mode::write, Mode::read, Mode::read};
-    for (std::uint32_t t = 0; t < 5; ++t)
-      g.add_task({"t" + std::to_string(t), {{x, modes[t]}}, record});
-    auto engine = make_engine(g);
-    engine->set_lanes(Choice::always);
-    ordo::sched::Pool pool({workers});
-    const std::uint64_t iters = 30;
-    REQUIRE(engine->run(pool, iters, {}, 0) == iters);
-    REQUIRE(engine->ran_lanes());
-    REQUIRE(log.size() == 5 * iters);
-    std::vector<std::vector<std::size_t>> at(5, std::vector<std::size_t>(iters));
-    for (std::size_t i = 0; i < log.size(); ++i) at[log[i].second][log[i].first] = i;
-    INFO("workers " << workers);
-    for (std::uint64_t k = 0; k < iters; ++k) {
-      for (std::uint32_t r : {0u, 1u}) CHECK(at[r][k] < at[2][k]);  // first group, then W
-      for (std::uint32_t r : {3u, 4u}) CHECK(at[2][k] < at[r][k]);  // W, then the last group
-      if (k + 1 < iters)
-        for (std::uint32_t r : {3u, 4u}) CHECK(at[r][k] < at[2][k + 1]);  // the wrap: W waits
-      if (k > 0)
-        for (std::uint32_t r : {0u, 1u}) CHECK(at[2][k - 1] < at[r][k]);  // reads after W_{k-1}
+TEST_CASE("every location's FIFO holds on lanes, read groups that wrap around included",
+          "[lanes]") {
+  // One location, each task a family of one (lanes take them in turn: task t on lane t mod
+  // workers), accesses in the order of the pattern in every iteration. The oracle is the FIFO
+  // itself, with no phase in it: of two accesses of which one writes, the earlier in the
+  // pattern ends before the later one starts, and the later ends before the earlier's next
+  // instance starts; reads are not ordered among themselves. Where the pattern starts and
+  // ends with reads, those of one iteration's end and the next one's start are one read group:
+  // the write after it must wait for both runs, so the first read at the end is slow (on a
+  // lane of its own, nothing else orders it before that write).
+  const std::vector<std::string> patterns{"RRWRR", "RWRWR", "RWRRWWR", "RRWRWRR", "WRRWR",
+                                          "RWWR", "WRWRRR"};
+  const std::uint64_t iters = 30;
+  for (const std::string& pattern : patterns) {
+    const auto n = static_cast<std::uint32_t>(pattern.size());
+    std::uint32_t slow = n;  // the first read of the trailing read run
+    while (slow > 0 && pattern[slow - 1] == 'R') --slow;
+    for (unsigned workers : {2u, 3u, 4u}) {
+      Graph g;
+      const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+      // Each instance's start and end on one clock of events: (t, k) took [at, at + 1].
+      std::atomic<std::uint64_t> clock{0};
+      std::vector<std::uint64_t> start(n * iters), end(n * iters);
+      for (std::uint32_t t = 0; t < n; ++t)
+        g.add_task({"t" + std::to_string(t), {{x, pattern[t] == 'W' ? Mode::write : Mode::read}},
+                    [&, t](const Instance& in) {
+                      start[t * iters + in.iteration] = clock.fetch_add(1);
+                      std::this_thread::sleep_for(std::chrono::microseconds(t == slow ? 300 : 10));
+                      end[t * iters + in.iteration] = clock.fetch_add(1);
+                    }});
+      auto engine = make_engine(g);
+      engine->set_lanes(Choice::always);
+      ordo::sched::Pool pool({workers});
+      REQUIRE(engine->run(pool, iters, {}, 0) == iters);
+      REQUIRE(engine->ran_lanes());
+      INFO("pattern " << pattern << ", workers " << workers);
+      std::uint64_t disorders = 0;
+      for (std::uint32_t a = 0; a < n; ++a)
+        for (std::uint32_t b = a + 1; b < n; ++b) {
+          if (pattern[a] == 'R' && pattern[b] == 'R') continue;
+          for (std::uint64_t k = 0; k < iters; ++k) {
+            disorders += end[a * iters + k] > start[b * iters + k];
+            if (k + 1 < iters) disorders += end[b * iters + k] > start[a * iters + k + 1];
+          }
+        }
+      CHECK(disorders == 0);
     }
   }
 }
