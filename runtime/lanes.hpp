@@ -112,9 +112,18 @@ class Lanes {
   // that lane's item).
   template <class Wake>
   void complete(std::uint32_t position, std::uint64_t iteration, Wake&& wake) {
+    const std::uint32_t first = waiter_offsets_[position], last = waiter_offsets_[position + 1];
+    std::atomic<std::uint64_t>& done = word(order_[position]);
+    if (first == last) {
+      // release, not seq_cst: no lane waits for this position, so no lane parks on it and no
+      // load of parked must be ordered after this store (the header's Dekker pattern); no
+      // has_inputs reads it during the run, and the run's end orders it before the next.
+      done.store(iteration + 1, std::memory_order_release);
+      return;
+    }
     // seq_cst: with the load of parked below, against park()'s store then load (header).
-    word(order_[position]).store(iteration + 1, std::memory_order_seq_cst);
-    for (std::uint32_t i = waiter_offsets_[position]; i < waiter_offsets_[position + 1]; ++i) {
+    done.store(iteration + 1, std::memory_order_seq_cst);
+    for (std::uint32_t i = first; i < last; ++i) {
       std::atomic<std::uint32_t>& p = parked_[waiters_[i]].value;
       if (p.load(std::memory_order_seq_cst) != 0 && p.exchange(0, std::memory_order_acq_rel) != 0)
         wake(waiters_[i]);
