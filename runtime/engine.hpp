@@ -204,10 +204,10 @@ class Engine final : public sched::Executor {
   void set_lanes(LaneChoice choice) { lane_choice_ = choice; }
   // Whether the latest run ran on lanes.
   bool ran_lanes() const { return lanes_on_; }
-  // How many times a lane has given its worker back to wait for its inputs (parked), over the
-  // runs since the lanes were last split (a pool of another size splits them again). Between
-  // runs.
-  std::uint64_t lane_parks() const { return lanes_ ? lanes_->parks() : 0; }
+  // How many times a lane has given its worker back to wait for its inputs (parked), over all
+  // of this engine's runs, also across a new split of the lanes (for a pool of another size).
+  // Between runs.
+  std::uint64_t lane_parks() const { return earlier_lane_parks_ + (lanes_ ? lanes_->parks() : 0); }
 
   // For fiber task bodies (fiber_driver.hpp), on the instance's own fiber.
   using Hold = FiberDriver::Hold;
@@ -395,6 +395,7 @@ class Engine final : public sched::Executor {
   LaneChoice lane_choice_ = LaneChoice::automatic;
   std::unique_ptr<Lanes> lanes_;  // built at the first run that takes them, for its pool's size
   bool lanes_on_ = false;         // the current state is the lanes' (else the phase machine's)
+  std::uint64_t earlier_lane_parks_ = 0;  // the parks of the lanes split before lanes_
   // The graph's locked tasks, walked once, at the first run that considers lanes (Lanes::fits
   // and every Lanes built, one per pool size, read it).
   std::unique_ptr<const Lanes::LockedTasks> locked_tasks_;

@@ -21,8 +21,10 @@ void Engine::choose_protocol(const sched::Pool& pool) {
   // started, so every locked task is at that iteration in either state.
   const std::uint64_t at = done_iterations_;
   if (lanes) {
-    if (!lanes_ || lanes_->size() != pool.size())
+    if (!lanes_ || lanes_->size() != pool.size()) {
+      if (lanes_) earlier_lane_parks_ += lanes_->parks();
       lanes_ = std::make_unique<Lanes>(graph_, plan_, *locked_tasks_, pool.size());
+    }
     lanes_->reset(at);
     // The phase machine's state is left as it is (and rebuilt if it comes back): what it held
     // is not run by it.

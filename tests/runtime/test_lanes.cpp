@@ -171,6 +171,36 @@ TEST_CASE("a lane spins as long as the pool's idle workers, not at all where cor
   CHECK(shared >= 10);  // lane 1 waits at each of its 20 instances but the first
 }
 
+TEST_CASE("lane_parks counts every run's parks, also across a new split of the lanes",
+          "[lanes]") {
+  // x: w (1 ms per instance) then r, a lane each. Runs on 2, 3, then 2 workers of a one-core
+  // machine (hwloc's synthetic description: oversubscribed, so a waiting lane parks at once):
+  // r's lane waits for w in every instance but the first. The count must only grow, also
+  // when a pool of another size splits the lanes anew.
+  Graph g;
+  const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+  g.add_task({"w", {{x, Mode::write}}, [x](const Instance& in) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                *reinterpret_cast<std::uint64_t*>(in.graph->data(x)) += in.iteration;
+              }});
+  g.add_task({"r", {{x, Mode::read}}, [](const Instance&) {}});
+  auto engine = make_engine(g);
+  engine->set_lanes(Choice::always);
+  std::vector<std::uint64_t> parks;
+  for (unsigned workers : {2u, 3u, 2u}) {
+    ordo::sched::Pool pool({.workers = workers, .topology = "synthetic:pack:1 core:1 pu:1"});
+    REQUIRE(pool.is_oversubscribed());
+    REQUIRE(engine->run(pool, 10, {}, 0) == 10);
+    REQUIRE(engine->ran_lanes());
+    parks.push_back(engine->lane_parks());
+  }
+  CHECK(*reinterpret_cast<const std::uint64_t*>(g.data(x)) == 29 * 30 / 2);
+  INFO("lane_parks after each run: " << parks[0] << ", " << parks[1] << ", " << parks[2]);
+  CHECK(parks[0] >= 5);
+  CHECK(parks[1] >= parks[0] + 5);
+  CHECK(parks[2] >= parks[1] + 5);
+}
+
 TEST_CASE("lanes follow explicit positions", "[lanes]") {
   for (std::uint64_t seed = 0; seed < 40; ++seed) {
     GraphSpec spec = ordo::test::random_spec(seed ^ 0x5eed, 5, 10);
