@@ -28,8 +28,8 @@
 //     P   publish the item: deque bottom store (release) or inbox count store under its mutex
 //     N1  fence(seq_cst)                      (pairs with W2)
 //     N2  if waiters(state_) == 0: return
-//     N3  lock park_mu_; state_ += 1 << 32 (epoch + 1); take one worker off sleepers_; unlock;
-//         notify it
+//     N3  lock park_mu_; state_ += 1 << 32 (epoch + 1); take one worker off sleepers_ (with
+//         steal_far off, one of the item's node); unlock; notify it
 //   Pinned push (push_to, notify_pinned): P is the store into worker w's pinned slot, N1 and N2
 //   as above, then
 //     N3' lock park_mu_; if w is in sleepers_: take it off; unlock; notify it
@@ -43,11 +43,14 @@
 //     runs N3. N3 changes the epoch under park_mu_; the worker's W4 checks the epoch under the
 //     same mutex: if W4's check comes after N3 it sees a new epoch and does not sleep; if
 //     before, the worker is listed in sleepers_ and waiting (the wait released the mutex) when
-//     N3 takes the lock, and N3 wakes a listed worker. Any woken worker searches everything
-//     again. Contradiction.
+//     N3 takes the lock, and N3 wakes a listed worker (of the item's node, with steal_far off,
+//     which this one is if the item is for it). Any woken worker searches everything again.
+//     Contradiction.
 // Waking one suffices: each push wakes (at most) one worker for its one item, any worker can
 // reach any item, and workers between W1 and W4 need no wake-up because they see the epoch
-// change. (With steal_far off a worker sees only its own node's work: every listed one then.)
+// change. With steal_far off a worker reaches only its own node's work (its inbox and its
+// workers' deques), so N3 takes a listed worker of the node the item was queued on; when none
+// is listed, that node's waiters are all before W4 and see the epoch.
 // The epoch is 32 bits; a worker would have to stay between W1 and W4 for 2^32 notifications
 // to be fooled.
 // A pinned item is for its worker alone, so N3' wakes that worker by name and leaves the epoch:
@@ -343,7 +346,7 @@ void Pool::push(Item item, int node) {
     if (self) {
       if (deliver(*self, item)) return;  // no notify: its owner is awake
       self->own.push(item);
-      notify();
+      notify(self->node);
       return;
     }
     target = nodes() == 1 ? 0 : next_inbox_.fetch_add(1, std::memory_order_relaxed) % nodes();
@@ -352,7 +355,7 @@ void Pool::push(Item item, int node) {
     if (self && self->node == target) {
       if (deliver(*self, item)) return;
       self->own.push(item);
-      notify();
+      notify(self->node);
       return;
     }
   }
@@ -362,7 +365,7 @@ void Pool::push(Item item, int node) {
     in.items.push_back(item);
     in.count.store(in.items.size(), std::memory_order_relaxed);  // ordered by N1 in notify()
   }
-  notify();
+  notify(target);
 }
 
 bool Pool::take_inbox(unsigned node, Item& item) {
@@ -433,7 +436,7 @@ bool Pool::spin_while_idle(Worker& w, Item& item) {
       Item late;
       if (close_mailbox(w, late)) {  // delivered meanwhile: for whoever looks next
         w.own.push(late);
-        notify();
+        notify(w.node);
       }
       return true;
     }
@@ -490,7 +493,7 @@ void Pool::push_to(unsigned worker, Item item) {
   notify_pinned(w);
 }
 
-void Pool::notify() {
+void Pool::notify(unsigned node) {
   // seq_cst: N1, pairs with W2 (the fence in prepare_wait); see the protocol above.
   full_fence();
   if ((state_.load(std::memory_order_relaxed) & kWaiterMask) == 0) return;  // N2
@@ -500,17 +503,13 @@ void Pool::notify() {
     // seq_cst for uniformity with the other read-modify-writes of state_; the epoch check in
     // commit_wait reads it under park_mu_, which is what orders the two.
     state_.fetch_add(kEpochOne, std::memory_order_seq_cst);  // N3
-    if (!steal_far_) {
-      // A worker cannot see other nodes' work, so any one might not do.
-      for (unsigned v : sleepers_) {
-        workers_[v]->asleep = false;
-        workers_[v]->wake.notify_one();
-      }
-      sleepers_.clear();
-      return;
-    }
-    if (sleepers_.empty()) return;  // every waiter is before W4 and sees the epoch
-    woken = workers_[sleepers_.back()].get();
+    // The latest sleeper, or without far stealing the latest of the item's node (only those
+    // can reach it).
+    std::size_t at = sleepers_.size();
+    while (at > 0 && !steal_far_ && workers_[sleepers_[at - 1]]->node != node) --at;
+    if (at == 0) return;  // every waiter that could take it is before W4 and sees the epoch
+    woken = workers_[sleepers_[at - 1]].get();
+    sleepers_[at - 1] = sleepers_.back();
     sleepers_.pop_back();
     woken->asleep = false;
   }

@@ -268,9 +268,9 @@ class Pool {
   bool close_mailbox(Worker& w, Item& item);
   bool steal_from(Worker& thief, unsigned victim, Item& item);
   void run(Worker& w, Item item);
-  // Wakes a parked worker, any one (every one with steal_far off: a worker sees only its own
-  // node's work).
-  void notify();
+  // Wakes a parked worker for an item queued on pool node `node`: any one, or with steal_far
+  // off one of that node (a worker sees only its own node's work).
+  void notify(unsigned node);
   // Wakes `w` if it is parked (its pinned item is published).
   void notify_pinned(Worker& w);
   std::uint64_t prepare_wait();

@@ -9,6 +9,7 @@
 #include <sched.h>
 
 #include "test_support.hpp"
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "scheduler/pool.hpp"
@@ -320,6 +322,75 @@ TEST_CASE("hinted items run on a worker of their node", "[placement]") {
     REQUIRE(rec.worker(i) >= 0);
     CHECK(pool.node_of(static_cast<unsigned>(rec.worker(i))) == i % 4);
   }
+}
+
+TEST_CASE("without far stealing, an item wakes one parked worker of its node and no other",
+          "[placement]") {
+  // Every worker parked, then one item hinted to a node from outside: only that node's two
+  // workers can reach it, and one of them is enough. Waking every parked worker (what
+  // notify() did with steal_far off) has the seven others leave their sleep for nothing.
+  REQUIRE_HWLOC();
+  constexpr unsigned kWorkers = 8;  // two per node
+  class Observed final : public Observer {
+   public:
+    void on_park(unsigned w) override { parks[w].fetch_add(1); }
+    void on_unpark(unsigned w) override { unparks[w].fetch_add(1); }
+    void on_steal(unsigned, unsigned) override {}
+    std::atomic<std::uint64_t> parks[kWorkers]{}, unparks[kWorkers]{};
+  } obs;
+  PoolConfig cfg;
+  cfg.topology = kFourNodes;
+  cfg.workers = kWorkers;
+  cfg.steal_far = false;
+  cfg.idle_spin = std::chrono::nanoseconds{0};  // parking within a few yields
+  Pool pool(cfg);
+  REQUIRE(pool.nodes() == 4);
+  pool.set_observer(&obs);
+  class Runs final : public Executor {
+   public:
+    void execute(Item item, unsigned worker) override {
+      if (item >= kWorkers) {  // the round's item
+        by.store(static_cast<int>(worker));
+        ran.fetch_add(1);
+      }
+    }
+    std::atomic<int> by{-1};
+    std::atomic<std::uint64_t> ran{0};
+  } exec;
+  pool.attach(exec);
+  // A worker that parked before the observer came would not be seen leaving its sleep: one
+  // pinned item each wakes them all once, so that each parks again observed.
+  for (unsigned w = 0; w < kWorkers; ++w) pool.push_to(w, w);
+  const auto asleep = [&] {
+    std::uint64_t n = 0;
+    for (unsigned w = 0; w < kWorkers; ++w) n += obs.parks[w].load() - obs.unparks[w].load();
+    return n;
+  };
+  std::uint64_t rounds = 0, others_woken = 0;
+  for (unsigned r = 0; r < 12; ++r) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (asleep() < kWorkers && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    REQUIRE(asleep() == kWorkers);
+    std::uint64_t unparks[kWorkers];
+    for (unsigned w = 0; w < kWorkers; ++w) unparks[w] = obs.unparks[w].load();
+    const unsigned node = r % 4;
+    pool.push(kWorkers + r, static_cast<int>(node));
+    while (exec.ran.load() == r && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    REQUIRE(exec.ran.load() == r + 1);  // not lost
+    const auto by = static_cast<unsigned>(exec.by.load());
+    CHECK(pool.node_of(by) == node);
+    // Once all are parked again, a worker woken with it has long left its sleep.
+    while (asleep() < kWorkers && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    ++rounds;
+    for (unsigned w = 0; w < kWorkers; ++w)
+      if (w != by) others_woken += obs.unparks[w].load() - unparks[w];
+  }
+  pool.detach();
+  CHECK(rounds == 12);
+  CHECK(others_woken == 0);
 }
 
 TEST_CASE("an XML topology loads through hwloc and maps cores, units and nodes",
