@@ -205,6 +205,9 @@ struct Transport::Impl {
   };
 
   Bootstrap& boot;
+  // boot.size(), read once: on_am checks every message's sender against it, and it is set
+  // before the handler is registered, so before any message.
+  const int ranks;
   TransportOptions options;
   std::chrono::microseconds spin;
   ucp_context_h context = nullptr;
@@ -254,7 +257,7 @@ struct Transport::Impl {
     return true;
   }
 
-  Impl(Bootstrap& b, TransportOptions o) : boot(b), options(o), spin(spin_of(o)) {}
+  Impl(Bootstrap& b, TransportOptions o) : boot(b), ranks(b.size()), options(o), spin(spin_of(o)) {}
 
   static std::chrono::microseconds spin_of(const TransportOptions& o) {
     return o.spin.count() >= 0 ? o.spin : kDefaultProgressSpin;
@@ -362,7 +365,7 @@ struct Transport::Impl {
     // Every layer above indexes per-rank state by the sender, so a sender outside the job is
     // refused here. Who really sent it is unknown (UCX names no sender), so this rank stops
     // with its own error, which progress() rethrows.
-    if (const int ranks = impl->boot.size(); wire.source >= std::uint32_t(ranks)) {
+    if (const int ranks = impl->ranks; wire.source >= std::uint32_t(ranks)) {
       impl->guarded([&] {
         throw CommError("comm: rank " + std::to_string(impl->boot.rank()) +
                         " received a message (tag " + std::to_string(wire.tag) +
@@ -564,7 +567,7 @@ Transport::Transport(Bootstrap& bootstrap, TransportOptions options)
 Transport::~Transport() { impl_->teardown(false); }
 
 int Transport::rank() const { return impl_->boot.rank(); }
-int Transport::size() const { return impl_->boot.size(); }
+int Transport::size() const { return impl_->ranks; }
 std::size_t Transport::max_header_size() const { return impl_->max_header; }
 std::size_t Transport::outstanding_sends() const { return impl_->outstanding; }
 std::optional<PeerFailure> Transport::first_failure() const { return impl_->first_failure; }
