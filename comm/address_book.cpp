@@ -99,10 +99,11 @@ bool AddressBook::same_host(int peer) const { return here_.same_host_as(host_of(
 bool AddressBook::same_clock(int peer) const { return here_.same_clock_as(host_of(peer)); }
 
 void AddressBook::learn(std::span<const int> peers) {
+  // Outside the mutex: it reads only the job's size, which never changes.
+  boot_.check_ranks(peers);
   std::vector<int> missing;
   {
     std::lock_guard lock(mu_);
-    boot_.check_ranks(peers);
     for (int p : peers) {
       if (p != rank_ && addresses_.count(p) == 0) missing.push_back(p);
     }
