@@ -247,11 +247,13 @@ const std::vector<std::byte>* StoreServer::value_of(const std::string& key) cons
   return it == kv_.end() ? nullptr : &it->second;
 }
 
-bool StoreServer::is_answerable(Parked& p, Pass& pass) const {
+bool StoreServer::is_answerable(Parked& p, Pass& pass, RangeSeen*& range) const {
+  range = nullptr;
   if (p.is_refused || p.op == store::Op::get_list) return true;
   if (p.op == store::Op::get) return value_of(p.key) != nullptr;
   auto [at, is_new] = pass.try_emplace(RangeAsk{p.op, p.key, p.first, p.count});
   RangeSeen& seen = at->second;
+  range = &seen;
   if (is_new) {
     // Stops at the first key without a value: every client's p.present is at most that far.
     seen.present = p.present;
@@ -274,8 +276,9 @@ void StoreServer::answer_parked() {
   for (auto& [fd, c] : clients_) {
     while (!c->waiting.empty()) {
       Parked& p = c->waiting.front();
-      if (is_answerable(p, pass))
-        answer(*c, p, pass);
+      RangeSeen* range = nullptr;
+      if (is_answerable(p, pass, range))
+        answer(*c, p, range);
       else if (stopping_)  // a request that lacks a value is answered with why the job stops
         reply(*c, store::encode_response(
                       store::Status::job_stopping,
@@ -289,16 +292,15 @@ void StoreServer::answer_parked() {
   }
 }
 
-void StoreServer::answer(Client& c, const Parked& p, Pass& pass) {
+void StoreServer::answer(Client& c, const Parked& p, RangeSeen* range) {
   if (p.is_refused) return reply(c, store::encode_response(store::Status::bad_request, {}));
   switch (p.op) {
     case store::Op::get:
       return reply(c, store::encode_response(store::Status::ok, *value_of(p.key)));
     case store::Op::get_range:
     case store::Op::get_runs: {
-      RangeSeen& seen = pass.at(RangeAsk{p.op, p.key, p.first, p.count});
-      if (seen.response.empty()) seen.response = range_answer(p);
-      return reply(c, seen.response);
+      if (range->response.empty()) range->response = range_answer(p);
+      return reply(c, range->response);
     }
     case store::Op::get_list: {
       std::vector<std::byte> all;

@@ -129,10 +129,10 @@ class StoreServer {
   void answer_parked();
   // Whether `p` can be answered now: its keys all have values (a range: counting on from what
   // this pass or p.present knows, so that each key is looked up once it has a value), or it
-  // is refused.
-  bool is_answerable(Parked& p, Pass& pass) const;
-  // Queues the answer to an answerable `p` to `c`.
-  void answer(Client& c, const Parked& p, Pass& pass);
+  // is refused. For a range, `range` is set to its entry in `pass` (else nullptr).
+  bool is_answerable(Parked& p, Pass& pass, RangeSeen*& range) const;
+  // Queues the answer to an answerable `p` to `c`; `range`: what is_answerable set.
+  void answer(Client& c, const Parked& p, RangeSeen* range);
   // The answer to an answerable get_range or get_runs.
   std::vector<std::byte> range_answer(const Parked& p) const;
   // The value of `key`, or nullptr; counted in key_lookups.
