@@ -84,6 +84,18 @@ std::vector<std::vector<std::uint64_t>> run_spec(const GraphSpec& spec, unsigned
   return contents(g, spec);
 }
 
+// x: w, which sleeps 1 ms in each instance and adds the iteration to x, then r, which reads
+// it; returns x.
+std::uint32_t slow_writer(Graph& g) {
+  const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+  g.add_task({"w", {{x, Mode::write}}, [x](const Instance& in) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                *reinterpret_cast<std::uint64_t*>(in.graph->data(x)) += in.iteration;
+              }});
+  g.add_task({"r", {{x, Mode::read}}, [](const Instance&) {}});
+  return x;
+}
+
 std::vector<std::uint32_t> program_order(const GraphSpec& spec) {
   std::vector<std::uint32_t> order(spec.tasks.size());
   std::iota(order.begin(), order.end(), 0u);
@@ -140,12 +152,7 @@ TEST_CASE("a lane spins as long as the pool's idle workers, not at all where cor
   // oversubscribed pool (idle spin 0 whatever was configured) it parks instead of spinning.
   auto lane_parks = [](const ordo::sched::PoolConfig& cfg, bool& oversubscribed) {
     Graph g;
-    const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
-    g.add_task({"w", {{x, Mode::write}}, [x](const Instance& in) {
-                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                  *reinterpret_cast<std::uint64_t*>(in.graph->data(x)) += in.iteration;
-                }});
-    g.add_task({"r", {{x, Mode::read}}, [](const Instance&) {}});
+    const std::uint32_t x = slow_writer(g);
     auto engine = make_engine(g);
     engine->set_lanes(Choice::always);
     ordo::sched::Pool pool(cfg);
@@ -178,12 +185,7 @@ TEST_CASE("lane_parks counts every run's parks, also across a new split of the l
   // r's lane waits for w in every instance but the first. The count must only grow, also
   // when a pool of another size splits the lanes anew.
   Graph g;
-  const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
-  g.add_task({"w", {{x, Mode::write}}, [x](const Instance& in) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                *reinterpret_cast<std::uint64_t*>(in.graph->data(x)) += in.iteration;
-              }});
-  g.add_task({"r", {{x, Mode::read}}, [](const Instance&) {}});
+  const std::uint32_t x = slow_writer(g);
   auto engine = make_engine(g);
   engine->set_lanes(Choice::always);
   std::vector<std::uint64_t> parks;
