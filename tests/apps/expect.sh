@@ -3,27 +3,29 @@
 # Runs COMMAND and passes when it exits with STATUS and its output (stdout and stderr together)
 # matches every PATTERN: an extended regular expression, or a fixed string with -F. A PATTERN
 # after --once must match exactly one line (a message that one process of several prints,
-# where each printing it would pass the plain check too). The output is printed, so that a
-# failing test's log shows it. Every test that checks a program's exit
-# status and messages (apps, baselines, benchmarks, ordorun) goes through this one script.
+# where each printing it would pass the plain check too). -F and --once may stand anywhere
+# before `--`; -F applies to every PATTERN. The output is printed, so that a failing test's
+# log shows it. Every test that checks a program's exit status and messages (apps, baselines,
+# benchmarks, ordorun) goes through this one script.
 set -u
+usage() { echo "expect.sh: usage: expect.sh STATUS [-F] [--once] PATTERN... -- COMMAND..."; exit 2; }
+[ $# -gt 0 ] || usage
 want=$1
 shift
 grep_mode=-E
-if [ "${1:-}" = "-F" ]; then
-  grep_mode=-F
-  shift
-fi
-usage() { echo "expect.sh: usage: expect.sh STATUS [-F] [--once] PATTERN... -- COMMAND..."; exit 2; }
 patterns=()
 once=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-  if [ "$1" = "--once" ]; then
-    shift
-    [ $# -gt 0 ] && [ "$1" != "--" ] || usage
-    once+=("$1")
-  fi
-  patterns+=("$1")
+  case $1 in
+    -F) grep_mode=-F ;;
+    --once)
+      shift
+      [ $# -gt 0 ] && [ "$1" != "--" ] || usage
+      once+=("$1")
+      patterns+=("$1")
+      ;;
+    *) patterns+=("$1") ;;
+  esac
   shift
 done
 [ $# -gt 1 ] || usage
