@@ -33,6 +33,7 @@
 
 #include "baseline_common.hpp"
 #include "heat_reference.hpp"
+#include "mpi_main.hpp"
 
 namespace ordo::baseline {
 
@@ -284,31 +285,13 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
   return failed ? 1 : 0;
 }
 
-// MPI_Init, the body, MPI_Finalize, with the apps' exit statuses and words (app_cli.hpp).
+// The body under MPI with the apps' exit statuses and words (mpi_main.hpp).
 template <int D>
 int mpi_heat_main(int argc, char** argv) {
-  const std::string name = std::string("ordo-mpi-") + app_name<D>();
-  if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
-    std::fprintf(stderr, "%s: failed: MPI_Init failed; start it with mpirun -n RANKS\n",
-                 name.c_str());
-    return 1;
-  }
-  int rank = 0, ranks = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  int rc = cli::kFailed;
-  try {
-    rc = mpi_heat_body<D>(argc, argv, rank, ranks);
-  } catch (const Error& e) {
-    // Bad input: every rank finds it alike from the same flags and returns 2; rank 0 says why.
-    rc = rank == 0 ? app::report(name.c_str(), e) : cli::kBadInput;
-  } catch (const std::exception& e) {
-    // This rank's alone (out of memory, an MPI call): said in the apps' words, naming the
-    // rank, and the job ends, since the other ranks may wait for this one in a collective.
-    MPI_Abort(MPI_COMM_WORLD, app::report((name + " (rank " + std::to_string(rank) + ")").c_str(), e));
-  }
-  MPI_Finalize();
-  return rc;
+  return app::mpi_guarded_main(std::string("ordo-mpi-") + app_name<D>(), argc, argv,
+                               [&](int rank, int ranks) {
+                                 return mpi_heat_body<D>(argc, argv, rank, ranks);
+                               });
 }
 
 }  // namespace ordo::baseline

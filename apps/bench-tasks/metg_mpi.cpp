@@ -19,6 +19,7 @@
 #include "app_cli.hpp"
 #include "bench_numbers.hpp"
 #include "metg.hpp"
+#include "mpi_main.hpp"
 
 namespace ordo::bench::metg {
 namespace {
@@ -58,7 +59,7 @@ double run(int rank, int ranks, std::uint64_t steps, std::uint64_t iterations,
   return slowest;
 }
 
-int body(int argc, char** argv) {
+int body(int argc, char** argv, int rank, int ranks) {
   CLI::App cli{"The METG stencil of ordo-bench-tasks --metg with non-blocking MPI (one rank per "
                "point; run under mpirun -n W)",
                "ordo-bench-metg-mpi"};
@@ -70,13 +71,11 @@ int body(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--reps", reps, "repetitions of the sweep")->capture_default_str()
       ->check(CLI::Range(1u, 1000u));
-  if (int rc = cli::parse(cli, argc, argv); rc >= 0) return rc;
+  // Every rank parses the same flags to the same outcome; rank 0 alone prints help and errors.
+  if (int rc = cli::parse(cli, argc, argv, rank != 0); rc >= 0) return rc;
   const std::vector<std::size_t> sweep =
       parse_size_list(iterations_text, "--iterations", {1, std::uint64_t{1} << 30, 1});
 
-  int rank = 0, ranks = 1;
-  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
-  check(MPI_Comm_size(MPI_COMM_WORLD, &ranks), "MPI_Comm_size");
   std::map<std::uint64_t, std::vector<std::uint64_t>> expected;  // rank 0: by iterations
   for (unsigned r = 0; r < reps; ++r)
     for (std::uint64_t iterations : sweep) {
@@ -108,10 +107,7 @@ int body(int argc, char** argv) {
 }  // namespace ordo::bench::metg
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  const int rc = ordo::app::guarded_main("ordo-bench-metg-mpi",
-                                         [&] { return ordo::bench::metg::body(argc, argv); });
-  if (rc != 0) MPI_Abort(MPI_COMM_WORLD, rc);
-  MPI_Finalize();
-  return rc;
+  return ordo::app::mpi_guarded_main("ordo-bench-metg-mpi", argc, argv, [&](int rank, int ranks) {
+    return ordo::bench::metg::body(argc, argv, rank, ranks);
+  });
 }
