@@ -63,6 +63,12 @@ void finish_flags(Options& o, const Flags& f) {
   o.size = app::parse_shape(f.size_text, D, "--size");
   if (!f.blocks_text.empty()) o.blocks = app::parse_shape(f.blocks_text, D, "--blocks");
   if (o.iters == 0) throw Error("--iters 0: run at least one iteration");
+}
+
+// Refuses a grid this process cannot hold (ordo::Error), before anything is allocated. A
+// verdict of this process alone: its limits may not be another's.
+template <int D>
+void check_grids_fit(const Options& o, const Flags& f) {
   // Two ghosted grids (the baselines' double buffer), plus the reference's two with --verify.
   std::vector<std::size_t> ghosted;
   for (std::size_t e : o.size) ghosted.push_back(e + 2);

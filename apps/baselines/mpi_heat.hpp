@@ -117,6 +117,9 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
   // Every rank parses the same flags to the same outcome; rank 0 alone prints help and errors.
   if (int rc = cli::parse(cli, argc, argv, rank != 0); rc >= 0) return rc;
   finish_flags<D>(o, f);
+  if (int rc = app::mpi_check_on_every_rank(name, rank, ranks, [&] { check_grids_fit<D>(o, f); });
+      rc >= 0)
+    return rc;
   if (o.workers != 0 && o.workers != static_cast<unsigned>(ranks))
     throw Error("--workers " + std::to_string(o.workers) + " but mpirun started " +
                 std::to_string(ranks) + " rank(s): each rank is one worker, so start it with " +

@@ -33,6 +33,7 @@ int omp_heat_main(int argc, char** argv) {
   add_flags<D>(cli, o, f, "OpenMP threads (default: OMP_NUM_THREADS, else all cores)", "");
   if (int rc = cli::parse(cli, argc, argv); rc >= 0) return rc;
   finish_flags<D>(o, f);
+  check_grids_fit<D>(o, f);
   const int threads = o.workers ? static_cast<int>(o.workers) : omp_get_max_threads();
   omp_set_dynamic(0);
 

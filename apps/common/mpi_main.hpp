@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <optional>
+#include <stdexcept>
 #include <string>
 
 #include "app_cli.hpp"
@@ -40,6 +42,27 @@ inline int mpi_guarded_main(const std::string& name, int& argc, char**& argv,
   }
   MPI_Finalize();
   return rc;
+}
+
+// Runs `check`, a verdict of this rank's own (the memory its limits allow), and makes it every
+// rank's before any acts on it: a rank that stopped alone would leave the others waiting for it
+// in their next collective. Returns -1 when every rank passed; else the exit status 2 on every
+// rank, and the lowest refused rank alone says why (its Error), naming itself. Collective.
+inline int mpi_check_on_every_rank(const std::string& name, int rank, int ranks,
+                                   const std::function<void()>& check) {
+  std::optional<Error> refusal;
+  try {
+    check();
+  } catch (const Error& e) {
+    refusal = e;
+  }
+  int first_refused = refusal ? rank : ranks;
+  if (MPI_Allreduce(MPI_IN_PLACE, &first_refused, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) !=
+      MPI_SUCCESS)
+    throw std::runtime_error("MPI_Allreduce failed");
+  if (first_refused == ranks) return -1;
+  if (first_refused == rank) report((name + " (rank " + std::to_string(rank) + ")").c_str(), *refusal);
+  return cli::kBadInput;
 }
 
 }  // namespace ordo::app
