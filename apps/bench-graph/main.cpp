@@ -25,7 +25,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -113,31 +112,28 @@ int main(int argc, char** argv) {
     cli.name("ordo-bench-graph");
     std::uint32_t small = 16384, large = 262144, reps = 7, wide = 256;
     std::uint32_t side_small = 32, side_large = 128;
-    // Each flag with the value --quick gives it: a smoke run's.
-    const std::vector<std::tuple<CLI::Option*, std::uint32_t*, std::uint32_t>> sizes{
-        {cli.add_option("--small", small, "locations of the small graph")
-             ->check(CLI::Range(1u, 1u << 26)),
-         &small, 1024},
-        {cli.add_option("--large", large, "locations of the large graph")
-             ->check(CLI::Range(1u, 1u << 26)),
-         &large, 16384},
-        {cli.add_option("--reps", reps, "repetitions (the median is reported)")
-             ->check(CLI::Range(1u, 100u)),
-         &reps, 1},
-        {cli.add_option("--stencil-small", side_small, "blocks per side of the small stencil")
-             ->check(CLI::Range(1u, 4096u)),
-         &side_small, 16},
-        {cli.add_option("--stencil-large", side_large, "blocks per side of the large stencil")
-             ->check(CLI::Range(1u, 4096u)),
-         &side_large, 64}};
+    cli.add_option("--small", small, "locations of the small graph")
+        ->check(CLI::Range(1u, 1u << 26));
+    cli.add_option("--large", large, "locations of the large graph")
+        ->check(CLI::Range(1u, 1u << 26));
+    cli.add_option("--reps", reps, "repetitions (the median is reported)")
+        ->check(CLI::Range(1u, 100u));
+    cli.add_option("--stencil-small", side_small, "blocks per side of the small stencil")
+        ->check(CLI::Range(1u, 4096u));
+    cli.add_option("--stencil-large", side_large, "blocks per side of the large stencil")
+        ->check(CLI::Range(1u, 4096u));
     cli.add_option("--wide", wide, "inputs of the wide reader")->check(CLI::Range(17u, 1u << 16));
     bool quick = false;
     cli.add_flag("--quick", quick,
                  "small sizes and one repetition (a smoke run); a size or --reps given wins");
     if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
-    if (quick)
-      for (const auto& [option, value, smoke] : sizes)
-        if (option->count() == 0) *value = smoke;
+    if (quick) {  // a smoke run's values, where the user gave none
+      if (cli.count("--small") == 0) small = 1024;
+      if (cli.count("--large") == 0) large = 16384;
+      if (cli.count("--reps") == 0) reps = 1;
+      if (cli.count("--stencil-small") == 0) side_small = 16;
+      if (cli.count("--stencil-large") == 0) side_large = 64;
+    }
     if (large < small) throw ordo::Error("--large must be at least --small");
     if (side_large < side_small)
       throw ordo::Error("--stencil-large must be at least --stencil-small");
