@@ -13,10 +13,13 @@
 // gstencils / bound_gstencils.
 //
 // With --reps R every system runs R times, round-robin (so background load hits all systems
-// alike), and the best run counts. The triad runs in every round too, right after ordo: the
-// memory bandwidth a shared host gives moves within seconds (docs/benchmarks.md), so each
-// round's ordo run is held against the triad measured next to it, and bandwidth_fraction is
-// the median of those per-round ratios (the triad line shows the median triad).
+// alike), and the best run counts. Rounds 1, 3, ... run the systems in the order listed here,
+// rounds 2, 4, ... in reverse, so that a load drifting during the invocation favours none (ordo
+// ran first in every round before); --dry-run prints each round's order and runs nothing. The
+// triad runs in every round too, right after ordo: the memory bandwidth a shared host gives
+// moves within seconds (docs/benchmarks.md), so each round's ordo run is held against the
+// triad measured next to it, and bandwidth_fraction is the median of those per-round ratios
+// (the triad line shows the median triad).
 //
 // --app cg runs ordo-cg (conjugate gradient, two reductions per iteration) against ordo-omp-cg
 // the same way: no ordo-tb or MPI system there (skipped with the reason), and the bound counts
@@ -76,7 +79,7 @@ int run(int argc, char** argv) {
   std::string app = "heat2d", size, bin_dir, ordo_blocks, mpirun = "mpirun";
   std::uint64_t iters = 0;
   unsigned workers = 2, tb = 4, reps = 0, timeout_s = 600;
-  bool quick = false, ranks = false, divisible = false;
+  bool quick = false, ranks = false, divisible = false, dry_run = false;
   std::vector<std::string> also;
   std::string halo_bytes;
   unsigned halo_window = 8;
@@ -119,6 +122,8 @@ int run(int argc, char** argv) {
       ->type_name("NAME=BIN");
   cli.add_flag("--divisible", divisible, "also run ordo on the nearest size that --ordo-blocks "
                "divides; prints uneven_vs_divisible (Gstencils/s, i.e. per point)");
+  cli.add_flag("--dry-run", dry_run, "print each round's order of runs (round=R order=...) and "
+               "run nothing");
   cli.add_option("--timeout", timeout_s, "seconds after which one run is killed")
       ->check(ordo::cli::Integer(1, 1u << 24))
       ->capture_default_str();
@@ -144,6 +149,7 @@ int run(int argc, char** argv) {
   if (!bin_dir.empty() && !fs::is_directory(bin_dir))
     throw ordo::Error("--bin-dir " + bin_dir + " is not a folder");
   if (ranks) {
+    if (dry_run) throw ordo::Error("--dry-run lists the runs of the stencil comparison; not with --ranks");
     if (halo_mib == 0) halo_mib = quick ? 8 : 256;
     if (halo_bytes.empty())
       halo_bytes = quick ? "8192,65536,1048576" : "8192,16384,65536,262144,1048576,4194304";
@@ -253,9 +259,15 @@ int run(int argc, char** argv) {
   };
   ordo::app::TriadResult triad;
   std::vector<double> triads, fractions;  // per round
-  for (unsigned r = 0; r < reps; ++r)
-    for (System& s : systems) {
+  const std::string head = "bench=stencil app=" + app;
+  // The systems take turns, in reverse order every other round (round_order).
+  for (unsigned r = 0; r < reps; ++r) {
+    std::string order;  // this round's runs, for --dry-run
+    for (std::size_t i : round_order(systems.size(), r)) {
+      System& s = systems[i];
       if (s.argv.empty() || !s.failure.empty()) continue;
+      order += (order.empty() ? "" : ",") + s.name + (s.name == "ordo" ? ",triad" : "");
+      if (dry_run) continue;
       CommandOutput out = run_command(s.argv, timeout_s);
       auto res = find_result(out.text, app);
       if (out.status != 0 || !res) {
@@ -271,6 +283,9 @@ int run(int argc, char** argv) {
         fractions.push_back(res->gstencils / (triad.bytes_per_second / bytes_per_point / 1e9));
       }
     }
+    if (dry_run) fmt::print("{} round={} order={}\n", head, r + 1, order);
+  }
+  if (dry_run) return 0;
   if (triads.empty()) {  // no ordo run to pair with: the triad alone
     triad = measure_triad();
     triads.push_back(triad.bytes_per_second);
@@ -284,7 +299,6 @@ int run(int argc, char** argv) {
       if (s.name == name && s.best) return s.best->gstencils;
     return 0;
   };
-  const std::string head = "bench=stencil app=" + app;
   for (const System& s : systems) {
     if (s.name == "ordo-tb") continue;  // printed last, with its own ratio
     if (s.best) {

@@ -137,7 +137,8 @@ int run_ranks(const RanksOptions& o) {
     }
   }
   for (unsigned r = 0; r < o.reps; ++r)
-    for (RankSystem& s : systems) {
+    for (std::size_t i : round_order(systems.size(), r)) {  // reversed every other round
+      RankSystem& s = systems[i];
       if (s.argv.empty() || !s.failure.empty()) continue;
       CommandOutput out = run_command(s.argv, o.timeout_s);
       // Rank 0 prints the job's line (an ordo job's ranks end together at the run's closing

@@ -1,5 +1,5 @@
-// The small numeric helpers of the benchmark drivers: the median of repetitions, ratios as
-// printed, size lists given on the command line, and what the machine was doing (load
+// The small numeric helpers of the benchmark drivers: the median of repetitions, the order of
+// systems in a round, ratios as printed, size lists given on the command line, and what the machine was doing (load
 // average, CPU time). One copy for every driver (issue #17).
 #pragma once
 
@@ -25,6 +25,16 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t h = v.size() / 2;
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// The order in which round `round` (from 0) runs `n` systems that take turns: as listed in
+// even rounds, reversed in odd ones. Under a load that drifts during an invocation, a fixed
+// order gives the first system other conditions than the last in every round; alternating
+// gives each system both ends.
+inline std::vector<std::size_t> round_order(std::size_t n, unsigned round) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = round % 2 == 0 ? i : n - 1 - i;
+  return order;
 }
 
 // num / den with three decimals, or "nan" when either is not positive (a system that failed,

@@ -1,6 +1,6 @@
 // The benchmark drivers' shared helpers (apps/common/bench_process.hpp, bench_numbers.hpp):
 // quoting survives a real shell, a command's status and output come back, a hung command is
-// stopped by its time limit, medians and size lists.
+// stopped by its time limit, medians, the systems' order per round and size lists.
 #include <catch2/catch.hpp>
 
 #include "bench_numbers.hpp"
@@ -51,6 +51,16 @@ TEST_CASE("median of odd, even and empty lists") {
   CHECK(median({4, 1, 3, 2}) == 2.5);
   CHECK(median({7}) == 7);
   CHECK(median({}) == 0);
+}
+
+TEST_CASE("round_order alternates the systems' order from round to round") {
+  using V = std::vector<std::size_t>;
+  CHECK(round_order(4, 0) == V{0, 1, 2, 3});
+  CHECK(round_order(4, 1) == V{3, 2, 1, 0});
+  CHECK(round_order(4, 2) == V{0, 1, 2, 3});
+  CHECK(round_order(3, 7) == V{2, 1, 0});
+  CHECK(round_order(1, 1) == V{0});
+  CHECK(round_order(0, 1).empty());
 }
 
 TEST_CASE("parse_size_list reads sizes and refuses what the rule excludes") {
