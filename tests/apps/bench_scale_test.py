@@ -10,6 +10,10 @@
       blocks each: 3, rank 2's tree parent 0 and child 3 and its other graph neighbour 1); and
       one job per rank count may run verbose (ordorun --verbose, ORDO_VERBOSE=1): the
       timed ones (--reps per count) run without it, so they do not pay for its output.
+      control_messages_per_rank_per_run must be the median of rank 0's control_messages in
+      the timed jobs. Then, on 2 ranks, the wrapper drops the ranks' endpoint lines, or
+      ordorun's store line, from what the jobs print: the rank count must be reported as
+      failed (no_store_or_address_line, exit 1), never printed with a made-up number.
 """
 import os
 import re
@@ -27,6 +31,11 @@ WRAPPER = """#!/bin/sh
 out=$(mktemp "{log}.out.XXXXXX")
 {real} "$@" >"$out" 2>&1
 status=$?
+# The test's own fault injection: lines that a job does not print.
+if [ -n "${{DROP_LINES-}}" ]; then
+  grep -v -E -- "$DROP_LINES" "$out" >"$out.kept"
+  mv "$out.kept" "$out"
+fi
 {{ printf 'job ORDO_VERBOSE=%s args=%s\\n' "${{ORDO_VERBOSE-unset}}" "$*"; cat "$out"; }} >>{log}
 cat "$out"
 rm -f "$out"
@@ -52,6 +61,15 @@ def main():
             fail("ordo-bench-scale exited %d" % p.returncode)
         with open(log) as f:
             jobs = re.split(r"(?m)^(?=job )", f.read())[1:]
+        for drop in (r"ordo: endpoints: ", r"store: sent "):
+            lost, _ = run([bench, "--ranks", "2", "--reps", "1", "--iters", "2", "--bin-dir",
+                           bin_dir], env=dict(env, DROP_LINES=drop), timeout=300)
+            if lost.returncode != 1 or not re.search(
+                    r"(?m)^ranks=2 failed no_store_or_address_line$", lost.stdout):
+                fail("without the lines %r, ordo-bench-scale exited %d and printed\n%s\n"
+                     "(want exit 1 and 'ranks=2 failed no_store_or_address_line')" %
+                     (drop, lost.returncode, lost.stdout))
+            print("without the lines %r: ranks=2 failed no_store_or_address_line" % drop)
     print("".join(jobs))
     for n, want_held in ((2, 1), (4, 3)):
         mine = [j for j in jobs if re.search(r" -n %d " % n, j.splitlines()[0])]
@@ -72,14 +90,20 @@ def main():
         line = re.search(r"(?m)^ranks=%d .*$" % n, p.stdout)
         if not line:
             fail("no line for %d ranks" % n)
-        for key, want in (("store_bytes_per_rank", int(sent.group(1))),
-                          ("addresses_per_rank", want_held)):
-            got = re.search(r" %s=(\d+)" % key, line.group(0))
-            if not got or int(got.group(1)) != want:
-                fail("%d ranks: %s is %s, ordorun and the ranks say %d" %
+        # Rank 0's line of each timed job (ordorun prefixes each line with its rank).
+        messages = sorted(int(re.search(r"(?m)^\[0\] app=heat2d .* control_messages=(\d+)",
+                                        j).group(1)) for j in quiet)
+        median = "%.0f" % ((messages[0] + messages[1]) / 2)
+        for key, want in (("store_bytes_per_rank", sent.group(1)),
+                          ("addresses_per_rank", str(want_held)),
+                          ("control_messages_per_rank_per_run", median)):
+            got = re.search(r" %s=(-?\d+)" % key, line.group(0))
+            if not got or got.group(1) != want:
+                fail("%d ranks: %s is %s, ordorun and the ranks say %s" %
                      (n, key, got.group(1) if got else "missing", want))
         print("%d ranks: one verbose job, 2 timed without; store_bytes_per_rank=%s "
-              "addresses_per_rank=%d as the job said" % (n, sent.group(1), want_held))
+              "addresses_per_rank=%d control_messages_per_rank_per_run=%s as the jobs said" %
+              (n, sent.group(1), want_held, median))
 
 
 if __name__ == "__main__":
