@@ -3,6 +3,7 @@
 // (inputs that once crashed among them) is a regression test everywhere.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,6 +16,10 @@ int main(int argc, char** argv) {
   std::size_t runs = 0;
   auto run = [&](const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "cannot open %s\n", p.c_str());
+      std::exit(1);
+    }
     std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
     ++runs;
@@ -24,8 +29,12 @@ int main(int argc, char** argv) {
     if (fs::is_directory(p)) {
       for (const auto& e : fs::directory_iterator(p))
         if (e.is_regular_file()) run(e.path());
-    } else {
+    } else if (fs::is_regular_file(p)) {
       run(p);
+    } else {
+      // A corpus that is not there must fail the test, not replay one empty input and pass.
+      std::fprintf(stderr, "no input file or folder %s\n", p.c_str());
+      return 1;
     }
   }
   std::printf("replayed %zu input(s)\n", runs);
