@@ -45,8 +45,8 @@ UCX_MEM_MMAP_HOOK_MODE=none TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=
   --num-processes 2 --suite tsan
 
 # Fuzzing (docs/fuzzing.md): each target of tests/fuzz for a fixed budget (12 s, the manifest
-# 4 s; two at a time) from its checked-in corpus. Only the fuzz targets and what they need are
-# built there.
+# 4 s; two at a time) from its checked-in corpus, and fuzz_store 4 s more under a storm of
+# SIGALRM. Only the fuzz targets and what they need are built there.
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang CXX=clang++ meson setup build-fuzz --buildtype=debugoptimized -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false >/dev/null
