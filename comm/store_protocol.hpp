@@ -12,7 +12,8 @@
 //          hostile client cannot read or write the job's keys. A hello's key is at most
 //          max_hello_key digits and its token at most max_token bytes: the server reads no more
 //          than that from a connection that has not authenticated. Every connection says
-//          hello, the lifeline (a rank's second, silent connection) included.
+//          hello, the lifeline (a rank's second, silent connection) included. A rank has one
+//          spelling, std::to_string's: "01" is refused like a wrong token.
 //   put    stores value under key (a later put overwrites). Answered at once.
 //   get    answered when key has a value: the value. The server parks the request until then;
 //          the client bounds the wait with its own timeout, so a missing peer is an error,

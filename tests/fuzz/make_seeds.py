@@ -59,6 +59,10 @@ def main():
     put("store", "stranger", script((2, request(2, b"k", b"v")), (0, hello0), (2, request(1, b"0", b"bad"))))
     put("store", "big_hello", script((2, struct.pack(">BII", 1, 1, 1 << 20) + b"0" + b"t" * 600)))
     put("store", "lifeline", script((0, hello0), (1, hello0), (2, hello0)))
+    # A rank spelt otherwise than std::to_string does is no rank: each hello must be refused.
+    put("store", "rank_spelling", script((0, request(1, b"01", b"tok") + request(2, b"k", b"v")),
+                                         (1, request(1, b"00", b"tok")),
+                                         (2, request(1, b"0000000001", b"tok") + request(3, b"k"))))
     # get_range (op 4): rank 1 asks for ag/0/0 and ag/0/1 before either is put.
     put("store", "range", script((1, hello1 + request(4, b"ag/0/", struct.pack(">II", 0, 2))),
                                  (0, hello0 + request(2, b"ag/0/0", b"x" * 10)),

@@ -355,6 +355,9 @@ TEST_CASE("the store drops a client that does not say hello with the job's token
       {"a rank outside the job", {request(store::Op::hello, "2", token)}},
       {"a rank that is not a number", {request(store::Op::hello, "-1", token)}},
       {"an empty rank", {request(store::Op::hello, "", token)}},
+      {"a rank with a leading zero", {request(store::Op::hello, "01", token)}},
+      {"rank 0 spelt with two zeros", {request(store::Op::hello, "00", token)}},
+      {"a rank padded to the longest hello key", {request(store::Op::hello, "0000000001", token)}},
       {"an unknown operation", {{std::byte{9}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
                                  std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}}}},
   };
