@@ -62,20 +62,28 @@ std::pair<std::size_t, std::size_t> BlockedGrid::smallest_block() const {
 
 void BlockedGrid::set_padding(std::size_t padding) { set_padding(padding, padding); }
 
-void BlockedGrid::set_padding(std::size_t padding, std::size_t at_fixed_end, bool beside) {
+void BlockedGrid::set_padding(std::size_t padding, std::size_t at_fixed_end,
+                              geometry::RowHalo row_halo) {
   const auto deep = static_cast<std::ptrdiff_t>(padding);
   const auto shallow = static_cast<std::ptrdiff_t>(at_fixed_end);
   for (BlockGeom& b : blocks_) {
     std::vector<std::size_t> ext(d_);
     Ix low{}, high{};
+    geometry::BesideEnds fixed;  // the ends of b that are fixed ends of the grid
     for (std::size_t k = 0; k < d_; ++k) {
       ext[k] = static_cast<std::size_t>(b.pad.ext[k]);
-      low[k] = !periodic_ && b.origin[k] == 0 ? shallow : deep;
-      high[k] = !periodic_ && b.origin[k] + b.pad.ext[k] == static_cast<std::int64_t>(size_[k])
-                    ? shallow
-                    : deep;
+      const bool fixed_low = !periodic_ && b.origin[k] == 0;
+      const bool fixed_high =
+          !periodic_ && b.origin[k] + b.pad.ext[k] == static_cast<std::int64_t>(size_[k]);
+      low[k] = fixed_low ? shallow : deep;
+      high[k] = fixed_high ? shallow : deep;
+      if (k + 1 == d_) fixed = {fixed_low, fixed_high};
     }
-    b.pad = Pad(d_, low, high, ext, beside);
+    const geometry::BesideEnds ends = row_halo == geometry::RowHalo::beside ? geometry::BesideEnds{true, true}
+                                      : row_halo == geometry::RowHalo::beside_at_fixed_ends
+                                          ? fixed
+                                          : geometry::BesideEnds{};
+    b.pad = Pad(d_, low, high, ext, ends);
   }
 }
 

@@ -76,9 +76,11 @@ class BlockedGrid {
   std::pair<std::size_t, std::size_t> smallest_block() const;
   // Gives every block a padded buffer with `padding` points on every side; or with
   // `at_fixed_end` points on the sides where the grid has a fixed end (no neighbour).
-  // `beside`: the last dimension's halo in a side array per buffer (geometry::Pad).
+  // `row_halo`: where the last dimension's halo lies, in the rows or beside them in a side
+  // array per buffer (geometry::Pad), at both ends or at the grid's fixed ends.
   void set_padding(std::size_t padding);
-  void set_padding(std::size_t padding, std::size_t at_fixed_end, bool beside = false);
+  void set_padding(std::size_t padding, std::size_t at_fixed_end,
+                   geometry::RowHalo row_halo = geometry::RowHalo::in_rows);
 
   std::size_t dims() const { return d_; }
   std::size_t count() const { return blocks_.size(); }

@@ -319,8 +319,7 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
   // The halo is D*h deep where a neighbour's values land, h beyond a fixed end of the grid.
   // Where the kernel and the sweep allow, the last dimension's halo lies beside the rows.
-  m.grid.set_padding(m.spec.halo * m.spec.tb_depth, m.spec.halo,
-                     keeps_halo_beside(m.spec, m.grid));
+  m.grid.set_padding(m.spec.halo * m.spec.tb_depth, m.spec.halo, row_halo_of(m.spec, m.grid));
   if (m.spec.traversal == Traversal::jacobi_in_place) {
     m.shift = in_place_shift(m.spec, m.grid);
     m.shift_rows = in_place_shift_rows(m.spec, m.grid);

@@ -57,14 +57,26 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // (docs/benchmarks.md, the heat2d item of "heat3d on the layer against its hand-written
 // graph"). Points beyond the padding are padding nobody reads.
 //
-// With `beside` (2-D and up; Spec::row_halo_beside, docs/stencil.md "Rows with their halo
-// beside") the rows hold their owned points only, a whole number of lines apart (256 points:
-// 32 lines), and the last dimension's halo columns of every padded row lie in a side array of
-// their own, in two parts: the values left of each row, then those right of it, side_step
-// values a row (h), the rows in the buffer's order. `low` and
-// `high` still say how far the halo reaches; where a point of it lies is at() for the rows
-// and, for the columns beyond a row's ends, side_layout().at(). Each halo
-// region lies wholly in the rows or wholly beside them (cells_of).
+// With the halo beside the rows at an end of the last dimension (2-D and up;
+// Spec::row_halo_beside, docs/stencil.md "Rows with their halo beside") the rows hold no halo
+// columns at that end, and those of every padded row lie in a side array of its own instead:
+// at both ends (depth 1), the rows hold their owned points only, a whole number of lines
+// apart (256 points: 32 lines); at the grid's fixed ends only (temporal blocking, whose
+// ranges reach into a neighbour's halo), a row holds the deep halo on its neighbour's side
+// and its owned points (8 + 256 points: 33 lines, not 34). The side array has a part per end
+// kept beside, the left one first: side_step values a row (h), the rows in the buffer's
+// order. `low` and `high` still say how far the halo reaches; where a point of it lies is
+// at() for the rows and, for the columns beside them, side_layout().at(). Each halo region
+// lies wholly in the rows or wholly beside them (cells_of).
+//
+// Which ends of the last dimension keep their halo beside the rows.
+struct BesideEnds {
+  bool low = false, high = false;
+};
+// Where a grid's blocks keep the last dimension's halo: in the rows, beside them at both ends,
+// or beside them at the grid's fixed ends only (core::BlockedGrid::set_padding).
+enum class RowHalo { in_rows, beside, beside_at_fixed_ends };
+
 struct Pad {
   std::size_t d = 0;
   Ix low{}, high{};   // padding below and above the owned points, per dimension
@@ -72,15 +84,17 @@ struct Pad {
   Ix stride{};
   std::size_t count = 0;    // doubles in the buffer
   std::ptrdiff_t base = 0;  // index of local point 0
-  // The side array of the halo beside the rows (`beside`; else side_count is 0): its strides
-  // over the rows (side_stride[d-2] is side_step, the values of a row in one part; [d-1] is
-  // 1), one part's size, its size (whole lines), and local row 0's offset in a part. Column
-  // c < 0 of row r lies at side_base + r's offset + side_step + c, column ext + c at
-  // side_part + side_base + r's offset + c.
+  // The side array of the halo beside the rows (`beside`: at either end; else side_count is
+  // 0): its strides over the rows (side_stride[d-2] is side_step, the values of a row in one
+  // part; [d-1] is 1), one part's size, where the right part starts (after the left one where
+  // there is one), its size (whole lines), and local row 0's offset in a part. Column c < 0 of
+  // row r lies at side_base + r's offset + side_step + c, column ext + c at side_right +
+  // side_base + r's offset + c.
   bool beside = false;
+  bool beside_low = false, beside_high = false;  // which ends' columns lie beside the rows
   Ix side_stride{};
   std::ptrdiff_t side_step = 0;
-  std::size_t side_part = 0, side_count = 0;
+  std::size_t side_part = 0, side_right = 0, side_count = 0;
   std::ptrdiff_t side_base = 0;
 
   Pad() = default;
@@ -88,18 +102,24 @@ struct Pad {
   Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
       : Pad(dims, uniform(dims, halo), uniform(dims, halo), block) {}
   Pad(std::size_t dims, const Ix& below, const Ix& above, const std::vector<std::size_t>& block,
-      bool halo_beside = false)
-      : d(dims), low(below), high(above), beside(halo_beside && dims >= 2) {
+      BesideEnds ends = {})
+      : d(dims),
+        low(below),
+        high(above),
+        beside((ends.low || ends.high) && dims >= 2),
+        beside_low(ends.low && dims >= 2),
+        beside_high(ends.high && dims >= 2) {
     const std::size_t last = d > 0 ? d - 1 : 0;
-    // Low padding of the rows, in whole lines from 2-D on (none beside them).
-    const std::ptrdiff_t low_last = beside ? 0 : d >= 2 ? (low[last] + 7) / 8 * 8 : low[last];
-    const std::ptrdiff_t high_last = beside ? 0 : high[last];
+    // Low padding of the rows, in whole lines from 2-D on (none where it lies beside them).
+    const std::ptrdiff_t low_last =
+        beside_low ? 0 : d >= 2 ? (low[last] + 7) / 8 * 8 : low[last];
+    const std::ptrdiff_t high_last = beside_high ? 0 : high[last];
     std::ptrdiff_t s = 1;
     for (std::size_t i = d; i-- > 0;) {
       ext[i] = static_cast<std::ptrdiff_t>(block[i]);
       stride[i] = s;
       if (i == last && d >= 3)
-        s *= ((beside ? 0 : low[i]) + ext[i] + high_last + 7) / 8 * 8;
+        s *= ((beside_low ? 0 : low[i]) + ext[i] + high_last + 7) / 8 * 8;
       else if (i == last && d == 2)
         s *= (low_last + ext[i] + high_last + 7) / 8 * 8;
       else
@@ -110,14 +130,15 @@ struct Pad {
     for (std::size_t i = 0; i < last; ++i) base += low[i] * stride[i];
     base += low_last;
     if (!beside) return;
-    side_step = std::max(low[last], high[last]);
+    side_step = std::max(beside_low ? low[last] : 0, beside_high ? high[last] : 0);
     std::ptrdiff_t t = 1;
     for (std::size_t i = d; i-- > 0;) {
       side_stride[i] = t;
       t *= i == last ? side_step : padded(i);
     }
     side_part = static_cast<std::size_t>(t);
-    side_count = (2 * side_part + 7) / 8 * 8;
+    side_right = beside_low ? side_part : 0;
+    side_count = ((beside_low + beside_high) * side_part + 7) / 8 * 8;
     for (std::size_t i = 0; i < last; ++i) side_base += low[i] * side_stride[i];
   }
   std::ptrdiff_t at(const Ix& x) const {
@@ -130,7 +151,22 @@ struct Pad {
   // Whether the box [lo, hi) lies beside the rows (in the side array): only with `beside`,
   // for a box of the last dimension's halo columns.
   bool is_beside(const Ix& lo, const Ix& hi) const {
-    return beside && (hi[d - 1] <= 0 || lo[d - 1] >= ext[d - 1]);
+    return (beside_low && hi[d - 1] <= 0) || (beside_high && lo[d - 1] >= ext[d - 1]);
+  }
+  // The columns [lo, hi) of the last dimension narrowed to those in the rows.
+  void clip_to_rows(std::ptrdiff_t& lo, std::ptrdiff_t& hi) const {
+    if (beside_low) lo = std::max<std::ptrdiff_t>(lo, 0);
+    if (beside_high) hi = std::min(hi, ext[d - 1]);
+  }
+  // For Block::west/east: where the values left of local row 0 end in the side array `side`,
+  // and where those right of it start; null where that end's halo lies in the rows.
+  template <class T>
+  T* west_of(T* side) const {
+    return beside_low ? side + side_base + side_step : nullptr;
+  }
+  template <class T>
+  T* east_of(T* side) const {
+    return beside_high ? side + static_cast<std::ptrdiff_t>(side_right) + side_base : nullptr;
   }
   // The layout of the side array for the columns below the rows (`right` false) or above
   // them: at(x) is where point x of those columns lies in it.
@@ -142,7 +178,7 @@ struct Pad {
     v.ext = ext;
     v.stride = side_stride;
     v.count = side_count;
-    v.base = right ? static_cast<std::ptrdiff_t>(side_part) + side_base - ext[d - 1]
+    v.base = right ? static_cast<std::ptrdiff_t>(side_right) + side_base - ext[d - 1]
                    : side_base + side_step;
     return v;
   }

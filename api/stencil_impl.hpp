@@ -351,10 +351,10 @@ void validate(const Spec& s, const core::BlockedGrid& grid);
 // (stencil_in_place.cpp).
 std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid);
 std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid);
-// Whether the stencil keeps the last dimension's halo beside the rows: the kernel reads it
+// Where the stencil keeps the last dimension's halo: beside the rows where the kernel reads it
 // through Block::before/after (Spec::row_halo_beside) and the sweep is one that gains by it
-// and handles it (stencil_in_place.cpp).
-bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid);
+// and handles it (stencil_in_place.cpp); at the grid's fixed ends only with temporal blocking.
+geometry::RowHalo row_halo_of(const Spec& s, const core::BlockedGrid& grid);
 // The units a buffer has to spare for the block's moves (Impl::spare_units), for blocks
 // padded already: from the spec and the blocks alone, since they size the locations.
 std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid);

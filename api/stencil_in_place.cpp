@@ -140,13 +140,17 @@ std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid)
 }
 
 // The halo beside the rows pays where a sweep reads each row once from memory with its two
-// halo values: a one-step sweep by rows (3-D and up, a star), where each padded row spans a
-// line more than its points. Temporal blocking computes into the halo (its ranges extend
-// beyond the rows), and coefficient grids share the buffer's layout, so both keep the padded
-// rows.
-bool keeps_halo_beside(const Spec& s, const core::BlockedGrid& grid) {
-  return s.row_halo_beside && s.traversal == Traversal::jacobi_in_place && grid.dims() >= 3 &&
-         s.tb_depth == 1 && s.aux_grids == 0 && in_place_shift_rows(s, grid) != 0;
+// halo values: a sweep by rows (3-D and up, a star), where each padded row spans a line more
+// than its points. Temporal blocking computes into a neighbour's halo (its ranges extend
+// beyond the rows there), so it keeps that halo in the rows and only the h columns beyond a
+// fixed end of the grid beside them, where nothing computes: a row of 8 + 256 points is 33
+// lines, against 34 with the fixed column in it (#19 bounds the resident size at depth 8).
+// Coefficient grids share the buffer's layout, so they keep the padded rows.
+geometry::RowHalo row_halo_of(const Spec& s, const core::BlockedGrid& grid) {
+  if (!s.row_halo_beside || s.traversal != Traversal::jacobi_in_place || grid.dims() < 3 ||
+      s.aux_grids != 0 || in_place_shift_rows(s, grid) == 0)
+    return geometry::RowHalo::in_rows;
+  return s.tb_depth == 1 ? geometry::RowHalo::beside : geometry::RowHalo::beside_at_fixed_ends;
 }
 
 // A star's group of S steps runs as wavefronts of whole cross-sections (sweep_wavefront), each
@@ -223,11 +227,8 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
     for (auto [rlo, rhi] : regions) {
       // Beside the rows, the fixed values stay where set() put them: the side array does not
       // move with the block. Only the cells in the rows move.
-      if (pad.beside) {
-        rlo[d - 1] = std::max<std::ptrdiff_t>(rlo[d - 1], 0);
-        rhi[d - 1] = std::min(rhi[d - 1], pad.ext[d - 1]);
-        if (rhi[d - 1] <= rlo[d - 1]) continue;
-      }
+      pad.clip_to_rows(rlo[d - 1], rhi[d - 1]);
+      if (rhi[d - 1] <= rlo[d - 1]) continue;
       Ix row_hi = rhi;
       row_hi[d - 1] = rlo[d - 1] + 1;
       const auto len = static_cast<std::size_t>(rhi[d - 1] - rlo[d - 1]);
@@ -332,8 +333,8 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
     if (pad.beside) {
       const double* side = level_side(b, main, rot, -static_cast<std::ptrdiff_t>(l));
-      blk.west[l] = side + pad.side_base + pad.side_step;
-      blk.east[l] = side + pad.side_part + pad.side_base;
+      blk.west[l] = pad.west_of(side);
+      blk.east[l] = pad.east_of(side);
       blk.beside_step = pad.side_step;
     }
   }
@@ -420,7 +421,8 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
     const double* src = nullptr;  // the face's values, plane by plane, row by row
     std::size_t count = 0;        // values per level
     std::ptrdiff_t col = 0;       // padded rows: the halo column its part of a row starts at
-    bool east = false;            // beside the rows: the values right of the row
+    bool east = false;            // the values right of the row
+    bool beside = false;          // its end's halo lies beside the rows
   };
   std::array<RowFace, 2> row_faces{};  // a star in 3-D has two faces across the last dimension
   std::size_t n_row_faces = 0;
@@ -431,16 +433,18 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
     if (!is_row_face(f)) continue;
     Ix flo{}, fhi{};
     geometry::halo_box(pad, width, f.import->dir, flo, fhi);
-    row_faces.at(n_row_faces++) = {f.src, f.import->count, flo[2], f.import->dir[2] > 0};
+    const bool east = f.import->dir[2] > 0;
+    const bool beside = east ? pad.beside_high : pad.beside_low;
+    if (beside && pad.side_step != width)
+      throw Error("stencil '" + spec.name + "': internal: a face " + std::to_string(width) +
+                  " wide beside rows of " + std::to_string(pad.side_step));
+    row_faces.at(n_row_faces++) = {f.src, f.import->count, flo[2], east, beside};
   }
-  // Beside the rows: the row number of row (p, j) (Block::before's at / stride[1]) is
+  // Beside the rows: the row number of row (p, j) (Block::row_of) is
   // p * rows_per_plane + j, and a face's values for it are pointed at as those of row 0
   // shifted by that many rows. safety: integer arithmetic, as Base; the kernel adds the row's
   // offset back (Block::before/after) and so reads inside the import.
   const std::ptrdiff_t rows_per_plane = d >= 2 ? pad.stride[0] / pad.stride[1] : 0;
-  if (pad.beside && n_row_faces > 0 && pad.side_step != width)
-    throw Error("stencil '" + spec.name + "': internal: a face " + std::to_string(width) +
-                " wide beside rows of " + std::to_string(pad.side_step));
   auto as_row_0 = [&](const double* p, std::ptrdiff_t row) {
     return reinterpret_cast<const double*>(reinterpret_cast<std::uintptr_t>(p) -
                                            static_cast<std::uintptr_t>(row * width) * sizeof(double));
@@ -489,7 +493,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
           __builtin_prefetch(reinterpret_cast<const void*>(
               reinterpret_cast<std::uintptr_t>(from) +
               static_cast<std::uintptr_t>(step * 8 * width) * sizeof(double)));
-          if (pad.beside) {
+          if (f.beside) {
             const std::ptrdiff_t row = p * rows_per_plane + j;
             for (std::size_t l = 0; l < levels; ++l) {
               const double* values = from + l * f.count;
@@ -641,6 +645,14 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
   // unit's writes land shift_rows points behind it), in the sweep's direction.
   const std::ptrdiff_t U = d >= 3 ? 1 : shift_rows;
   blk.ahead = dir * pad.stride[0];
+  // The columns beside the rows (at fixed ends only: temporal blocking) hold fixed values,
+  // which every step reads where set() put them.
+  if (pad.beside) {
+    const double* side = side_data(b, main, target);
+    blk.west[0] = pad.west_of(side);
+    blk.east[0] = pad.east_of(side);
+    blk.beside_step = pad.side_step;
+  }
   for (std::ptrdiff_t tau = first; down ? tau <= last : tau >= last; tau += dir) {
     for (std::size_t i = 0; i < k; ++i) {
       const std::size_t s = s0 + i;
@@ -836,6 +848,8 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
   };
   // A box of planes [p0, p1), rows [r0, r1) and step s's window section beyond dimension 1
   // (its range and the fixed rims).
+  // The columns beside the rows (at fixed ends: fixed values) are read where set() put them,
+  // by every step, and copied to no window: a box stops at the rows' ends there.
   auto box = [&](std::size_t s, std::ptrdiff_t p0, std::ptrdiff_t p1, std::ptrdiff_t r0,
                  std::ptrdiff_t r1, Ix& lo, Ix& hi) {
     lo[0] = p0;
@@ -848,7 +862,14 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
       lo[k] = slo[s][k] - rim_lo[s][k];
       hi[k] = shi[s][k] + rim_hi[s][k];
     }
+    if (d >= 3) pad.clip_to_rows(lo[d - 1], hi[d - 1]);
   };
+  if (pad.beside) {
+    const double* side = side_data(b, main, buffer_index(rot, 1));
+    blk.west[0] = pad.west_of(side);
+    blk.east[0] = pad.east_of(side);
+    blk.beside_step = pad.side_step;
+  }
   std::vector<double*>& carry = g.carry;
   std::vector<std::ptrdiff_t>& held = g.held;  // the row at the start of each window's planes
   // Slot 1 is sweep_planes' deferred rows.

@@ -35,13 +35,14 @@ inline double fixed_at(st::Coord g) {
 // The kernel under test: a weighted sum over the neighbourhood in a fixed order. With
 // Spec::row_halo_beside it reads every value beyond the ends of a row (of the neighbour row an
 // offset reaches) through Block::before/after, as the spec promises; else in the row.
-// Kernel calls that were given the halo beside the rows (Block::west set), so that a test can
-// tell that the layer used that layout and not only the padded rows, which give the same bits.
+// Kernel calls that were given the halo beside the rows at either end (Block::west or east
+// set), so that a test can tell that the layer used that layout and not only the padded rows,
+// which give the same bits.
 inline std::atomic<std::size_t> calls_beside{0};
 
 inline st::Kernel make_kernel(const Case& c) {
   return [c](const st::Block& b) {
-    if (b.west[0]) calls_beside.fetch_add(1, std::memory_order_relaxed);
+    if (b.west[0] || b.east[0]) calls_beside.fetch_add(1, std::memory_order_relaxed);
     const auto& nb = c.spec.neighbourhood;
     const std::size_t last = b.dims - 1;
     // Per offset: the element offset of its row (every component but the last) and its
@@ -158,15 +159,16 @@ inline Case random_case(std::mt19937& rng, bool gauss_seidel) {
   s.tb_depth = gauss_seidel || d > 3 ? 1 : static_cast<std::size_t>(pick(1, 3));
   s.fixed_value = fixed_at;
   // The kernel reads a row's halo through Block::before/after: the layer keeps it beside the
-  // rows where that pays (3-D and up, a star, in place, depth 1, no coefficient grid) and in
-  // the rows elsewhere, where the kernel must read the same values. Half of those cases in 3-D
-  // and up are made such that it does, which the draws above would rarely give.
+  // rows where that pays (3-D and up, a star, in place, no coefficient grid: at both ends at
+  // depth 1, at the grid's fixed ends with temporal blocking) and in the rows elsewhere, where
+  // the kernel must read the same values. Half of those cases in 3-D and up are made such
+  // that it does, which the draws above would rarely give.
   s.row_halo_beside = pick(0, 1) == 1;
   if (s.row_halo_beside && !gauss_seidel && d >= 3 && pick(0, 1) == 1) {
     s.neighbourhood = st::von_neumann(d, radius);
     s.halo = static_cast<std::size_t>(radius + pick(0, 1));
     s.traversal = st::Traversal::jacobi_in_place;
-    s.tb_depth = 1;
+    s.tb_depth = d > 3 ? 1 : static_cast<std::size_t>(pick(1, 3));
     s.aux_grids = 0;
   }
   const bool in_place = s.traversal == st::Traversal::jacobi_in_place;

@@ -134,6 +134,42 @@ std::vector<double> run_case(const Case& c, const Values& v, ordo::Runtime& rt) 
   return s.get();
 }
 
+// A heat-like star on 3-D blocks in place at depth 8, 16 steps from a fixed pattern on 2
+// workers: what its locations hold and the result. The kernel reads the values beyond a
+// row's ends through Block::before/after, so with `beside` the layer may keep them beside the
+// rows.
+struct StarRun {
+  ordo::StorageStats held;
+  std::vector<double> values;
+};
+StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blocks,
+                     std::size_t tile_bytes, bool beside) {
+  st::Spec s;
+  s.size = std::move(size);
+  s.blocks = std::move(blocks);
+  s.neighbourhood = st::von_neumann(3, 1);
+  s.traversal = st::Traversal::jacobi_in_place;
+  s.tb_depth = 8;
+  s.tile_bytes = tile_bytes;
+  s.row_halo_beside = beside;
+  ordo::Runtime rt({.workers = 2});
+  ordo::Graph g;
+  st::Stencil st1(g, s, [](const st::Block& b) {
+    st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+      const double* u = b.in[0] + at;
+      const double west = b.before(at)[-1], east = b.after(at, len)[0];
+      for (std::size_t j = 0; j < len; ++j)
+        b.out[at + j] = 0.25 * u[j] +
+                        0.125 * ((j == 0 ? west : u[j - 1]) + (j + 1 == len ? east : u[j + 1])) +
+                        0.0625 * (u[j - b.stride[0]] + u[j + b.stride[0]] +
+                                  u[j - b.stride[1]] + u[j + b.stride[1]]);
+    });
+  });
+  st1.set([](st::Coord c) { return static_cast<double>((c[0] * 7 + c[1] * 3 + c[2]) % 11); });
+  st1.run(rt, 16);
+  return {g.storage_held(), st1.get()};
+}
+
 }  // namespace
 
 TEST_CASE("stencil layer matches a brute-force global array (Jacobi)", "[stencil][property]") {
@@ -305,27 +341,8 @@ TEST_CASE("in-place temporal blocking sizes its blocks alike whatever the tile b
   // they must not follow it. Each budget also runs the steps its own way (wavefronts of 1-4
   // steps or windows): the same bits.
   auto run = [](std::size_t tile_bytes) {
-    st::Spec s;
-    s.size = {40, 36, 32};
-    s.blocks = {2, 2, 1};
-    s.neighbourhood = st::von_neumann(3, 1);
-    s.traversal = st::Traversal::jacobi_in_place;
-    s.tb_depth = 8;
-    s.tile_bytes = tile_bytes;
-    ordo::Runtime rt({.workers = 2});
-    ordo::Graph g;
-    st::Stencil st1(g, s, [](const st::Block& b) {
-      st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-        const double* u = b.in[0] + at;
-        for (std::size_t j = 0; j < len; ++j)
-          b.out[at + j] = 0.25 * u[j] + 0.125 * (u[j - 1] + u[j + 1]) +
-                          0.0625 * (u[j - b.stride[0]] + u[j + b.stride[0]] +
-                                    u[j - b.stride[1]] + u[j + b.stride[1]]);
-      });
-    });
-    st1.set([](st::Coord c) { return static_cast<double>((c[0] * 7 + c[1] * 3 + c[2]) % 11); });
-    st1.run(rt, 16);
-    return std::pair(g.storage_held().bytes, st1.get());
+    const StarRun r = run_star_tb8({40, 36, 32}, {2, 2, 1}, tile_bytes, false);
+    return std::pair(r.held.bytes, r.values);
   };
   const auto [bytes, values] = run(64u << 20);  // room for wavefronts of 4 steps
   for (std::size_t tile_bytes : {1u << 10, 56u << 10, 72u << 10}) {
@@ -334,6 +351,34 @@ TEST_CASE("in-place temporal blocking sizes its blocks alike whatever the tile b
     CHECK(b == bytes);
     CHECK(same_bits(v, values));
   }
+}
+
+TEST_CASE("temporal blocking keeps rows of 33 lines where the grid's end lies beside them",
+          "[stencil]") {
+  // heat3d's --tb 8 layout (#19 bounds its resident size by 1.1x depth 1), on blocks of rows
+  // of 256 points: a row holds the 8-deep halo on its neighbour's side and its 256 points,
+  // 264 = 33 lines; the one column beyond the grid's fixed end lies in a side array (a value
+  // per padded row, in whole lines). With the fixed column in the row it was 265 points, 272
+  // with the padding: 34 lines. The bits are the same either way.
+  auto run = [](bool beside) {
+    const StarRun r = run_star_tb8({18, 18, 512}, {2, 2, 2}, 0, beside);
+    CHECK(r.held.locations == 8);  // one rank: each block's main location, no exports
+    return std::pair(r.held.bytes, r.values);
+  };
+  // Per block (9 x 9 x 256 points): the header (8 doubles), 18 planes of 18 rows (1 + 9 + 8:
+  // the fixed end's one, the block's, the neighbour's 8), 4 units of room for the wavefronts'
+  // moves (a plane and a row each), the side array, and, where a row's low halo lies in it,
+  // the line before row 0 that holds row 0's (padded: every block; beside: the 4 blocks at
+  // the grid's high end, whose low end has a neighbour).
+  auto bytes = [](std::size_t row, std::size_t side, std::size_t with_low_line) {
+    const std::size_t block = 8 + 18 * 18 * row + 4 * (18 + 1) * row + side;
+    return 8 * (8 * block + with_low_line * 8);
+  };
+  const auto [beside, values] = run(true);
+  const auto [padded, padded_values] = run(false);
+  CHECK(beside == bytes(264, (18 * 18 + 7) / 8 * 8, 4));
+  CHECK(padded == bytes(272, 0, 8));
+  CHECK(same_bits(values, padded_values));
 }
 
 TEST_CASE("temporal blocking deepens a block's halo only where a neighbour lies", "[stencil]") {
@@ -601,9 +646,12 @@ TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force"
   // the last dimension's halo in side arrays (rows of whole lines); everywhere else the same
   // kernel reads it in the padded rows. Uneven blocks down to 1 point, halos of 1 and 2, fixed
   // and periodic ends (a block its own neighbour across them), one and two time levels, slabs
-  // of one row (tile_bytes 1) or the whole block, 1 to 4 workers; then the opting-in kernel
-  // where the rows stay padded: temporal blocking, a Moore neighbourhood, a coefficient grid,
-  // the double buffer, 2-D.
+  // of one row (tile_bytes 1) or the whole block, 1 to 4 workers. Temporal blocking keeps the
+  // columns beyond the grid's fixed ends beside the rows and a neighbour's halo in them:
+  // depths 2 to 8, wavefronts (the machine's budget), shifted sweeps (tile_bytes 1), a last
+  // dimension of one block (both ends beside), of three (a middle block with none), 4-D. Then
+  // the opting-in kernel where the rows stay padded: temporal blocking across periodic ends
+  // only, a Moore neighbourhood, a coefficient grid, the double buffer, 2-D.
   struct Shape {
     std::vector<std::size_t> size, blocks;
     std::vector<st::Offset> nb;
@@ -624,8 +672,13 @@ TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force"
       {{7, 6, 5, 9}, {2, 2, 1, 2}, st::von_neumann(4, 1), 1, 1, 0, 0, fixed},
       {{6, 5, 4, 7}, {2, 1, 2, 3}, st::von_neumann(4, 1), 1, 1, 1, 0, periodic},
       {{5, 6, 5, 8}, {1, 2, 2, 2}, st::von_neumann(4, 1), 2, 1, 0, 0, periodic},
-      // The rows stay padded: the same kernel reads its halo there.
+      // Temporal blocking: beside the rows at fixed ends only.
       {{9, 10, 11}, {2, 2, 2}, st::von_neumann(3, 1), 1, 3, 0, 0, fixed},
+      {{10, 12, 21}, {1, 2, 3}, st::von_neumann(3, 2), 1, 2, 0, 0, fixed},
+      {{17, 9, 20}, {2, 1, 1}, st::von_neumann(3, 1), 1, 8, 1, 0, fixed},
+      {{16, 18, 19}, {2, 2, 2}, st::von_neumann(3, 1), 1, 8, 0, 0, fixed},
+      {{9, 6, 5, 10}, {2, 1, 1, 2}, st::von_neumann(4, 1), 1, 2, 0, 0, fixed},
+      // The rows stay padded: the same kernel reads its halo there.
       {{9, 10, 11}, {2, 1, 2}, st::von_neumann(3, 2), 1, 2, 1, 0, periodic},
       {{9, 10, 11}, {2, 2, 2}, st::moore(3, 1), 1, 1, 0, 0, periodic},
       {{9, 10, 11}, {2, 2, 2}, st::von_neumann(3, 1), 1, 1, 0, 1, fixed},
@@ -648,7 +701,22 @@ TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force"
     INFO(describe(c.spec) << " workers=" << rt.workers());
     calls_beside = 0;
     CHECK(same_bits(run_case(c, v, rt), brute_force(c, v.levels, v.aux, v.steps)));
-    // The first 11 shapes take the layout beside the rows, the others keep padded rows.
-    CHECK((calls_beside > 0) == (i < 11));
+    // The first 16 shapes take the layout beside the rows, the others keep padded rows.
+    CHECK((calls_beside > 0) == (i < 16));
+  }
+  // Temporal blocking beside the fixed ends through the wavefront's windows, strip by strip:
+  // budgets from none (shifted sweeps) through one-row strips to the whole cross-section.
+  Case c = in_place_case({14, 23, 10}, {2, 1, 1}, st::von_neumann(3, 1), fixed, 1, 4, 0);
+  c.spec.aux_grids = 0;
+  c.spec.row_halo_beside = true;
+  Values v = random_values(c, rng);
+  v.steps = 9;
+  const auto want = brute_force(c, v.levels, v.aux, v.steps);
+  for (std::size_t tile = 1024; tile <= 320 * 1024; tile = tile < 8192 ? 8192 : tile * 3 / 2) {
+    c.spec.tile_bytes = tile;
+    INFO(describe(c.spec));
+    calls_beside = 0;
+    CHECK(same_bits(run_case(c, v, *runtimes[1]), want));
+    CHECK(calls_beside > 0);
   }
 }

@@ -221,22 +221,28 @@ struct Block {
   std::ptrdiff_t ahead = 0;
   // Where the last dimension's halo lies when the layer keeps it beside the rows
   // (Spec::row_halo_beside), per level: the values left of local row 0 end at west[l], those
-  // right of it start at east[l], and those of row r (r = at / stride[dims - 2]) lie
-  // r * beside_step further on; read them through before() and after(). Null where the halo
-  // lies in the rows (the padded layout). Beside the rows a range always covers whole rows.
+  // right of it start at east[l], and those of row r (r = (at - lo[dims - 1]) /
+  // stride[dims - 2]) lie r * beside_step further on; read them through before() and after().
+  // Null where that end's halo lies in the rows (the padded layout; with temporal blocking
+  // the end that has a neighbour). A range reaches the end of its rows wherever that end's
+  // halo lies beside them.
   std::array<const double*, kMaxLevels> west{}, east{};
   std::ptrdiff_t beside_step = 0;
   // The values before the row of the range that starts at element offset `at` (as
-  // for_each_row gives it) in level `level`: before(at)[-1] is the value next to the row's
-  // first point, before(at)[-h] the farthest.
+  // for_each_row gives it: the row's point at lo[dims - 1]) in level `level`: before(at)[-1]
+  // is the value next to the row's first point, before(at)[-h] the farthest.
   const double* before(std::ptrdiff_t at, std::size_t level = 0) const {
-    return west[level] ? west[level] + at / stride[dims - 2] * beside_step : in[level] + at;
+    return west[level] ? west[level] + row_of(at) * beside_step : in[level] + at;
   }
   // The values after that row, `len` points long: after(at, len)[0] is the value next to its
   // last point, after(at, len)[h - 1] the farthest.
   const double* after(std::ptrdiff_t at, std::size_t len, std::size_t level = 0) const {
-    return east[level] ? east[level] + at / stride[dims - 2] * beside_step
+    return east[level] ? east[level] + row_of(at) * beside_step
                        : in[level] + at + static_cast<std::ptrdiff_t>(len);
+  }
+  // The row (counted over every dimension but the last) whose range starts at offset `at`.
+  std::ptrdiff_t row_of(std::ptrdiff_t at) const {
+    return (at - lo[dims - 1]) / stride[dims - 2];
   }
 };
 
