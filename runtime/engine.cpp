@@ -535,8 +535,9 @@ void Engine::fail(Failure f) {
   const unsigned told_by = f.told_by;
   const std::string what = f.what;
   // Across ranks every failure but a mismatch stops (failure.hpp: draining needs every rank to
-  // learn of it within the same step, which a message cannot promise).
-  const bool stops = f.stops_run() || (dist_ && kind == Failure::Kind::body);
+  // learn of it within the same step, which a message cannot promise). In one process every
+  // failure drains: no peer can leave, and run() counts no instance in flight to wait for.
+  const bool stops = dist_ && (f.stops_run() || kind == Failure::Kind::body);
   bool first;
   {
     std::lock_guard lock(error_mu_);

@@ -219,6 +219,9 @@ class Engine final : public sched::Executor {
   void fiber_release(const Instance& inst, std::uint32_t access) { fibers_->release(inst, access); }
 
   static constexpr sched::Item kResume = sched::Item{1} << 63;
+  // A lane item: the lane's instances up to the limit (kLane | lane), pinned to worker `lane`
+  // (public for tests that stand in for the lanes' protocol).
+  static constexpr sched::Item kLane = sched::Item{1} << 61;
 
   // Records this engine's events into `recorder` from the next run on (null: tracing off).
   // Call between runs only.
@@ -312,9 +315,10 @@ class Engine final : public sched::Executor {
   }
   void run_range(std::uint32_t begin, std::uint32_t end, unsigned worker);
   // --- engine_lanes.cpp (lanes.hpp) ---
-  // A lane item: the lane's instances up to the limit (kLane | lane).
-  static constexpr sched::Item kLane = sched::Item{1} << 61;
   void run_lane(unsigned lane, unsigned worker);
+  // Pins the item of `lane`, whose parked word this worker took, to its worker; a refusal
+  // (the worker still holds a pinned item: the lanes' protocol broke) fails the run.
+  void pin_lane(unsigned lane);
   // Spins for the inputs of the lane's next instance; false when the lane parked instead.
   bool wait_lane_inputs(unsigned lane, std::uint32_t position, std::uint64_t iteration);
   // At the start of a run, before raise_limit: picks the protocol for `pool` and, when it

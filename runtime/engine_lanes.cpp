@@ -1,6 +1,8 @@
 // The engine's lanes (lanes.hpp): the protocol's choice at the start of a run, and the lane
 // items that run a graph in one process without the phase machine's shared counters.
 #include <chrono>
+#include <stdexcept>
+#include <string>
 
 #include "runtime/engine.hpp"
 
@@ -39,6 +41,16 @@ void Engine::choose_protocol(const sched::Pool& pool) {
     grant_initial();
   }
   lanes_on_ = lanes;
+}
+
+void Engine::pin_lane(unsigned lane) {
+  try {
+    pool_->push_to(lane, kLane | lane);
+  } catch (const std::logic_error& e) {
+    // Thrown out of the worker it would end the process. The item still pinned there is this
+    // lane's (lane i's item goes to worker i only), so the lane runs on and the run drains.
+    fail({Failure::Kind::own, rank(), std::string("a lane could not be woken: ") + e.what(), nullptr});
+  }
 }
 
 bool Engine::wait_lane_inputs(unsigned lane, std::uint32_t position, std::uint64_t iteration) {
@@ -83,7 +95,7 @@ void Engine::run_lane(unsigned lane, unsigned worker) {
         fail_body();
       }
     }
-    lanes.complete(position, k, [this](unsigned waiting) { pool_->push_to(waiting, kLane | waiting); });
+    lanes.complete(position, k, [this](unsigned waiting) { pin_lane(waiting); });
     lanes.advance(lane);
     ++completed;
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -417,5 +418,85 @@ TEST_CASE("a body exception on a lane stops the run and nothing after it runs", 
   CHECK_THROWS_WITH(engine->run(pool, 50, {}, 0), "W0 failed at 4");
   CHECK(engine->ran_lanes());
   CHECK(late.load() == 0);
+  CHECK(engine->broken());
+}
+
+TEST_CASE("a lane whose worker still holds a pinned item fails the run, not the process",
+          "[lanes]") {
+  // A broken lanes protocol, set up by hand: when w completes, r's lane (lane 1) is parked and
+  // worker 1's pinned slot is full, so Pool::push_to refuses the engine's pin of lane 1's item
+  // (std::logic_error). Thrown out of worker 0 it ended the process. The run must drain (the
+  // item in the slot runs lane 1) and throw a RunError that says why. How: f, a task without
+  // locks (a range item), holds worker 1 after lane 1 parked there; w's body then pins lane
+  // 1's item itself; f lets worker 1 go once worker 0 has finished its lane (it parks after).
+  // Which worker takes f first is the pool's choice, so runs of one iteration are tried until
+  // f lands on worker 1 after its lane parked.
+  class Parks final : public ordo::sched::Observer {
+   public:
+    void on_park(unsigned w) override {
+      if (w == 0) worker0.fetch_add(1);
+    }
+    void on_unpark(unsigned) override {}
+    void on_steal(unsigned, unsigned) override {}
+    std::atomic<std::uint64_t> worker0{0};
+  } parks;
+  // No idle spin: a lane whose input is missing parks at once.
+  ordo::sched::Pool pool({.workers = 2, .bind = false, .idle_spin = std::chrono::nanoseconds{0}});
+  pool.set_observer(&parks);
+  enum Stage : int { waiting, f_on_1, f_elsewhere, pinned, gave_up };
+  std::atomic<int> stage{waiting};
+  std::atomic<std::uint64_t> parks_before{0}, worker0_parks_at_pin{0};
+  std::unique_ptr<Engine> engine;
+  const auto until = [](std::chrono::steady_clock::time_point deadline) {
+    return std::chrono::steady_clock::now() < deadline;
+  };
+  Graph g;
+  const std::uint32_t x = g.add_location("x", 8, 1, typeid(std::uint64_t));
+  g.add_task({"w", {{x, Mode::write}}, [&](const Instance&) {
+                const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                while (stage.load() == waiting && until(deadline)) std::this_thread::yield();
+                if (stage.load() != f_on_1) return;  // f ran on worker 0: an ordinary run
+                if (engine->lane_parks() == parks_before.load()) {  // f came before lane 1
+                  stage.store(gave_up);
+                  return;
+                }
+                worker0_parks_at_pin.store(parks.worker0.load());
+                pool.push_to(1, Engine::kLane | 1);
+                stage.store(pinned);
+              }});
+  g.add_task({"r", {{x, Mode::read}}, [](const Instance&) {}});
+  g.add_task({"f", {}, [&](const Instance& in) {
+                int expected = waiting;
+                if (!stage.compare_exchange_strong(expected, in.worker == 1 ? f_on_1 : f_elsewhere) ||
+                    in.worker != 1)
+                  return;
+                const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                while (stage.load() == f_on_1 && until(deadline)) std::this_thread::yield();
+                if (stage.load() != pinned) return;
+                while (parks.worker0.load() == worker0_parks_at_pin.load() && until(deadline))
+                  std::this_thread::yield();
+              }});
+  engine = make_engine(g);
+  engine->set_lanes(Choice::always);
+  std::optional<RunError> error;
+  int runs = 0;
+  while (!error && runs < 200) {
+    ++runs;
+    stage.store(waiting);
+    parks_before.store(engine->lane_parks());
+    try {
+      const std::uint64_t ran = engine->run(pool, 1, {}, 0);
+      REQUIRE(ran == 1);
+      REQUIRE(engine->ran_lanes());
+    } catch (const RunError& e) {
+      error = e;
+    }
+  }
+  INFO(runs << " run(s)");
+  REQUIRE(error);
+  CHECK(stage.load() == pinned);
+  CHECK(error->kind() == Failure::Kind::own);
+  CHECK_THAT(error->what(), Catch::Contains("a lane could not be woken") &&
+                                Catch::Contains("worker 1 has not taken its pinned item"));
   CHECK(engine->broken());
 }
