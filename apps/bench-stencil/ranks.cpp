@@ -207,35 +207,39 @@ int run_ranks(const RanksOptions& o) {
               "server and client on this host)\n", tls ? tls : "unset (all)");
   bool halo_failed = false;
   for (unsigned r = 0; r < o.reps; ++r) {
-    for (const Mode& mode : modes) {
-      if (!halo_bin || !ordorun || halo_failed) break;
-      std::vector<std::string> argv{"env", mode.env, ordorun->string(), "--timeout",
-                                    std::to_string(o.timeout_s), "-n", "2", halo_bin->string(),
-                                    "--bytes", o.halo_bytes, "--window",
-                                    std::to_string(o.halo_window), "--mib",
-                                    fmt::format("{}", o.halo_mib)};
-      if (mode.read_all) argv.push_back("--read-all");
-      CommandOutput out = run_command(argv, o.timeout_s);
-      std::size_t found = 0;
-      for (std::size_t pos = 0; pos < out.text.size();) {
-        std::size_t nl = out.text.find('\n', pos);
-        if (nl == std::string::npos) nl = out.text.size();
-        auto f = parse_fields(std::string_view(out.text).substr(pos, nl - pos));
-        pos = nl + 1;
-        if (f["bench"] != "halo" || f["system"] != "ordo") continue;
-        auto b = parse_number(f["bytes"]);
-        auto m = parse_number(f["mbps"]);
-        if (b && m) ordo_mbps[{mode.name, static_cast<std::size_t>(*b)}].push_back(*m), ++found;
+    auto ordo_halos = [&] {
+      for (const Mode& mode : modes) {
+        if (!halo_bin || !ordorun || halo_failed) break;
+        std::vector<std::string> argv{"env", mode.env, ordorun->string(), "--timeout",
+                                      std::to_string(o.timeout_s), "-n", "2", halo_bin->string(),
+                                      "--bytes", o.halo_bytes, "--window",
+                                      std::to_string(o.halo_window), "--mib",
+                                      fmt::format("{}", o.halo_mib)};
+        if (mode.read_all) argv.push_back("--read-all");
+        CommandOutput out = run_command(argv, o.timeout_s);
+        std::size_t found = 0;
+        for (std::size_t pos = 0; pos < out.text.size();) {
+          std::size_t nl = out.text.find('\n', pos);
+          if (nl == std::string::npos) nl = out.text.size();
+          auto f = parse_fields(std::string_view(out.text).substr(pos, nl - pos));
+          pos = nl + 1;
+          if (f["bench"] != "halo" || f["system"] != "ordo") continue;
+          auto b = parse_number(f["bytes"]);
+          auto m = parse_number(f["mbps"]);
+          if (b && m) ordo_mbps[{mode.name, static_cast<std::size_t>(*b)}].push_back(*m), ++found;
+        }
+        if (out.status != 0 || found != sizes.size()) {
+          halo_failed = failed = true;
+          std::fprintf(stderr, "ordo-bench-stencil: ordo-bench-halo (%s) failed (rc=%d); its "
+                               "last output:\n%s\n",
+                       mode.env, out.status, last_lines(out.text, 8).c_str());
+        }
       }
-      if (out.status != 0 || found != sizes.size()) {
-        halo_failed = failed = true;
-        std::fprintf(stderr, "ordo-bench-stencil: ordo-bench-halo (%s) failed (rc=%d); its last "
-                             "output:\n%s\n", mode.env, out.status, last_lines(out.text, 8).c_str());
-      }
-    }
-    if (perftest)
-      for (std::size_t bytes : sizes) {
-        double best = 0;  // this round's better wait mode
+    };
+    std::map<std::size_t, double> best;  // by size: this round's better wait mode
+    auto ucx_halos = [&] {
+      if (!perftest) return;
+      for (std::size_t bytes : sizes)
         for (const char* wait : {"poll", "sleep"}) {
           const double total = o.halo_mib * 1048576.0;
           const auto iters = std::clamp<std::uint64_t>(
@@ -243,19 +247,23 @@ int run_ranks(const RanksOptions& o) {
           const std::string text = run_ucx_perftest(*perftest, bytes, iters, wait, 60);
           if (auto m = parse_ucx_perftest_mbps(text, bytes)) {
             ucx_mbps[{bytes, wait}].push_back(*m);
-            best = std::max(best, *m);
+            best[bytes] = std::max(best[bytes], *m);
           } else if (r == 0) {
             std::printf("# bench=halo bytes=%zu wait=%s: ucx_perftest gave no result (%s)\n",
                         bytes, wait,
                         text.empty() ? "it failed or timed out" : "no Final row in its output");
           }
         }
-        // Paired with this round's ordo runs (as the triad is with the stencils): on a shared
-        // machine both move together from one phase to the next, and their ratio much less.
-        for (const Mode& mode : modes) {
-          auto& om = ordo_mbps[{mode.name, bytes}];
-          if (best > 0 && om.size() == r + 1) paired[{mode.name, bytes}].push_back(om.back() / best);
-        }
+    };
+    // ordo first in odd rounds, ucx_perftest first in even ones (round_order).
+    for (std::size_t part : round_order(2, r)) part == 0 ? ordo_halos() : ucx_halos();
+    // Paired with this round's ordo runs (as the triad is with the stencils): on a shared
+    // machine both move together from one phase to the next, and their ratio much less.
+    for (std::size_t bytes : sizes)
+      for (const Mode& mode : modes) {
+        auto& om = ordo_mbps[{mode.name, bytes}];
+        if (best[bytes] > 0 && om.size() == r + 1)
+          paired[{mode.name, bytes}].push_back(om.back() / best[bytes]);
       }
   }
   for (std::size_t bytes : sizes) {

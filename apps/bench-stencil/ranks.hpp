@@ -25,7 +25,7 @@ std::vector<std::size_t> halo_sizes(const std::string& text);
 
 // heat2d (or heat3d) as 1 rank x 2 workers, 2 ranks x 1 worker and MPI on 2 ranks, round-robin
 // (in reverse every other round: round_order), median of the repetitions; then the halo
-// throughput of ordo and ucx_perftest, round-robin too.
+// throughput of ordo and ucx_perftest, round-robin too (ucx_perftest first every other round).
 int run_ranks(const RanksOptions& o);
 
 }  // namespace ordo::bench
