@@ -17,7 +17,11 @@
 // the caller's buffer (zero copy) and the receiver pulls it into the buffer its handler gives
 // to Incoming::receive_into (ucp_am_recv_data_nbx). One AM id and our own dispatch by tag mean
 // a rank is ready for every tag as soon as its worker exists: the address exchange in
-// connect() then doubles as the "everyone is listening" barrier.
+// connect() then doubles as the "everyone is listening" barrier. The reserved field is 0. A
+// message whose header is shorter than the wire header, names a sender outside the job, has
+// another reserved value or a tag nothing listens for (every tag is registered before
+// connect()) is no message of this job's ranks: the receiving rank stops with a CommError
+// saying so and naming the sender the header gives, rather than drop it silently.
 //
 // Threading. The worker runs in UCS_THREAD_MODE_SERIALIZED: one thread at a time (call it the
 // transport thread; the caller serializes, and several threads may take turns) makes every
@@ -356,24 +360,55 @@ struct Transport::Impl {
     if (impl->failure_handler) impl->guarded([&] { impl->failure_handler(f); });
   }
 
+  // Stops this rank with CommError "comm: rank R received <what>", which progress()
+  // rethrows: a message that no rank of this job, built from this ordo, sends.
+  void refuse(const std::string& what) {
+    guarded([&] { throw CommError("comm: rank " + std::to_string(boot.rank()) + " received " + what); });
+  }
+
   static ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data,
                             std::size_t length, const ucp_am_recv_param_t* param) {
     auto* impl = static_cast<Impl*>(arg);
-    if (header_length < sizeof(WireHeader)) return UCS_OK;  // not ours: drop
+    // Every message on this AM id is ordo's. One that is not cannot be told from a corrupt one,
+    // and dropping it would leave the rank that sent it waiting, so each is a stop with what
+    // was wrong. Who really sent it is unknown (UCX names no sender): the header's word.
+    if (header_length < sizeof(WireHeader)) {
+      impl->refuse("a message with " + std::to_string(header_length) +
+                   " header bytes, fewer than the " + std::to_string(sizeof(WireHeader)) +
+                   " of ordo's wire header, from an unknown sender: a process of another job "
+                   "or program on this network; keep the ranks' network to the job");
+      return UCS_OK;
+    }
     WireHeader wire;
     std::memcpy(&wire, header, sizeof wire);
     // Every layer above indexes per-rank state by the sender, so a sender outside the job is
-    // refused here. Who really sent it is unknown (UCX names no sender), so this rank stops
-    // with its own error, which progress() rethrows.
+    // refused here.
     if (const int ranks = impl->ranks; wire.source >= std::uint32_t(ranks)) {
-      impl->guarded([&] {
-        throw CommError("comm: rank " + std::to_string(impl->boot.rank()) +
-                        " received a message (tag " + std::to_string(wire.tag) +
-                        ") that names rank " + std::to_string(wire.source) +
-                        " as its sender, but the job has ranks 0.." + std::to_string(ranks - 1) +
-                        ": a corrupt or forged header, or a process of another job on this "
-                        "network; keep the ranks' network to the job");
-      });
+      impl->refuse("a message (tag " + std::to_string(wire.tag) + ") that names rank " +
+                   std::to_string(wire.source) + " as its sender, but the job has ranks 0.." +
+                   std::to_string(ranks - 1) +
+                   ": a corrupt or forged header, or a process of another job on this "
+                   "network; keep the ranks' network to the job");
+      return UCS_OK;
+    }
+    const std::string from = "from rank " + std::to_string(wire.source);
+    // Room for a later protocol: a rank that sets it speaks one this rank does not know.
+    if (wire.reserved != 0) {
+      impl->refuse("a message " + from + " (tag " + std::to_string(wire.tag) +
+                   ") whose wire header has " + std::to_string(wire.reserved) +
+                   " in its reserved field, where ordo sends 0: rank " +
+                   std::to_string(wire.source) +
+                   " runs another version of ordo, or the header is corrupt; run every rank "
+                   "from one build");
+      return UCS_OK;
+    }
+    const auto handler = impl->handlers.find(wire.tag);
+    if (handler == impl->handlers.end()) {
+      impl->refuse("a message " + from + " with tag " + std::to_string(wire.tag) +
+                   ", which nothing on this rank listens for: rank " +
+                   std::to_string(wire.source) +
+                   " runs another version of ordo or another program, or the header is "
+                   "corrupt; run every rank from one build");
       return UCS_OK;
     }
     Incoming in;
@@ -387,8 +422,7 @@ struct Transport::Impl {
       in.rndv_desc_ = data;
     else
       in.eager_ = static_cast<const std::byte*>(data);
-    if (auto it = impl->handlers.find(wire.tag); it != impl->handlers.end())
-      impl->guarded([&] { it->second(in); });
+    impl->guarded([&] { handler->second(in); });
     // A rendezvous payload nobody received is dropped by returning UCS_OK (UCX then completes
     // the sender's request normally); eager data is not kept past the callback either.
     return UCS_OK;
@@ -659,6 +693,17 @@ void Transport::connect() {
 
 void Transport::send(int peer, Tag tag, std::span<const std::byte> header,
                      std::span<const std::byte> payload, Completion done) {
+  const WireHeader wire{tag, 0, std::uint32_t(impl_->boot.rank())};
+  send_as_is(peer, std::as_bytes(std::span(&wire, 1)), header, payload, std::move(done));
+}
+
+void detail::send_with_wire_header(Transport& t, int peer, std::span<const std::byte> wire,
+                                   std::span<const std::byte> header) {
+  t.send_as_is(peer, wire, header, {}, nullptr);
+}
+
+void Transport::send_as_is(int peer, std::span<const std::byte> wire, std::span<const std::byte> header,
+                           std::span<const std::byte> payload, Completion done) {
   Impl& m = *impl_;
   if (!m.connected || m.closed) throw CommError("comm: send before connect() or after close()");
   if (peer < 0 || std::size_t(peer) >= m.peers.size())
@@ -674,11 +719,10 @@ void Transport::send(int peer, Tag tag, std::span<const std::byte> header,
     return;
   }
   Impl::SendOp* op = m.acquire_send();
-  op->header.resize(sizeof(WireHeader) + header.size());
+  op->header.resize(wire.size() + header.size());
   op->done = std::move(done);
-  const WireHeader wire{tag, 0, std::uint32_t(m.boot.rank())};
-  std::memcpy(op->header.data(), &wire, sizeof wire);
-  if (!header.empty()) std::memcpy(op->header.data() + sizeof wire, header.data(), header.size());
+  if (!wire.empty()) std::memcpy(op->header.data(), wire.data(), wire.size());
+  if (!header.empty()) std::memcpy(op->header.data() + wire.size(), header.data(), header.size());
   ucp_request_param_t prm{};
   prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   prm.cb.send = &Impl::on_send_done;

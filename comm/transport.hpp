@@ -81,6 +81,15 @@ class Incoming {
 
 using Handler = std::function<void(Incoming&)>;
 
+class Transport;
+namespace detail {
+// For tests of what a receiver refuses only: sends an active message whose UCX header is
+// `wire` (in place of the wire header Transport::send writes: tag, reserved, source rank)
+// followed by `header`, as a rank of another build or a stranger could.
+void send_with_wire_header(Transport& t, int peer, std::span<const std::byte> wire,
+                           std::span<const std::byte> header);
+}  // namespace detail
+
 // The rendezvous threshold when neither the options nor UCX_RNDV_THRESH set one. UCX 1.13's
 // "auto" picks rendezvous for 64 KiB active messages, whose RTS/RTR round trip costs more than
 // the copy it saves below a few hundred KiB (docs/benchmarks.md, "Figures behind defaults");
@@ -238,6 +247,11 @@ class Transport {
 
  private:
   friend class Incoming;
+  friend void detail::send_with_wire_header(Transport&, int, std::span<const std::byte>,
+                                            std::span<const std::byte>);
+  // send() with `wire` as the wire header.
+  void send_as_is(int peer, std::span<const std::byte> wire, std::span<const std::byte> header,
+                  std::span<const std::byte> payload, Completion done);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

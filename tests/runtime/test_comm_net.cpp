@@ -107,49 +107,113 @@ class OneHostJob final : public comm::Bootstrap {
   comm::Blob peer_address_;
 };
 
+// Rank 0 of a 2-rank job on this host (OneHostJob, whose address fetches give the address
+// `published` holds), listening on kChannel, and what reached it: the senders of the messages
+// delivered, or the failure its CommNet reported.
+struct RankZero {
+  OneHostJob* job;  // owned by net
+  rt::CommNet net;
+  std::mutex mu;
+  std::vector<unsigned> delivered_from;
+  std::string failure;
+  unsigned failed_rank = ~0u;
+
+  RankZero() : RankZero(std::make_unique<OneHostJob>(0, 2, comm::Blob(8, std::byte{1}))) {}
+  explicit RankZero(std::unique_ptr<OneHostJob> boot) : job(boot.get()), net(std::move(boot)) {
+    net.attach(
+        kChannel,
+        [this](unsigned from, std::span<const std::byte>, std::span<const std::byte>) {
+          std::lock_guard lock(mu);
+          delivered_from.push_back(from);
+        },
+        [this](unsigned rank, const std::string& what) {
+          std::lock_guard lock(mu);
+          failed_rank = rank;
+          failure = what;
+        });
+  }
+  // Progresses `sender` until a message was delivered or this rank failed (at most 20 s), then
+  // detaches: no callback runs after this.
+  void wait_for(comm::Transport& sender) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
+      sender.wait_for_event(std::chrono::milliseconds(10));
+      std::lock_guard lock(mu);
+      if (!failure.empty() || !delivered_from.empty() || std::chrono::steady_clock::now() > deadline)
+        break;
+    }
+    net.detach(kChannel);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a message naming a sender outside the job stops the rank that got it, naming that "
           "rank", "[comm_net]") {
   // Rank 0 of 2, and a transport of another job, as its rank 5 of 6, that reaches rank 0's
   // worker: its messages carry source rank 5, which rank 0's job does not have.
-  auto boot = std::make_unique<OneHostJob>(0, 2, comm::Blob(8, std::byte{1}));
-  OneHostJob* job = boot.get();
-  rt::CommNet net(std::move(boot));
-  std::mutex mu;
-  std::vector<unsigned> delivered_from;
-  std::string failure;
-  unsigned failed_rank = ~0u;
-  net.attach(
-      kChannel,
-      [&](unsigned from, std::span<const std::byte>, std::span<const std::byte>) {
-        std::lock_guard lock(mu);
-        delivered_from.push_back(from);
-      },
-      [&](unsigned rank, const std::string& what) {
-        std::lock_guard lock(mu);
-        failed_rank = rank;
-        failure = what;
-      });
-  OneHostJob stranger_job(5, 6, job->published);
+  RankZero rank0;
+  OneHostJob stranger_job(5, 6, rank0.job->published);
   comm::Transport stranger(stranger_job, comm::TransportOptions{.detect_peer_failure = false});
   stranger.connect();
   // A runtime message as CommNet frames it: the channel, then a header.
   std::vector<std::byte> wire(sizeof kChannel + 8, std::byte{0});
   std::memcpy(wire.data(), &kChannel, sizeof kChannel);
   stranger.send(0, rt::CommNet::kTag, wire, {}, nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  for (;;) {
-    stranger.wait_for_event(std::chrono::milliseconds(10));
-    std::lock_guard lock(mu);
-    if (!failure.empty() || !delivered_from.empty() || std::chrono::steady_clock::now() > deadline)
-      break;
-  }
-  net.detach(kChannel);  // no callback runs after this
-  CHECK(delivered_from.empty());
-  CHECK(failed_rank == 0);  // this rank's own failure: it cannot tell who sent the message
-  CHECK_THAT(failure, Catch::Contains("transport error on rank 0") &&
+  rank0.wait_for(stranger);
+  CHECK(rank0.delivered_from.empty());
+  CHECK(rank0.failed_rank == 0);  // this rank's own failure: it cannot tell who sent the message
+  CHECK_THAT(rank0.failure, Catch::Contains("transport error on rank 0") &&
                           Catch::Contains("names rank 5 as its sender, but the job has ranks 0..1"));
+}
+
+TEST_CASE("a message whose wire header has a tag nothing listens for, a reserved field set or "
+          "too few bytes stops the rank that got it, naming the sender", "[comm_net]") {
+  // Rank 0 of 2, and a transport standing in for its rank 1, which writes the wire header
+  // itself (tag:u16 reserved:u16 source:u32): as a rank of another ordo build could.
+  struct Case {
+    const char* what;
+    std::uint16_t tag, reserved;
+    std::size_t wire_bytes;
+    const char* says;  // empty: delivered
+  };
+  const Case cases[] = {
+      {"a well-formed message", rt::CommNet::kTag, 0, 8, ""},
+      {"a tag nothing listens for", 999, 0, 8,
+       "received a message from rank 1 with tag 999, which nothing on this rank listens for"},
+      {"a reserved field set", rt::CommNet::kTag, 7, 8,
+       "received a message from rank 1 (tag 7) whose wire header has 7 in its reserved field"},
+      {"a header shorter than the wire header", rt::CommNet::kTag, 0, 4,
+       "received a message with 4 header bytes, fewer than the 8 of ordo's wire header"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    RankZero rank0;
+    OneHostJob peer_job(1, 2, rank0.job->published);
+    comm::Transport peer(peer_job, comm::TransportOptions{.detect_peer_failure = false});
+    peer.connect();
+    std::vector<std::byte> wire(8);
+    const std::uint32_t source = 1;
+    std::memcpy(wire.data(), &c.tag, 2);
+    std::memcpy(wire.data() + 2, &c.reserved, 2);
+    std::memcpy(wire.data() + 4, &source, 4);
+    wire.resize(c.wire_bytes);
+    // A runtime message as CommNet frames it: the channel, then a header; none after a short
+    // wire header, whose message is then that short.
+    std::vector<std::byte> header(sizeof kChannel + 8, std::byte{0});
+    std::memcpy(header.data(), &kChannel, sizeof kChannel);
+    if (wire.size() < 8) header.clear();
+    comm::detail::send_with_wire_header(peer, 0, wire, header);
+    rank0.wait_for(peer);
+    if (*c.says == 0) {
+      CHECK(rank0.delivered_from == std::vector<unsigned>{1});
+      CHECK(rank0.failure.empty());
+    } else {
+      CHECK(rank0.delivered_from.empty());
+      CHECK(rank0.failed_rank == 0);  // this rank's own failure, saying what the header claimed
+      CHECK_THAT(rank0.failure, Catch::Contains("transport error on rank 0") && Catch::Contains(c.says));
+    }
+  }
 }
 
 TEST_CASE("messages sent by workers, receivers and other threads all arrive once", "[comm_net]") {
