@@ -185,6 +185,7 @@ bool StoreServer::serve(Client& c) {
       case store::Op::put: {
         if (c.rank < 0) return false;
         kv_[req->key] = std::move(req->value);
+        forget_ranges(req->key);
         reply(c, store::encode_response(store::Status::ok, {}));
         break;
       }
@@ -250,13 +251,19 @@ const std::vector<std::byte>* StoreServer::value_of(const std::string& key) cons
   return it == kv_.end() ? nullptr : &it->second;
 }
 
-bool StoreServer::is_answerable(Parked& p, Pass& pass, RangeSeen*& range) const {
+bool StoreServer::is_answerable(Parked& p, RangeSeen*& range) {
   range = nullptr;
   if (p.is_refused || p.op == store::Op::get_list) return true;
   if (p.op == store::Op::get) return value_of(p.key) != nullptr;
-  auto [at, is_new] = pass.try_emplace(RangeAsk{p.op, p.key, p.first, p.count});
+  // An entry found is up to date: every put to one of its keys erased it (forget_ranges).
+  auto [at, is_new] = ranges_.try_emplace(RangeAsk{p.op, p.key, p.first, p.count});
   RangeSeen& seen = at->second;
   range = &seen;
+  seen.used = ++ranges_used_;
+  if (is_new && ranges_.size() > max_ranges_kept)
+    ranges_.erase(std::min_element(ranges_.begin(), ranges_.end(), [](const auto& a, const auto& b) {
+      return a.second.used < b.second.used;
+    }));
   if (is_new) {
     // Stops at the first key without a value: every client's p.present is at most that far.
     seen.present = p.present;
@@ -267,6 +274,12 @@ bool StoreServer::is_answerable(Parked& p, Pass& pass, RangeSeen*& range) const 
   return p.present == p.count;
 }
 
+void StoreServer::forget_ranges(const std::string& key) {
+  // Every range whose prefix starts the key, whether or not the rest names one of its keys:
+  // a few entries per collective, and a put is one per rank and collective.
+  std::erase_if(ranges_, [&](const auto& entry) { return key.starts_with(entry.first.prefix); });
+}
+
 void StoreServer::stop_job(const std::string& why) {
   if (stopping_) return;
   stopping_ = why;
@@ -275,12 +288,11 @@ void StoreServer::stop_job(const std::string& why) {
 }
 
 void StoreServer::answer_parked() {
-  Pass pass;
   for (auto& [fd, c] : clients_) {
     while (!c->waiting.empty()) {
       Parked& p = c->waiting.front();
       RangeSeen* range = nullptr;
-      if (is_answerable(p, pass, range))
+      if (is_answerable(p, range))
         answer(*c, p, range);
       else if (stopping_)  // a request that lacks a value is answered with why the job stops
         reply(*c, store::encode_response(

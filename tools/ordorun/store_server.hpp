@@ -108,11 +108,12 @@ class StoreServer {
   // `r`, to be answered in its turn (its fields other than key and op: the caller's).
   static Parked parked(const store::Request& r);
   bool authenticate(Client& c, const std::string& key, const std::vector<std::byte>& value);
-  // What one pass of answer_parked learnt about a range (get_range or get_runs of the same
-  // keys) that many clients park alike, as every rank of a collective does: how many of its
-  // keys, from the first, have values, and its answer once built (empty before). So a pass
-  // looks each key up and builds each answer once, not once per rank. Valid for one pass: a
-  // put between passes may add or overwrite values.
+  // What the store learnt about a range (get_range or get_runs of the same keys) that many
+  // clients ask for alike, as every rank of a collective does: how many of its keys, from the
+  // first, have values, and its answer once built (empty before). So each key is looked up
+  // and each answer built once, not once per rank, whether the ranks park before the last put
+  // or ask after it, each in a pass of its own. Kept until a put to a key that starts with its
+  // prefix, which may add or overwrite one of its values.
   struct RangeAsk {
     store::Op op;
     std::string prefix;
@@ -122,15 +123,21 @@ class StoreServer {
   struct RangeSeen {
     std::uint32_t present = 0;
     std::vector<std::byte> response;
+    std::uint64_t used = 0;  // when last asked for (ranges_used_)
   };
-  using Pass = std::map<RangeAsk, RangeSeen>;
+  // Ranges kept at most: the collectives in progress, whose ranks are at most a collective or
+  // two apart, with room; beyond, the one asked for least recently is forgotten (a get_range's
+  // answer holds every rank's value, which kv_ holds too).
+  static constexpr std::size_t max_ranges_kept = 16;
   // Answers, in each client's order, what can be answered now (everything, with why, once the
   // job stops).
   void answer_parked();
   // Whether `p` can be answered now: its keys all have values (a range: counting on from what
-  // this pass or p.present knows, so that each key is looked up once it has a value), or it
-  // is refused. For a range, `range` is set to its entry in `pass` (else nullptr).
-  bool is_answerable(Parked& p, Pass& pass, RangeSeen*& range) const;
+  // ranges_ or p.present knows, so that each key is looked up once it has a value), or it is
+  // refused. For a range, `range` is set to its entry in ranges_ (else nullptr).
+  bool is_answerable(Parked& p, RangeSeen*& range);
+  // Forgets what ranges_ knows of the ranges `key` may belong to (a put to it).
+  void forget_ranges(const std::string& key);
   // Queues the answer to an answerable `p` to `c`; `range`: what is_answerable set.
   void answer(Client& c, const Parked& p, RangeSeen* range);
   // The answer to an answerable get_range or get_runs.
@@ -152,6 +159,8 @@ class StoreServer {
   std::vector<Listener> listeners_;
   std::map<int, std::unique_ptr<Client>> clients_;
   std::map<std::string, std::vector<std::byte>> kv_;
+  std::map<RangeAsk, RangeSeen> ranges_;  // see RangeAsk
+  std::uint64_t ranges_used_ = 0;
   std::vector<int> per_rank_;  // authenticated connections per rank
   std::vector<std::uint64_t> requests_;
   std::vector<std::uint64_t> bytes_sent_;
