@@ -76,6 +76,10 @@ inline constexpr double kAtRest = 0;
 // 1 and up: the in-place sweeps (stencil_in_place.cpp).
 double* thread_scratch(std::size_t slot, std::size_t n);
 
+// For tests: how many wavefronts of a star's temporal blocking this process has run in strips
+// of rows, more than one (Impl::sweep_wavefront).
+std::size_t wavefronts_in_strips();
+
 // Copies n doubles with non-temporal stores (no read of dst's lines before they are written:
 // for what the cache would lose before anyone reads it). The caller issues stream_fence()
 // before the data may be read by another thread (stencil_compute.cpp).
@@ -122,9 +126,13 @@ struct Stencil::Impl {
       std::vector<std::pair<std::ptrdiff_t, std::size_t>> at;  // (pad.at offset, length)
       std::vector<double> values;  // each distinct sequence of the runs' values, once
       std::vector<std::ptrdiff_t> plane;  // each run's plane (dimension 0), ascending
+      std::vector<std::ptrdiff_t> row;    // its row (dimension 1), ascending within a plane
       std::vector<std::size_t> first;     // where each run's values start in `values`
     };
     Runs down, up;  // after a sweep down the planes, after one up
+    // Every fixed cell in the rows of a neighbour's deep halo along dimension 1, whatever it
+    // held before (for a wavefront in strips, which leaves some of them out on the way).
+    Runs deep;
   };
   mutable std::vector<std::unique_ptr<FixedHalo>> fixed_halo;
   // Per block, the new values of its exports across the last dimension (3-D, one time level,
@@ -291,6 +299,9 @@ struct Stencil::Impl {
   void sweep_wavefront(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
                        std::size_t s0, std::size_t k, const std::vector<core::Ix>& slo,
                        const std::vector<core::Ix>& shi, bool down) const;
+  // The rows of a strip of block b's wavefronts of k steps (3-D and up; 0: none), whose
+  // planes in flight fit the slab budget (slab_rows' for a one-step sweep).
+  std::ptrdiff_t wavefront_strip_rows(std::size_t b, std::size_t k) const;
   // Its one-step sweep, moving the block by shift_at() (stencil_in_place.cpp).
   // `last`: the group's last step (its range is the block), which fills the export stage.
   void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,

@@ -47,6 +47,7 @@
 // bits are the same; the property tests compare both with a brute force.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <climits>
 #include <cstring>
@@ -102,7 +103,13 @@ std::size_t page_bytes() {
   return v;
 }
 
+std::atomic<std::size_t> wavefronts_in_strips_{0};
+
 }  // namespace
+
+namespace detail_stencil {
+std::size_t wavefronts_in_strips() { return wavefronts_in_strips_.load(std::memory_order_relaxed); }
+}  // namespace detail_stencil
 
 std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid) {
   const std::size_t d = grid.dims();
@@ -175,13 +182,21 @@ std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid) {
 std::size_t in_place_wavefront_steps(const Spec& s, const core::BlockedGrid& grid,
                                      std::size_t room, std::size_t budget) {
   if (room <= 1) return 1;
-  std::ptrdiff_t plane = 0;  // doubles per plane of the largest block
-  for (std::size_t b = 0; b < grid.count(); ++b)
-    plane = std::max(plane, grid.block(b).pad.stride[0]);
-  const double plane_bytes =
-      8.0 * static_cast<double>(plane) * static_cast<double>(1 + s.aux_grids);
+  const auto h = static_cast<std::ptrdiff_t>(s.halo);
+  // Doubles per plane of the largest block, or in 3-D and up (which runs in strips of rows)
+  // per strip of the fewest rows worth one: the wavefront's skew and the h rows either side.
+  auto plane = [&](std::size_t k) {
+    std::ptrdiff_t most = 0;
+    for (std::size_t b = 0; b < grid.count(); ++b) {
+      const Pad& pad = grid.block(b).pad;
+      const std::ptrdiff_t rows = static_cast<std::ptrdiff_t>(k + 2) * h;
+      most = std::max(most, grid.dims() >= 3 && rows < pad.padded(1) ? rows * pad.stride[1]
+                                                                      : pad.stride[0]);
+    }
+    return 8.0 * static_cast<double>(most) * static_cast<double>(1 + s.aux_grids);
+  };
   std::size_t k = room;
-  while (k > 1 && static_cast<double>((2 * k + 1) * s.halo + 1) * plane_bytes >
+  while (k > 1 && static_cast<double>((2 * k + 1) * s.halo + 1) * plane(k) >
                       static_cast<double>(budget))
     --k;
   return k;
@@ -215,10 +230,15 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   // which are kept once instead of once per run; where the values vary with the coordinate
   // nearly every run differs, and a scan of all earlier ones would be quadratic in the runs.
   std::unordered_multimap<std::size_t, std::pair<std::size_t, std::size_t>> stored;  // (start, length)
+  // Rows of a neighbour's deep halo along dimension 1 (temporal blocking's ranges shrink
+  // there): FixedHalo::deep holds all the fixed cells in them.
+  auto is_deep_row = [&](std::ptrdiff_t r) {
+    return d >= 2 && ((r < 0 && !low[1]) || (r >= pad.ext[1] && !high[1]));
+  };
   // After a sweep down, the cells of plane p (row j) lie where plane p - shift (row
   // j - shift_rows) was; up, p + shift (j + shift_rows).
-  for (const std::ptrdiff_t sign : {-1, 1}) {
-    FixedHalo::Runs& runs = sign < 0 ? f->down : f->up;
+  for (const std::ptrdiff_t sign : {-1, 1, 0}) {
+    FixedHalo::Runs& runs = sign < 0 ? f->down : sign > 0 ? f->up : f->deep;
     auto from = [&](Ix c) {
       c[0] += sign * shift;
       if (d >= 2) c[1] += sign * shift_rows;
@@ -233,9 +253,10 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
       row_hi[d - 1] = rlo[d - 1] + 1;
       const auto len = static_cast<std::size_t>(rhi[d - 1] - rlo[d - 1]);
       for_each_point(d, rlo, row_hi, [&](const Ix& l) {  // l: the first cell of a run
+        if (sign == 0 && !is_deep_row(l[1])) return;
         want.resize(len);
         const Ix src = from(l);
-        bool same = is_fixed(src);
+        bool same = sign != 0 && is_fixed(src);
         for (std::size_t k = 0; k < 2 && k < d; ++k)
           same = same && src[k] >= -pad.low[k] && src[k] < pad.ext[k] + pad.high[k];
         for (std::size_t j = 0; j < len; ++j) {
@@ -249,6 +270,7 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
         if (same) return;
         runs.at.emplace_back(pad.at(l), len);
         runs.plane.push_back(l[0]);
+        runs.row.push_back(d >= 2 ? l[1] : 0);
         const std::size_t key = std::hash<std::string_view>{}(
             std::string_view(reinterpret_cast<const char*>(want.data()), len * sizeof(double)));
         for (auto [it, end] = stored.equal_range(key); it != end; ++it) {
@@ -266,18 +288,22 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
     }
     stored.clear();
     runs.values.shrink_to_fit();
-    // By plane, for a wavefront that puts them back plane by plane (sweep_wavefront).
+    // By plane and row, for a wavefront that puts them back plane by plane, strip by strip
+    // (sweep_wavefront).
     std::vector<std::size_t> order(runs.at.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t x, std::size_t y) { return runs.plane[x] < runs.plane[y]; });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return std::pair(runs.plane[x], runs.row[x]) < std::pair(runs.plane[y], runs.row[y]);
+    });
     FixedHalo::Runs sorted;
     sorted.at.reserve(order.size());
     sorted.plane.reserve(order.size());
+    sorted.row.reserve(order.size());
     sorted.first.reserve(order.size());
     for (const std::size_t i : order) {
       sorted.at.push_back(runs.at[i]);
       sorted.plane.push_back(runs.plane[i]);
+      sorted.row.push_back(runs.row[i]);
       sorted.first.push_back(runs.first[i]);
     }
     sorted.values = std::move(runs.values);
@@ -381,6 +407,16 @@ std::ptrdiff_t Stencil::Impl::slab_rows(std::size_t b, std::ptrdiff_t lo,
   return std::clamp<std::ptrdiff_t>(
       static_cast<std::ptrdiff_t>(budget / (8.0 * static_cast<double>(pad.stride[1]) * rows)), h,
       std::max<std::ptrdiff_t>(hi - lo, h));
+}
+
+std::ptrdiff_t Stencil::Impl::wavefront_strip_rows(std::size_t b, std::size_t k) const {
+  if (d < 3) return 0;
+  const Pad& pad = grid.block(b).pad;
+  const std::size_t l2 = cache_sizes().l2 ? cache_sizes().l2 : std::size_t{1} << 20;
+  const double budget = static_cast<double>(spec.tile_bytes ? spec.tile_bytes : 3 * l2 / 4);
+  const double planes = static_cast<double>(((2 * k + 1) * spec.halo + 1) * (1 + spec.aux_grids));
+  return std::max<std::ptrdiff_t>(
+      1, static_cast<std::ptrdiff_t>(budget / (8.0 * static_cast<double>(pad.stride[1]) * planes)));
 }
 
 void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk,
@@ -631,15 +667,24 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
   // The values beyond fixed ends of the grid that step i+1 reads in level i+1, put back by
   // step i plane by plane as soon as it has read for the last time what they overwrite (level
   // i's cells a unit away, in the plane it has just computed or below it), those of the planes
-  // beyond its range at its first and last plane.
+  // beyond its range at its first and last plane; in strips, each strip those of its rows.
   if (!fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
   const FixedHalo::Runs& runs = down ? fixed_halo[b]->down : fixed_halo[b]->up;
-  auto put_back = [&](double* out, std::ptrdiff_t p0, std::ptrdiff_t p1) {
-    auto r = static_cast<std::size_t>(
-        std::lower_bound(runs.plane.begin(), runs.plane.end(), p0) - runs.plane.begin());
-    for (; r < runs.plane.size() && runs.plane[r] <= p1; ++r)
-      geometry::copy_row(out + runs.at[r].first, runs.values.data() + runs.first[r],
-                         runs.at[r].second);
+  auto put_back = [&](const FixedHalo::Runs& runs, double* out, std::ptrdiff_t p0,
+                      std::ptrdiff_t p1, std::ptrdiff_t r0, std::ptrdiff_t r1) {
+    std::size_t r = 0, e = runs.plane.size();
+    while (r < e) {  // the first run at or after (p0, r0)
+      const std::size_t m = r + (e - r) / 2;
+      if (std::pair(runs.plane[m], runs.row[m]) < std::pair(p0, r0))
+        r = m + 1;
+      else
+        e = m;
+    }
+    for (; r < runs.plane.size() && std::pair(runs.plane[r], runs.row[r]) < std::pair(p1, r1);
+         ++r)
+      if (runs.row[r] >= r0 && runs.row[r] < r1)
+        geometry::copy_row(out + runs.at[r].first, runs.values.data() + runs.first[r],
+                           runs.at[r].second);
   };
   // Units along dimension 1: a row (3-D and up), or shift_rows points of the row (2-D; a
   // unit's writes land shift_rows points behind it), in the sweep's direction.
@@ -653,28 +698,125 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
     blk.east[0] = pad.east_of(side);
     blk.beside_step = pad.side_step;
   }
-  for (std::ptrdiff_t tau = first; down ? tau <= last : tau >= last; tau += dir) {
-    for (std::size_t i = 0; i < k; ++i) {
-      const std::size_t s = s0 + i;
-      const std::ptrdiff_t p = tau - dir * lag(i);
-      if (p < slo[s][0] || p >= shi[s][0] || is_empty(d, slo[s], shi[s])) continue;
-      blk.in[0] = level(i) + pad.base;
-      blk.out = level(i + 1) + pad.base;
-      blk.step = rot + s;
-      blk.lo = slo[s];
-      blk.hi = shi[s];
-      blk.lo[0] = p;
-      blk.hi[0] = p + 1;
-      const std::ptrdiff_t j0 = slo[s][1], j1 = shi[s][1];
-      for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += dir * U) {
-        blk.lo[1] = down ? j : std::max(j0, j - U + 1);
-        blk.hi[1] = down ? std::min(j + U, j1) : j + 1;
-        kernel(blk);
+  // A kernel that takes rows in order computes a plane's rows of a strip in one call, in the
+  // sweep's order (Block::backwards up): row j's writes land on row j - h of the plane h
+  // behind (down), which the rows before it in the call were the last to read.
+  const bool whole_rows = d >= 3 && spec.rows_in_order;
+  blk.backwards = whole_rows && !down;
+  // Strips of rows (3-D and up), so that the planes in flight stay in the L2: strip t holds
+  // the last step's rows [tJ, (t+1)J) from where its range starts (down; up, from where it
+  // ends), and at step i those rows moved by (k-1-i)h towards the sweep's end, skewed like the
+  // windows' strips: step i+1 reads h rows beyond its own, which step i has computed in the
+  // same strip or an earlier one. The one-step argument holds strip by strip: unit (p, j)
+  // overwrites row j - h of plane p - h, whose readers are rows up to j, in this strip or an
+  // earlier one, except at a fixed end (below).
+  const auto* const sl = d >= 3 ? &slo[s0 + k - 1] : nullptr;
+  const auto* const sh = d >= 3 ? &shi[s0 + k - 1] : nullptr;
+  const std::ptrdiff_t J = d >= 3 ? wavefront_strip_rows(b, k) : 0;
+  std::ptrdiff_t strips = J > 0 ? ((*sh)[1] - (*sl)[1] + J - 1) / J : 1;
+  if (strips < 2) strips = 1;
+  // Strip t's edge for step i, t counted in the sweep's direction (0: the range's near end).
+  auto edge = [&](std::ptrdiff_t t, std::size_t i) -> std::ptrdiff_t {
+    const std::size_t s = s0 + i;
+    if (t <= 0) return down ? slo[s][1] : shi[s][1];
+    if (t >= strips) return down ? shi[s][1] : slo[s][1];
+    const std::ptrdiff_t skew = static_cast<std::ptrdiff_t>(k - 1 - i) * h;
+    return std::clamp(down ? (*sl)[1] + t * J + skew : (*sh)[1] - t * J - skew, slo[s][1],
+                      shi[s][1]);
+  };
+  // In strips, the fixed values that no step reads are left alone (the fixed planes and
+  // columns beyond other dimensions' fixed ends reach into the whole deep halo): those of an
+  // intermediate level beyond the rows its step reads, which a unit carries onto rows of the
+  // next plane that the first strip has written, and the last level's farthest h rows at a
+  // near end with a neighbour, which a unit carries past the padding onto the far end of the
+  // plane before. (near_fixed below.)
+  bool near_fixed = false;
+  // The rows step i computes in strip t, [lo, hi); and those whose fixed values it puts back:
+  // besides, the first strip those beyond the range's near end, and the strip that reaches
+  // its far end (where the skew meets a fixed end, not always the last) those beyond that.
+  auto rows_of = [&](std::ptrdiff_t t, std::size_t i, bool owned) {
+    const std::ptrdiff_t near = edge(t, i), far = edge(t + 1, i), end = edge(strips, i);
+    const bool past_near = owned && t == 0, past_far = owned && far == end && near != end;
+    std::ptrdiff_t lo = down ? near : far, hi = down ? far : near;
+    if (down ? past_near : past_far) lo = PTRDIFF_MIN;
+    if (down ? past_far : past_near) hi = PTRDIFF_MAX;
+    if (owned && strips > 1) {
+      if (i + 1 < k) {  // rows of level i+1 that step i+1 reads
+        lo = std::max(lo, slo[s0 + i + 1][1] - h);
+        hi = std::min(hi, shi[s0 + i + 1][1] + h);
+      } else {  // the last level's: after the last strip
+        hi = lo;
       }
-      put_back(level(i + 1), p == slo[s][0] ? PTRDIFF_MIN : p,
-               p == shi[s][0] - 1 ? PTRDIFF_MAX : p);
+    }
+    return std::pair(lo, hi);
+  };
+  // Where the near end (down: below row 0) is a fixed end of the grid, its padding is h rows
+  // and the moves carry later levels' rows past it: level k's fixed row and first (k-1)h rows
+  // lie on the last k*h rows of the plane before as step s0 found them ([c0, c1), where it
+  // reads them). Swept whole, every step has read those cells for the last time before they
+  // are overwritten; in strips, a later strip would read them after the first one overwrote
+  // them. So strips only where step s0, which reads the most rows, reads none of those: where
+  // the near end has a neighbour (its deep halo takes the moves), or from a group's (k+1)-th
+  // step on (its reach has shrunk by as many rows as the block moves); not with a fixed far end.
+  const core::BlockGeom& geo = grid.block(b);
+  near_fixed =
+      spec.boundary == Boundary::fixed &&
+      (down ? geo.origin[1] == 0
+            : geo.origin[1] + pad.ext[1] == static_cast<std::int64_t>(spec.size[1]));
+  const auto kh = static_cast<std::ptrdiff_t>(k) * h;
+  const std::ptrdiff_t c0 =
+      std::max(down ? pad.ext[1] + pad.high[1] - kh : -pad.low[1], slo[s0][1] - h);
+  const std::ptrdiff_t c1 =
+      std::min(down ? pad.ext[1] + pad.high[1] : -pad.low[1] + kh, shi[s0][1] + h);
+  if (near_fixed && c0 < c1) strips = 1;
+  if (strips > 1) wavefronts_in_strips_.fetch_add(1, std::memory_order_relaxed);
+  for (std::ptrdiff_t t = 0; t < strips; ++t) {
+    for (std::ptrdiff_t tau = first; down ? tau <= last : tau >= last; tau += dir) {
+      for (std::size_t i = 0; i < k; ++i) {
+        const std::size_t s = s0 + i;
+        const std::ptrdiff_t p = tau - dir * lag(i);
+        if (p < slo[s][0] || p >= shi[s][0] || is_empty(d, slo[s], shi[s])) continue;
+        const auto [j0, j1] = rows_of(t, i, false);
+        blk.in[0] = level(i) + pad.base;
+        blk.out = level(i + 1) + pad.base;
+        blk.step = rot + s;
+        blk.lo = slo[s];
+        blk.hi = shi[s];
+        blk.lo[0] = p;
+        blk.hi[0] = p + 1;
+        if (whole_rows) {
+          blk.lo[1] = j0;
+          blk.hi[1] = j1;
+          if (j0 < j1) kernel(blk);
+        } else {
+          for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += dir * U) {
+            blk.lo[1] = down ? j : std::max(j0, j - U + 1);
+            blk.hi[1] = down ? std::min(j + U, j1) : j + 1;
+            kernel(blk);
+          }
+        }
+        const auto [o0, o1] = rows_of(t, i, true);
+        put_back(runs, level(i + 1), p == slo[s][0] ? PTRDIFF_MIN : p,
+                 p == shi[s][0] - 1 ? PTRDIFF_MAX : p, o0, o1);
+      }
     }
   }
+  if (strips > 1 && !is_empty(d, slo[s0 + k - 1], shi[s0 + k - 1])) {
+    // The last level's fixed values, which no step of the wavefront reads, put back after
+    // the last strip: in a strip, the first rows the moves carry past the near end's padding
+    // would land on cells later strips still use. All of them in a neighbour's deep halo,
+    // where a value left out as already in place could rest on one left out before it.
+    const bool far_fixed =
+        spec.boundary == Boundary::fixed &&
+        (down ? geo.origin[1] + pad.ext[1] == static_cast<std::int64_t>(spec.size[1])
+              : geo.origin[1] == 0);
+    const bool low_fixed = down ? near_fixed : far_fixed;
+    const bool high_fixed = down ? far_fixed : near_fixed;
+    put_back(runs, level(k), PTRDIFF_MIN, PTRDIFF_MAX, low_fixed ? PTRDIFF_MIN : 0,
+             high_fixed ? PTRDIFF_MAX : pad.ext[1]);
+    put_back(fixed_halo[b]->deep, level(k), PTRDIFF_MIN, PTRDIFF_MAX, PTRDIFF_MIN, PTRDIFF_MAX);
+  }
+  blk.backwards = false;
   set_moved_units(main, target, down ? n + k : n - k);
 }
 

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
     s.neighbourhood = st::von_neumann(3, 1);
     s.traversal = st::Traversal::jacobi_in_place;
     s.row_halo_beside = true;  // the kernel reads a row's halo values through before/after
+    s.rows_in_order = true;    // and writes each row it is given, in for_each_row's order
     s.fixed_value = [](st::Coord c) { return c[0] < 0 ? kHeatTop : kHeatOther; };
     return s;
   };

@@ -39,10 +39,14 @@ inline double fixed_at(st::Coord g) {
 // set), so that a test can tell that the layer used that layout and not only the padded rows,
 // which give the same bits.
 inline std::atomic<std::size_t> calls_beside{0};
+// Kernel calls given rows to visit backwards (Block::backwards: several rows of a plane at
+// once in an in-place sweep that runs up, Spec::rows_in_order).
+inline std::atomic<std::size_t> calls_backwards{0};
 
 inline st::Kernel make_kernel(const Case& c) {
   return [c](const st::Block& b) {
     if (b.west[0] || b.east[0]) calls_beside.fetch_add(1, std::memory_order_relaxed);
+    if (b.backwards) calls_backwards.fetch_add(1, std::memory_order_relaxed);
     const auto& nb = c.spec.neighbourhood;
     const std::size_t last = b.dims - 1;
     // Per offset: the element offset of its row (every component but the last) and its
@@ -222,7 +226,8 @@ inline std::string describe(const st::Spec& s) {
        " streaming=" + std::to_string(s.stores == st::Stores::streaming) +
        " gs=" + std::to_string(s.traversal == st::Traversal::gauss_seidel) +
        " in_place=" + std::to_string(s.traversal == st::Traversal::jacobi_in_place) +
-       " beside=" + std::to_string(s.row_halo_beside);
+       " beside=" + std::to_string(s.row_halo_beside) +
+       " rows_in_order=" + std::to_string(s.rows_in_order);
   return t;
 }
 

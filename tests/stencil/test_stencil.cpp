@@ -6,6 +6,7 @@
 // exported, where they land, when) and its reference().
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <ordo/stencil.hpp>
 
 #include "api/mirrored_ring.hpp"
+#include "api/stencil_impl.hpp"
 #include "stencil_cases.hpp"
 
 using ordo::test::same_bits;
@@ -562,22 +564,31 @@ TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stenc
   // per step and the rows the next strip reads carried to it: budgets (tile_bytes) from
   // "nothing fits" (one shifted sweep per step) through one-row strips (narrower than 2h when
   // h is 2), uneven last strips and several strip counts to the whole cross-section; depths 2
-  // to 8 with a shorter last group, fixed and periodic ends, halos of 2, 2-D to 4-D.
+  // to 8 with a shorter last group, fixed and periodic ends, halos of 2, 2-D to 4-D. Stars in
+  // 3-D and up run as wavefronts that move the block, in strips of rows too (`strips`: the
+  // shape must take them at some budget): with a fixed end at either end of dimension 1 or
+  // both (blocks along it that have one, one that has two, an interior one), each shape also
+  // with a kernel that takes a plane's rows of a strip in one call (Spec::rows_in_order).
   struct Shape {
     std::vector<std::size_t> size, blocks;
     std::vector<st::Offset> nb;
     std::size_t tb;
     st::Boundary boundary;
+    bool strips = false;
   };
   const std::vector<Shape> shapes{
       {{14, 23, 10}, {2, 1, 1}, st::von_neumann(3, 1), 4, st::Boundary::fixed},
-      {{12, 19, 9}, {1, 2, 2}, st::von_neumann(3, 2), 2, st::Boundary::periodic},
+      {{12, 19, 9}, {1, 2, 2}, st::von_neumann(3, 2), 2, st::Boundary::periodic, true},
       {{18, 17, 8}, {2, 1, 1}, st::moore(3, 1), 8, st::Boundary::fixed},
       {{11, 21, 7}, {1, 3, 1}, st::moore(3, 1), 3, st::Boundary::periodic},
       {{16, 13, 11}, {1, 1, 1}, st::von_neumann(3, 2), 5, st::Boundary::fixed},
       {{20, 37}, {2, 1}, st::von_neumann(2, 2), 5, st::Boundary::fixed},
       {{15, 29}, {1, 2}, st::moore(2, 1), 6, st::Boundary::periodic},
       {{8, 11, 5, 4}, {2, 1, 1, 1}, st::von_neumann(4, 1), 2, st::Boundary::fixed},
+      {{18, 34, 9}, {2, 2, 1}, st::von_neumann(3, 1), 8, st::Boundary::fixed, true},
+      {{11, 40, 12}, {1, 3, 2}, st::von_neumann(3, 1), 5, st::Boundary::fixed, true},
+      {{14, 29, 7}, {2, 2, 1}, st::von_neumann(3, 2), 3, st::Boundary::fixed, true},
+      {{7, 24, 4, 5}, {1, 2, 1, 1}, st::von_neumann(4, 1), 4, st::Boundary::fixed, true},
   };
   // 1 KiB: no strip fits (shifted sweeps). Then budgets 10% apart from 16 to 320 KiB: with
   // these shapes one row of a strip costs 2-18 KiB of budget, one-row strips start between 16
@@ -592,10 +603,22 @@ TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stenc
     Values v = random_values(c, rng);
     v.steps = 2 * sh.tb + 1;  // two whole groups and a one-step group
     const auto want = brute_force(c, v.levels, v.aux, v.steps);
-    for (const std::size_t tile : tiles) {
-      c.spec.tile_bytes = tile;
+    for (const bool in_order : {false, true}) {
+      c.spec.rows_in_order = in_order;
+      const std::size_t strips_before = st::detail_stencil::wavefronts_in_strips();
+      calls_backwards = 0;
+      for (const std::size_t tile : tiles) {
+        c.spec.tile_bytes = tile;
+        INFO(describe(c.spec));
+        CHECK(same_bits(run_case(c, v, rt), want));
+      }
       INFO(describe(c.spec));
-      CHECK(same_bits(run_case(c, v, rt), want));
+      CHECK((st::detail_stencil::wavefronts_in_strips() > strips_before) == sh.strips);
+      // Up the planes, a plane's rows go to the kernel in one call, last to first.
+      const bool is_star = std::all_of(sh.nb.begin(), sh.nb.end(), [](const st::Offset& o) {
+        return std::count_if(o.begin(), o.end(), [](int x) { return x != 0; }) == 1;
+      });
+      CHECK((calls_backwards > 0) == (in_order && is_star && sh.size.size() >= 3));
     }
   }
 }

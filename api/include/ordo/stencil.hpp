@@ -130,6 +130,16 @@ bool next_row(std::array<T, kMaxDims>& x, const std::array<T, kMaxDims>& lo,
   }
   return false;
 }
+// The row before x in that order; false before the first row.
+template <class T>
+bool previous_row(std::array<T, kMaxDims>& x, const std::array<T, kMaxDims>& lo,
+                  const std::array<T, kMaxDims>& hi, std::size_t d) {
+  for (std::size_t i = d - 1; i-- > 0;) {
+    if (--x[i] >= lo[i]) return true;
+    x[i] = hi[i] - 1;
+  }
+  return false;
+}
 }  // namespace detail
 
 // Calls f(row, first, len) for every row of box b along its last dimension, in lexicographic
@@ -193,6 +203,12 @@ struct Spec {
   // with their halo beside"), where that saves memory traffic: rows of 256 points are then 32
   // cache lines, not 33. The results are the same bits either way.
   bool row_halo_beside = false;
+  // The kernel computes the rows of its range one after the other in for_each_row's order,
+  // each from `in` before the next is written (a kernel that calls for_each_row and writes
+  // only the row it is given does). In-place temporal blocking by a star may then pass it
+  // many rows of a plane in one call instead of one row per call (docs/stencil.md). The
+  // results are the same bits either way.
+  bool rows_in_order = false;
 };
 
 // What the kernel sees for one step of one block. Coordinates are block-local: 0 is the
@@ -219,6 +235,9 @@ struct Block {
   // pieces of each row in 2-D). A kernel that
   // prefetches the input it will read next reads it at in[l] + ahead.
   std::ptrdiff_t ahead = 0;
+  // for_each_row visits the range's rows from the last to the first: an in-place sweep that
+  // runs up passes many rows at once this way, only with Spec::rows_in_order.
+  bool backwards = false;
   // Where the last dimension's halo lies when the layer keeps it beside the rows
   // (Spec::row_halo_beside), per level: the values left of local row 0 end at west[l], those
   // right of it start at east[l], and those of row r (r = (at - lo[dims - 1]) /
@@ -248,10 +267,11 @@ struct Block {
 
 using Kernel = std::function<void(const Block&)>;
 
-// Calls f(at, len, x) for every row of b's range in lexicographic order: `len` consecutive
-// points along the last dimension starting at element offset `at` (relative to b.in[0]/b.out)
-// and at block-local coordinate x. Inline so that the kernel's inner loop is compiled with it.
-// B is Block or StageBlock (a pipeline stage's view; see Pipeline below).
+// Calls f(at, len, x) for every row of b's range in lexicographic order (reversed for a
+// Block with `backwards`): `len` consecutive points along the last dimension starting at
+// element offset `at` (relative to b.in[0]/b.out) and at block-local coordinate x. Inline so
+// that the kernel's inner loop is compiled with it. B is Block or StageBlock (a pipeline
+// stage's view; see Pipeline below).
 template <class B, class F>
 void for_each_row(const B& b, F&& f) {
   const std::size_t d = b.dims;
@@ -259,6 +279,10 @@ void for_each_row(const B& b, F&& f) {
   for (std::size_t i = 0; i < d; ++i)
     if (b.hi[i] <= b.lo[i]) return;
   std::array<std::ptrdiff_t, kMaxDims> x = b.lo;
+  bool backwards = false;
+  if constexpr (requires { b.backwards; }) backwards = b.backwards;
+  if (backwards)
+    for (std::size_t i = 0; i + 1 < d; ++i) x[i] = b.hi[i] - 1;
   const std::size_t len = static_cast<std::size_t>(b.hi[d - 1] - b.lo[d - 1]);
   for (;;) {
     std::ptrdiff_t at = 0;
@@ -268,7 +292,8 @@ void for_each_row(const B& b, F&& f) {
       f(at, len, x);
     else
       f(at, len);
-    if (!detail::next_row(x, b.lo, b.hi, d)) return;
+    if (!(backwards ? detail::previous_row(x, b.lo, b.hi, d) : detail::next_row(x, b.lo, b.hi, d)))
+      return;
   }
 }
 
