@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # run_fuzz.sh TARGET CORPUS WORK SECONDS
 # Fuzzes TARGET (a libFuzzer binary) for SECONDS, starting from the checked-in CORPUS, which it
-# never modifies: new inputs go to WORK/corpus, a crash to WORK/crash-* (its path is printed;
-# add the input to CORPUS once the bug is fixed). Exit 0 when nothing was found, 1 for any
+# never modifies: new inputs go to WORK/corpus, emptied first, a crash to WORK/crash-* (its path
+# is printed; add the input to CORPUS once the bug is fixed). Exit 0 when nothing was found, 1 for any
 # finding: never 77, which meson counts as a skipped test, and which is libFuzzer's default
 # exit status for a crash, a deadly signal, a leak or a fuzz target that exits.
 set -uo pipefail
 target=$1 corpus=$2 work=$3 seconds=$4
-mkdir -p "$work/corpus" || exit 1
+# libFuzzer runs every input of its corpora before it fuzzes, and -max_total_time does not
+# bound that: a scratch corpus kept from earlier runs grew with each run in a worktree until
+# replaying it took most of the budget and more (fuzz_remote_lock: 669 inputs, 47 s of 12).
+rm -rf "$work/corpus" && mkdir -p "$work/corpus" || exit 1
 # -rss_limit_mb and -malloc_limit_mb: an input must not make the target allocate what it claims
 # (those end with libFuzzer's out-of-memory status, 71). -error_exitcode and -timeout_exitcode:
 # crashes, sanitizer reports, leaks and hangs end with 1. UBSan only prints a report and goes
