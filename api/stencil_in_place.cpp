@@ -97,6 +97,8 @@ bool is_empty(std::size_t d, const Ix& lo, const Ix& hi) {
 // Points of the planes the kernel is called on at least once: one call per unit costs about
 // as much as a few dozen points, so units of fewer points are merged along dimension 0.
 constexpr std::size_t kUnitPoints = 512;
+// A 2-D unit where the sweep's rows are in the cache (temporal blocking): in_place_shift_rows.
+constexpr std::size_t kUnitPointsInCache = 384;
 
 std::size_t page_bytes() {
   static const auto v = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
@@ -143,7 +145,11 @@ std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid)
     if (std::count_if(o.begin(), o.end(), [](int c) { return c != 0; }) > 1) return 0;
   const auto h = static_cast<std::ptrdiff_t>(s.halo);
   if (grid.dims() >= 3) return h;
-  return (std::max<std::ptrdiff_t>(h, static_cast<std::ptrdiff_t>(kUnitPoints)) + 7) / 8 * 8;
+  // Temporal blocking's wavefronts run in the cache, where shorter pieces paid (heat2d 8192²
+  // at --tb 8: 384 points ran 6-9% faster than 512, and 256 or whole rows slower; depth 1
+  // streams from memory and keeps 512; docs/benchmarks.md).
+  const std::size_t piece = s.tb_depth > 1 ? kUnitPointsInCache : kUnitPoints;
+  return (std::max<std::ptrdiff_t>(h, static_cast<std::ptrdiff_t>(piece)) + 7) / 8 * 8;
 }
 
 // The halo beside the rows pays where a sweep reads each row once from memory with its two
@@ -780,6 +786,8 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
         blk.in[0] = level(i) + pad.base;
         blk.out = level(i + 1) + pad.base;
         blk.step = rot + s;
+        // Only the first step reads what the cache may not hold yet (Block::ahead).
+        blk.ahead = i == 0 ? dir * pad.stride[0] : 0;
         blk.lo = slo[s];
         blk.hi = shi[s];
         blk.lo[0] = p;

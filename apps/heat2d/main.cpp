@@ -10,6 +10,40 @@
 #include "kernels.hpp"
 #include "stencil_app.hpp"
 
+namespace {
+
+// One row, eight points at a time (ordo::app::V8, as heat3d's): one load of the row per
+// chunk, its left and right neighbours made by lane shifts with the chunks on either side, two
+// loads of neighbour rows, one store. The plain loop loads the row three times per point,
+// which bounds a core by its load ports once the rows are in the cache (temporal blocking);
+// streaming from memory (depth 1) the plain loop with its prefetches ran faster.
+// The arithmetic is heat2d_point's, lane by lane: the same bits.
+using ordo::app::load8;
+using ordo::app::store8;
+using ordo::app::V8;
+inline V8 point8(V8 c, V8 n, V8 s, V8 w, V8 e) { return c + 0.2 * ((n + s) + (w + e) - 4.0 * c); }
+
+void row(double* __restrict out, const double* __restrict u, const double* __restrict up,
+         const double* __restrict down, std::size_t c) {
+  std::size_t k = 0;
+  if (c >= 16) {
+    V8 prev = V8{} + u[-1];  // lane 7: the value left of the chunk
+    V8 old = load8(u);
+    for (; k + 16 <= c; k += 8) {
+      const V8 next = load8(u + k + 8);
+      const V8 w = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
+      const V8 e = __builtin_shufflevector(old, next, 1, 2, 3, 4, 5, 6, 7, 8);
+      store8(out + k, point8(old, load8(up + k), load8(down + k), w, e));
+      prev = old;
+      old = next;
+    }
+  }
+  for (; k < c; ++k)
+    out[k] = ordo::app::heat2d_point(u[k], up[k], down[k], u[k - 1], u[k + 1]);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   namespace st = ordo::stencil;
   using ordo::app::kHeatOther;
@@ -33,6 +67,12 @@ int main(int argc, char** argv) {
       st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
         const double* u = b.in[0] + at;
         double* v = b.out + at;
+        // Where the sweep's input is in the cache already (ahead 0: temporal blocking), the
+        // row eight points at a time.
+        if (b.ahead == 0) {
+          row(v, u, u - n, u + n, len);
+          return;
+        }
         // 8 KiB on along the next row, in the direction the sweep runs (backwards going up).
         const auto below = reinterpret_cast<std::uintptr_t>(u + b.ahead) + (b.ahead > 0 ? 8192 : -8192);
         for (std::size_t j0 = 0; j0 < len; j0 += 64) {

@@ -12,18 +12,14 @@
 
 namespace {
 
-// One row, eight points at a time (GCC vector extensions, so any -march builds it): one load
-// of the row per chunk, its k-1 and k+1 neighbours made by lane shifts with the chunks on
-// either side, four loads of neighbour rows, one store. A plain loop makes three loads of the
-// row per point, and one core is then bound by its load ports rather than by memory
-// (docs/benchmarks.md). The arithmetic is heat3d_point's, lane by lane: the same bits.
-using V8 = double __attribute__((vector_size(64)));
-inline V8 load8(const double* p) {
-  V8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store8(double* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+// One row, eight points at a time (ordo::app::V8): one load of the row per chunk, its k-1 and
+// k+1 neighbours made by lane shifts with the chunks on either side, four loads of neighbour
+// rows, one store. A plain loop makes three loads of the row per point, and one core is then
+// bound by its load ports rather than by memory (docs/benchmarks.md). The arithmetic is
+// heat3d_point's, lane by lane: the same bits.
+using ordo::app::load8;
+using ordo::app::store8;
+using ordo::app::V8;
 inline V8 point8(V8 c, V8 im, V8 ip, V8 jm, V8 jp, V8 km, V8 kp) {
   return c + 0.125 * (((im + ip) + (jm + jp)) + (km + kp) - 6.0 * c);
 }
@@ -85,15 +81,18 @@ int main(int argc, char** argv) {
         // The row two rows on (the sweep runs up the rows when it runs up the planes) in the
         // plane the sweep computes next, which it reads from memory soon: the hardware
         // prefetcher alone keeps too few lines in flight (docs/benchmarks.md).
-        const std::ptrdiff_t rows_on = b.ahead > 0 ? 2 * sj : -2 * sj;
-        const auto ahead = reinterpret_cast<std::uintptr_t>(u + b.ahead + rows_on);
-        for (std::size_t k = 0; k < len; k += 8)
-          __builtin_prefetch(reinterpret_cast<const void*>(ahead + k * sizeof(double)), 0, 2);
-        // and, where the halo lies in the rows, the line before it, which holds the row's
-        // halo value on the left (beside the rows the layer points at its neighbour's face,
-        // which it prefetches).
-        if (!b.west[0])
-          __builtin_prefetch(reinterpret_cast<const void*>(ahead - sizeof(double)), 0, 2);
+        // Nothing where the input is in the cache already (ahead 0: temporal blocking).
+        if (b.ahead != 0) {
+          const std::ptrdiff_t rows_on = b.ahead > 0 ? 2 * sj : -2 * sj;
+          const auto ahead = reinterpret_cast<std::uintptr_t>(u + b.ahead + rows_on);
+          for (std::size_t k = 0; k < len; k += 8)
+            __builtin_prefetch(reinterpret_cast<const void*>(ahead + k * sizeof(double)), 0, 2);
+          // and, where the halo lies in the rows, the line before it, which holds the row's
+          // halo value on the left (beside the rows the layer points at its neighbour's face,
+          // which it prefetches).
+          if (!b.west[0])
+            __builtin_prefetch(reinterpret_cast<const void*>(ahead - sizeof(double)), 0, 2);
+        }
         row(b.out + at, u, u - si, u + si, u - sj, u + sj, b.before(at)[-1], b.after(at, len)[0],
             len);
       });

@@ -233,7 +233,8 @@ struct Block {
   // computes after this one: stride[0], or -stride[0] when an in-place sweep runs up the
   // planes (it then runs backwards along dimension 1 too: the rows of each plane in 3-D and up,
   // pieces of each row in 2-D). A kernel that
-  // prefetches the input it will read next reads it at in[l] + ahead.
+  // prefetches the input it will read next reads it at in[l] + ahead. 0 where the input is in
+  // the cache already (a temporal-blocking wavefront's steps after its first): nothing to fetch.
   std::ptrdiff_t ahead = 0;
   // for_each_row visits the range's rows from the last to the first: an in-place sweep that
   // runs up passes many rows at once this way, only with Spec::rows_in_order.
