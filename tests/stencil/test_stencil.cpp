@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <utility>
 #include <vector>
@@ -136,13 +139,49 @@ std::vector<double> run_case(const Case& c, const Values& v, ordo::Runtime& rt) 
   return s.get();
 }
 
+// Which way a block's steps ran, seen from its kernel calls: the most steps in flight at once,
+// that is how far a call's step lies behind the latest step the block has already been called
+// for, plus one. One step at a time (shifted sweeps) gives 1, a wavefront of k steps k, the
+// windows a whole group's steps.
+class StepsInFlight {
+ public:
+  void saw(const st::Block& b) {
+    std::lock_guard lock(mu_);
+    auto [it, is_new] = blocks_.try_emplace(b.origin, Seen{b.step, 1});
+    Seen& seen = it->second;
+    if (is_new) return;
+    if (b.step > seen.latest) seen.latest = b.step;
+    seen.most = std::max(seen.most, seen.latest - b.step + 1);
+  }
+  std::uint64_t most() const {
+    std::lock_guard lock(mu_);
+    std::uint64_t m = 0;
+    for (const auto& [origin, seen] : blocks_) m = std::max(m, seen.most);
+    return m;
+  }
+  std::size_t blocks() const {
+    std::lock_guard lock(mu_);
+    return blocks_.size();
+  }
+
+ private:
+  struct Seen {
+    std::uint64_t latest, most;
+  };
+  mutable std::mutex mu_;
+  std::map<std::array<std::int64_t, st::kMaxDims>, Seen> blocks_;
+};
+
 // A heat-like star on 3-D blocks in place at depth 8, 16 steps from a fixed pattern on 2
-// workers: what its locations hold and the result. The kernel reads the values beyond a
+// workers: what its locations hold, the result, the most steps a block had in flight and the
+// rings (windows) mapped during the run. The kernel reads the values beyond a
 // row's ends through Block::before/after, so with `beside` the layer may keep them beside the
 // rows.
 struct StarRun {
   ordo::StorageStats held;
   std::vector<double> values;
+  std::uint64_t steps_in_flight = 0;
+  std::size_t rings = 0;
 };
 StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blocks,
                      std::size_t tile_bytes, bool beside) {
@@ -156,7 +195,9 @@ StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blo
   s.row_halo_beside = beside;
   ordo::Runtime rt({.workers = 2});
   ordo::Graph g;
-  st::Stencil st1(g, s, [](const st::Block& b) {
+  StepsInFlight in_flight;
+  st::Stencil st1(g, s, [&in_flight](const st::Block& b) {
+    in_flight.saw(b);
     st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
       const double* u = b.in[0] + at;
       const double west = b.before(at)[-1], east = b.after(at, len)[0];
@@ -168,8 +209,10 @@ StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blo
     });
   });
   st1.set([](st::Coord c) { return static_cast<double>((c[0] * 7 + c[1] * 3 + c[2]) % 11); });
+  const std::size_t rings_before = st::detail_stencil::rings_mapped();
   st1.run(rt, 16);
-  return {g.storage_held(), st1.get()};
+  return {g.storage_held(), st1.get(), in_flight.most(),
+          st::detail_stencil::rings_mapped() - rings_before};
 }
 
 }  // namespace
@@ -340,18 +383,22 @@ TEST_CASE("in-place temporal blocking sizes its blocks alike whatever the tile b
           "[stencil]") {
   // The tile budget is the machine's (its caches and cores) unless the spec gives one; the
   // locations' sizes are part of the graph every rank and every restart must agree on, so
-  // they must not follow it. Each budget also runs the steps its own way (wavefronts of 1-4
-  // steps or windows): the same bits.
-  auto run = [](std::size_t tile_bytes) {
-    const StarRun r = run_star_tb8({40, 36, 32}, {2, 2, 1}, tile_bytes, false);
-    return std::pair(r.held.bytes, r.values);
-  };
-  const auto [bytes, values] = run(64u << 20);  // room for wavefronts of 4 steps
-  for (std::size_t tile_bytes : {1u << 10, 56u << 10, 72u << 10}) {
+  // they must not follow it. Each budget also runs the steps its own way, checked from the
+  // kernel's calls: wavefronts of 4, 3 or 2 steps, or one shifted sweep per step (no windows
+  // either): the same bits. A wavefront of k steps needs (2k + 1)h + 1 strips of (k + 2)h rows
+  // of 40 doubles here: 7.5, 12.5 and 18.75 KiB for k = 2, 3, 4.
+  const StarRun four = run_star_tb8({40, 36, 32}, {2, 2, 1}, 64u << 20, false);
+  CHECK(four.steps_in_flight == 4);
+  CHECK(four.rings == 0);
+  for (const auto& [tile_bytes, steps] : {std::pair<std::size_t, std::uint64_t>{16u << 10, 3},
+                                          {10u << 10, 2},
+                                          {1u << 10, 1}}) {
     INFO("tile_bytes " << tile_bytes);
-    const auto [b, v] = run(tile_bytes);
-    CHECK(b == bytes);
-    CHECK(same_bits(v, values));
+    const StarRun r = run_star_tb8({40, 36, 32}, {2, 2, 1}, tile_bytes, false);
+    CHECK(r.steps_in_flight == steps);
+    CHECK(r.rings == 0);
+    CHECK(r.held.bytes == four.held.bytes);
+    CHECK(same_bits(r.values, four.values));
   }
 }
 
