@@ -15,7 +15,7 @@ namespace ordo::stencil::detail_stencil {
 
 namespace {
 
-std::atomic<std::size_t> mapped{0};
+std::atomic<std::size_t> mapped{0}, refused{0};
 std::atomic<std::size_t> failures_to_inject{0};
 std::atomic<int> injected_error{0};
 
@@ -32,6 +32,7 @@ bool is_failure_injected() {
 
 std::unique_ptr<MirroredRing> MirroredRing::map(std::size_t bytes, std::string& why) {
   auto failed = [&](const char* call, int error) {
+    refused.fetch_add(1, std::memory_order_relaxed);
     why = std::string(call) + ": " + std::strerror(error);
     return nullptr;
   };
@@ -90,6 +91,7 @@ double* thread_ring(std::size_t slot, std::size_t bytes) {
 }
 
 std::size_t rings_mapped() { return mapped.load(std::memory_order_relaxed); }
+std::size_t ring_mappings_refused() { return refused.load(std::memory_order_relaxed); }
 
 void fail_ring_mappings(std::size_t count, int error) {
   injected_error.store(error, std::memory_order_relaxed);

@@ -41,9 +41,11 @@ inline constexpr std::size_t kRingsPerSlot = 4;
 // its cause (the caller then runs without windows, which gives the same results).
 double* thread_ring(std::size_t slot, std::size_t bytes);
 
-// For tests: how many rings this process has mapped so far; and the errno that the next
-// `count` ring mappings fail with, as if the system had refused them.
+// For tests: how many rings this process has mapped so far, and how many mappings failed
+// (injected or refused by the system); and the errno that the next `count` ring mappings fail
+// with, as if the system had refused them.
 std::size_t rings_mapped();
+std::size_t ring_mappings_refused();
 void fail_ring_mappings(std::size_t count, int error);
 
 }  // namespace ordo::stencil::detail_stencil

@@ -129,10 +129,12 @@ Case in_place_case(std::vector<std::size_t> size, std::vector<std::size_t> block
   return c;
 }
 
-// The newest level after v.steps steps of case c from the values v, run on rt.
-std::vector<double> run_case(const Case& c, const Values& v, ordo::Runtime& rt) {
+// The newest level after v.steps steps of case c from the values v, run on rt (with
+// `kernel` in place of the case's own, where given).
+std::vector<double> run_case(const Case& c, const Values& v, ordo::Runtime& rt,
+                             st::Kernel kernel = {}) {
   ordo::Graph g;
-  st::Stencil s(g, c.spec, make_kernel(c));
+  st::Stencil s(g, c.spec, kernel ? std::move(kernel) : make_kernel(c));
   for (std::size_t l = 0; l < v.levels.size(); ++l) s.set(v.levels[l], l);
   if (c.spec.aux_grids > 0) s.set_aux(0, v.aux);
   s.run(rt, v.steps);
@@ -691,23 +693,48 @@ TEST_CASE("in-place temporal blocking maps a worker's windows once per size", "[
 TEST_CASE("in-place temporal blocking without its windows runs one sweep per step",
           "[stencil]") {
   // A ring that cannot be mapped (here: injected; for real, out of file descriptors, mappings
-  // or memory) leaves the group to shifted sweeps, with the same bits.
+  // or memory) leaves the group to shifted sweeps, with the same bits. The same run without
+  // the injection shows that this group takes windows (its 4 steps in flight at once).
   Case c = in_place_case({14, 23, 10}, {2, 1, 1}, st::moore(3, 1), st::Boundary::fixed, 1, 4,
                          160 * 1024);
   std::mt19937 rng(78);
   Values v = random_values(c, rng);
   v.steps = 9;
   const auto want = brute_force(c, v.levels, v.aux, v.steps);
-  const std::size_t before = st::detail_stencil::rings_mapped();
-  st::detail_stencil::fail_ring_mappings(1000, ENOMEM);
-  std::vector<double> got;
-  {
-    ordo::Runtime rt({.workers = 2});
-    got = run_case(c, v, rt);
-  }
-  st::detail_stencil::fail_ring_mappings(0, 0);
-  CHECK(st::detail_stencil::rings_mapped() == before);
-  CHECK(same_bits(got, want));
+  struct Ran {
+    std::vector<double> values;
+    std::uint64_t steps_in_flight;
+    std::size_t mapped, refused;
+  };
+  auto run = [&](std::size_t failures) {
+    const std::size_t mapped = st::detail_stencil::rings_mapped();
+    const std::size_t refused = st::detail_stencil::ring_mappings_refused();
+    st::detail_stencil::fail_ring_mappings(failures, ENOMEM);
+    StepsInFlight in_flight;
+    Ran r;
+    {
+      ordo::Runtime rt({.workers = 2});
+      r.values = run_case(c, v, rt, [&in_flight, k = make_kernel(c)](const st::Block& b) {
+        in_flight.saw(b);
+        k(b);
+      });
+    }
+    st::detail_stencil::fail_ring_mappings(0, 0);
+    r.steps_in_flight = in_flight.most();
+    r.mapped = st::detail_stencil::rings_mapped() - mapped;
+    r.refused = st::detail_stencil::ring_mappings_refused() - refused;
+    return r;
+  };
+  const Ran windows = run(0);
+  CHECK(windows.steps_in_flight == 4);
+  CHECK(windows.mapped > 0);
+  CHECK(windows.refused == 0);
+  CHECK(same_bits(windows.values, want));
+  const Ran failed = run(1000);
+  CHECK(failed.refused > 0);  // the injected failure was reached
+  CHECK(failed.mapped == 0);
+  CHECK(failed.steps_in_flight == 1);  // one step at a time: shifted sweeps
+  CHECK(same_bits(failed.values, want));
 }
 
 TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force",
