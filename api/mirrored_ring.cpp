@@ -73,7 +73,8 @@ double* thread_ring(std::size_t slot, std::size_t bytes) {
                   held.begin() + static_cast<std::ptrdiff_t>(i) + 1);
       return held.front()->data();
     }
-  if (held.size() == kRingsPerSlot) held.pop_back();
+  // The least recently used ring goes only once the new one is mapped: where the mapping
+  // fails, the sizes this thread holds keep their windows.
   std::string why;
   std::unique_ptr<MirroredRing> ring = MirroredRing::map(bytes, why);
   if (!ring) {
@@ -86,6 +87,7 @@ double* thread_ring(std::size_t slot, std::size_t bytes) {
     });
     return nullptr;
   }
+  if (held.size() == kRingsPerSlot) held.pop_back();
   held.insert(held.begin(), std::move(ring));
   return held.front()->data();
 }

@@ -37,8 +37,9 @@ class MirroredRing {
 inline constexpr std::size_t kRingsPerSlot = 4;
 
 // This thread's ring `slot` of exactly `bytes` (whole pages), kept from task to task, or null
-// when none can be mapped; the first failure in the process is reported once on stderr with
-// its cause (the caller then runs without windows, which gives the same results).
+// when none can be mapped (the slot's rings of other sizes are then kept); the first failure in
+// the process is reported once on stderr with its cause (the caller then runs without windows,
+// which gives the same results).
 double* thread_ring(std::size_t slot, std::size_t bytes);
 
 // For tests: how many rings this process has mapped so far, and how many mappings failed

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include <ordo/stencil.hpp>
 
 #include "api/mirrored_ring.hpp"
@@ -735,6 +737,30 @@ TEST_CASE("in-place temporal blocking without its windows runs one sweep per ste
   CHECK(failed.mapped == 0);
   CHECK(failed.steps_in_flight == 1);  // one step at a time: shifted sweeps
   CHECK(same_bits(failed.values, want));
+}
+
+TEST_CASE("a thread keeps its rings when a new one cannot be mapped", "[stencil]") {
+  // A thread's slot full of rings (kRingsPerSlot sizes), then a size whose mapping fails: the
+  // rings held stay, so the sizes they serve keep their windows even while every new mapping
+  // fails. Dropping the least recently used one first lost its window for nothing.
+  namespace ds = st::detail_stencil;
+  const std::size_t slot = 7, page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t mapped = ds::rings_mapped();
+  std::vector<double*> held;
+  for (std::size_t i = 1; i <= ds::kRingsPerSlot; ++i)
+    held.push_back(ds::thread_ring(slot, i * page));
+  CHECK(ds::rings_mapped() == mapped + ds::kRingsPerSlot);
+  const std::size_t refused = ds::ring_mappings_refused();
+  ds::fail_ring_mappings(1000, ENOMEM);
+  CHECK(ds::thread_ring(slot, (ds::kRingsPerSlot + 1) * page) == nullptr);
+  CHECK(ds::ring_mappings_refused() == refused + 1);
+  for (std::size_t i = 1; i <= ds::kRingsPerSlot; ++i) {
+    INFO("ring of " << i << " pages");
+    CHECK(held[i - 1] != nullptr);
+    CHECK(ds::thread_ring(slot, i * page) == held[i - 1]);
+  }
+  ds::fail_ring_mappings(0, 0);
+  CHECK(ds::rings_mapped() == mapped + ds::kRingsPerSlot);
 }
 
 TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force",
