@@ -391,10 +391,10 @@ struct Transport::Impl {
                    "network; keep the ranks' network to the job");
       return UCS_OK;
     }
-    const std::string from = "from rank " + std::to_string(wire.source);
     // Room for a later protocol: a rank that sets it speaks one this rank does not know.
     if (wire.reserved != 0) {
-      impl->refuse("a message " + from + " (tag " + std::to_string(wire.tag) +
+      impl->refuse("a message from rank " + std::to_string(wire.source) + " (tag " +
+                   std::to_string(wire.tag) +
                    ") whose wire header has " + std::to_string(wire.reserved) +
                    " in its reserved field, where ordo sends 0: rank " +
                    std::to_string(wire.source) +
@@ -404,7 +404,8 @@ struct Transport::Impl {
     }
     const auto handler = impl->handlers.find(wire.tag);
     if (handler == impl->handlers.end()) {
-      impl->refuse("a message " + from + " with tag " + std::to_string(wire.tag) +
+      impl->refuse("a message from rank " + std::to_string(wire.source) + " with tag " +
+                   std::to_string(wire.tag) +
                    ", which nothing on this rank listens for: rank " +
                    std::to_string(wire.source) +
                    " runs another version of ordo or another program, or the header is "
