@@ -4,7 +4,7 @@
 # few milliseconds. libFuzzer's -timeout timer sends one every few seconds, handled without
 # SA_RESTART, so a harness that takes a blocking call's EINTR for a failure crashes now and
 # then (fuzz_store's connect did, about one run of 12 s in 7); under the storm, within a second.
-# Exit: run_fuzz.sh's.
+# Exit: run_fuzz.sh's, or 1 when no signal could be sent.
 set -uo pipefail
 run_fuzz=$1 target=$(readlink -f "$2")
 shift
@@ -25,3 +25,10 @@ while kill -0 "$runner" 2>/dev/null; do
   sleep 0.002
 done
 wait "$runner"
+status=$?
+# A storm that never started tested nothing: say so rather than pass.
+if [ -z "$fuzzer" ]; then
+  echo "signal_storm.sh: never saw $(basename "$target") catching SIGALRM; no signal was sent" >&2
+  exit 1
+fi
+exit "$status"
