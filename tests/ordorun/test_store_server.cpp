@@ -383,6 +383,39 @@ TEST_CASE("a put to a key of a range already answered changes the next answer", 
   }
 }
 
+// The ranges the store keeps are bounded: past max_ranges_kept, the one asked for least
+// recently is forgotten, and asking for it again looks its keys up again.
+TEST_CASE("the store keeps at most max_ranges_kept ranges, forgetting the least recently asked",
+          "[ordorun][store]") {
+  Fixture f;
+  Client a(f.at()), b(f.at());
+  f.say_hello(a, b);
+  constexpr std::size_t kKept = StoreServer::max_ranges_kept;
+  const std::vector<std::byte> one = store::encode_range(0, 1);
+  std::vector<std::byte> runs;
+  store::append_run(runs, 1, bytes("v"));
+  const auto answer = store::encode_response(store::Status::ok, runs);
+  auto prefix = [](std::size_t i) { return "r" + std::to_string(i) + "/"; };
+  a.got.clear();
+  for (std::size_t i = 0; i <= kKept; ++i) REQUIRE(a.send(request(store::Op::put, prefix(i) + "0", "v")));
+  REQUIRE(f.drive([&] { a.poll_in(); return a.got.size() >= 5 * (kKept + 1); }));
+  // Asks for range i; the key lookups its answer cost.
+  auto ask = [&](std::size_t i) {
+    INFO("range " << i);
+    const std::uint64_t before = f.server->key_lookups();
+    b.got.clear();
+    REQUIRE(b.send(store::encode_request(store::Op::get_runs, prefix(i), one.data(), one.size())));
+    REQUIRE(f.drive([&] { b.poll_in(); return b.got.size() >= answer.size(); }));
+    CHECK(b.got == answer);
+    return f.server->key_lookups() - before;
+  };
+  CHECK(ask(0) > 0);
+  CHECK(ask(0) == 0);  // kept
+  for (std::size_t i = 1; i <= kKept; ++i) CHECK(ask(i) > 0);
+  CHECK(ask(kKept) == 0);  // the latest are kept
+  CHECK(ask(0) > 0);       // range 0, asked for least recently, was forgotten
+}
+
 // A rank that dies before its put leaves its peers parked on a get or get_range that no put
 // will answer: ordorun's stop answers them, and every later get for a missing key, with why.
 // Before, they waited until their bootstrap timeout or ordorun's SIGKILL, whichever came first.

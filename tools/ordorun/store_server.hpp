@@ -46,6 +46,10 @@ struct StoreLimits {
 
 class StoreServer {
  public:
+  // Ranges kept at most: the collectives in progress, whose ranks are at most a collective or
+  // two apart, with room; beyond, the one asked for least recently is forgotten (a get_range's
+  // answer holds every rank's value, which kv_ holds too).
+  static constexpr std::size_t max_ranges_kept = 16;
   // Listens on each IPv4 address of `addresses` (dotted quad), on a port the kernel picks.
   // on_hello(rank) runs when a connection of `rank` has authenticated. Throws
   // std::runtime_error when a socket cannot be opened or bound.
@@ -125,10 +129,6 @@ class StoreServer {
     std::vector<std::byte> response;
     std::uint64_t used = 0;  // when last asked for (ranges_used_)
   };
-  // Ranges kept at most: the collectives in progress, whose ranks are at most a collective or
-  // two apart, with room; beyond, the one asked for least recently is forgotten (a get_range's
-  // answer holds every rank's value, which kv_ holds too).
-  static constexpr std::size_t max_ranges_kept = 16;
   // Answers, in each client's order, what can be answered now (everything, with why, once the
   // job stops).
   void answer_parked();
