@@ -695,7 +695,6 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
   // Units along dimension 1: a row (3-D and up), or shift_rows points of the row (2-D; a
   // unit's writes land shift_rows points behind it), in the sweep's direction.
   const std::ptrdiff_t U = d >= 3 ? 1 : shift_rows;
-  blk.ahead = dir * pad.stride[0];
   // The columns beside the rows (at fixed ends only: temporal blocking) hold fixed values,
   // which every step reads where set() put them.
   if (pad.beside) {
