@@ -319,8 +319,11 @@ struct Stencil::Impl {
                     const core::Ix& lo, const core::Ix& hi, std::span<const LateFace> late,
                     bool down, double* out) const;
   // Rows per slab of a 3-D+ sweep over rows [lo, hi) of block b (dimension 1): the planes a
-  // unit reaches stay in half the L2 (or tile_bytes).
+  // unit reaches stay in slab_budget().
   std::ptrdiff_t slab_rows(std::size_t b, std::ptrdiff_t lo, std::ptrdiff_t hi) const;
+  // The bytes a slab or strip of an in-place sweep's rows may fill: tile_bytes, else a share
+  // of the L2 (stencil_in_place.cpp).
+  std::size_t slab_budget() const;
   // Whether a group of `steps` in-place steps unpacks the halo face from direction `dir` (an
   // import's dir) plane by plane inside its sweep instead of before it: a face across the last
   // dimension in 3-D and up (every face, where the sweep moves the block by rows). Unpacked up

@@ -397,17 +397,21 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   detail_stencil::stream_fence();
 }
 
-std::ptrdiff_t Stencil::Impl::slab_rows(std::size_t b, std::ptrdiff_t lo,
-                                        std::ptrdiff_t hi) const {
-  const Pad& pad = grid.block(b).pad;
-  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+std::size_t Stencil::Impl::slab_budget() const {
+  if (spec.tile_bytes) return spec.tile_bytes;
   const std::size_t l2 = cache_sizes().l2 ? cache_sizes().l2 : std::size_t{1} << 20;
   // A plane shift writes one more row per unit, onto lines it does not read; a row shift
   // writes onto lines of the 2h + 1 planes it reads, and its slabs may fill 3/4 of the L2: a
   // slab re-reads the rows on either side of it, two per plane (heat3d 512³: 1/2 of the L2
   // ran 4% slower, the whole L2 6%; docs/benchmarks.md).
-  const double budget = static_cast<double>(
-      spec.tile_bytes ? spec.tile_bytes : shift_rows != 0 ? 3 * l2 / 4 : l2 / 2);
+  return shift_rows != 0 ? 3 * l2 / 4 : l2 / 2;
+}
+
+std::ptrdiff_t Stencil::Impl::slab_rows(std::size_t b, std::ptrdiff_t lo,
+                                        std::ptrdiff_t hi) const {
+  const Pad& pad = grid.block(b).pad;
+  const auto h = static_cast<std::ptrdiff_t>(spec.halo);
+  const double budget = static_cast<double>(slab_budget());
   const double rows = static_cast<double>(
       (levels + spec.aux_grids) * static_cast<std::size_t>(2 * h + 1) + (shift_rows != 0 ? 0 : 1));
   return std::clamp<std::ptrdiff_t>(
@@ -418,8 +422,8 @@ std::ptrdiff_t Stencil::Impl::slab_rows(std::size_t b, std::ptrdiff_t lo,
 std::ptrdiff_t Stencil::Impl::wavefront_strip_rows(std::size_t b, std::size_t k) const {
   if (d < 3) return 0;
   const Pad& pad = grid.block(b).pad;
-  const std::size_t l2 = cache_sizes().l2 ? cache_sizes().l2 : std::size_t{1} << 20;
-  const double budget = static_cast<double>(spec.tile_bytes ? spec.tile_bytes : 3 * l2 / 4);
+  // Wavefronts run only where the block moves by rows (in_place_spare_units): 3/4 of the L2.
+  const double budget = static_cast<double>(slab_budget());
   const double planes = static_cast<double>(((2 * k + 1) * spec.halo + 1) * (1 + spec.aux_grids));
   return std::max<std::ptrdiff_t>(
       1, static_cast<std::ptrdiff_t>(budget / (8.0 * static_cast<double>(pad.stride[1]) * planes)));
