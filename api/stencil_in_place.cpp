@@ -107,6 +107,14 @@ std::size_t page_bytes() {
 
 std::atomic<std::size_t> wavefronts_in_strips_{0};
 
+// Points level l of the kernel's block at the halo beside the rows of layout `pad` (its side
+// array `side`), read through Block::before/after.
+void point_at_side(Block& blk, std::size_t l, const Pad& pad, const double* side) {
+  blk.west[l] = pad.west_of(side);
+  blk.east[l] = pad.east_of(side);
+  blk.beside_step = pad.side_step;
+}
+
 }  // namespace
 
 namespace detail_stencil {
@@ -363,12 +371,8 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   blk.ahead = down ? pad.stride[0] : -pad.stride[0];
   for (std::size_t l = 0; l < levels; ++l) {
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
-    if (pad.beside) {
-      const double* side = level_side(b, main, rot, -static_cast<std::ptrdiff_t>(l));
-      blk.west[l] = pad.west_of(side);
-      blk.east[l] = pad.east_of(side);
-      blk.beside_step = pad.side_step;
-    }
+    if (pad.beside)
+      point_at_side(blk, l, pad, level_side(b, main, rot, -static_cast<std::ptrdiff_t>(l)));
   }
   // Where point x of the new level goes: out + pad.at(x).
   double* const out = main.data() + detail_stencil::kHeader + target * buffer_size(b) +
@@ -701,12 +705,7 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
   const std::ptrdiff_t U = d >= 3 ? 1 : shift_rows;
   // The columns beside the rows (at fixed ends only: temporal blocking) hold fixed values,
   // which every step reads where set() put them.
-  if (pad.beside) {
-    const double* side = side_data(b, main, target);
-    blk.west[0] = pad.west_of(side);
-    blk.east[0] = pad.east_of(side);
-    blk.beside_step = pad.side_step;
-  }
+  if (pad.beside) point_at_side(blk, 0, pad, side_data(b, main, target));
   // A kernel that takes rows in order computes a plane's rows of a strip in one call, in the
   // sweep's order (Block::backwards up): row j's writes land on row j - h of the plane h
   // behind (down), which the rows before it in the call were the last to read.
@@ -1017,12 +1016,7 @@ void Stencil::Impl::run_in_place(std::size_t b, std::span<double> main, Block& b
     }
     if (d >= 3) pad.clip_to_rows(lo[d - 1], hi[d - 1]);
   };
-  if (pad.beside) {
-    const double* side = side_data(b, main, buffer_index(rot, 1));
-    blk.west[0] = pad.west_of(side);
-    blk.east[0] = pad.east_of(side);
-    blk.beside_step = pad.side_step;
-  }
+  if (pad.beside) point_at_side(blk, 0, pad, side_data(b, main, buffer_index(rot, 1)));
   std::vector<double*>& carry = g.carry;
   std::vector<std::ptrdiff_t>& held = g.held;  // the row at the start of each window's planes
   // Slot 1 is sweep_planes' deferred rows.
