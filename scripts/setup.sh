@@ -12,6 +12,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   # tests; the fuzz targets (clang's libFuzzer and sanitizers)
   catch2 clang libclang-rt-14-dev
+  # lint: the changed lines formatted (tests/lint/format.py, git clang-format)
+  clang-format
   # tests/trace: the HTML viewer in headless Chromium (driven by playwright-core from npm)
   chromium
   # baselines and peer runtimes for the benchmarks
