@@ -40,7 +40,7 @@
 //                 neighbour declared earlier (the low side, for axis-aligned offsets) has
 //                 already sent this sweep's values; one declared later still holds the
 //                 previous sweep's: exactly the global lexicographic in-place sweep.
-// Temporal blocking (papers/004 §7.3): H = h*D. After the halo is filled, step s of the
+// Temporal blocking (Saied 2018 §7.3): H = h*D. After the halo is filled, step s of the
 // group computes the block extended by h*(S-1-s) on every side (clipped to the grid for
 // fixed boundaries), so the last step computes exactly the block and every value it reads
 // was computed from data of the same group: bit-identical to D = 1.

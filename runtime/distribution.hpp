@@ -1,8 +1,8 @@
 // Where a graph's work lives across ranks: each location's home rank (its master copy and its
 // phase machine), the rank each task runs on, and per phase of each location the members that
 // run on this rank and the other ranks involved. Every rank computes the same from the same
-// graph and plan (SPMD, DESIGN.md §3); nothing of it is sent. Written once, while the engine is
-// built, and read-only afterwards, so every thread may read it without synchronisation.
+// graph and plan (SPMD: docs/distributed.md); nothing of it is sent. Written once, while the engine
+// is built, and read-only afterwards, so every thread may read it without synchronisation.
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Compiles the declared graph into lock plans: for each location, the cyclic sequence of
 // *phases* its FIFO goes through in every iteration.
 //
-// Why phases are enough (papers/004 §2.1, orwl_handle2): every handle re-requests iteration
+// Why phases are enough (Saied 2018 §2.1, orwl_handle2): every handle re-requests iteration
 // k+1 at the FIFO tail before releasing k. By induction on the releases, the FIFO is always a
 // suffix of iteration k's initial order followed by a prefix of iteration k+1's, and releases
 // only permute reads inside one granted read group. So the FIFO state reduces to "which phase
@@ -15,7 +15,7 @@
 //
 // Deadlock: an instance of iteration k waits only on instances of iteration k (earlier phases)
 // and of iteration k-1 (the wrap). Wrap edges go forward in iterations, so the overlay is
-// deadlock-free iff the per-iteration delay digraph is acyclic (papers/004 §2.2.3). Program
+// deadlock-free iff the per-iteration delay digraph is acyclic (Saied 2018 §2.2.3). Program
 // order makes every edge go from an earlier to a later declared task, hence no cycle.
 #pragma once
 

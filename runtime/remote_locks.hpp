@@ -1,4 +1,4 @@
-// The remote-lock protocol: the engine's locks across ranks (DESIGN.md §3, docs/distributed.md).
+// The remote-lock protocol: the engine's locks across ranks (docs/distributed.md).
 //
 // Every rank builds the same graph and compiles the same plan; Distribution says where each
 // location's home is (its phase machine, in the engine) and where each task runs. At the home,

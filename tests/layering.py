@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the layering rules that the include path alone cannot (DESIGN.md section 2).
+"""Checks the layering rules that the include path alone cannot (docs/architecture.md, "Layers").
 
 The include root is the source root, so any file could name any header; this check refuses
 what the layers forbid:

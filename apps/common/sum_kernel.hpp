@@ -1,5 +1,5 @@
 // The "a*u + b*(sum of the neighbours)" point update of the Jacobi benchmarks of
-// papers/004 Table 5.1 (27-point 3-D, 9-point 4-D, 11-point 5-D), for any offset list.
+// Saied 2018 Table 5.1 (27-point 3-D, 9-point 4-D, 11-point 5-D), for any offset list.
 // The neighbours are summed left to right in the order of the list, so every version that
 // uses this kernel gets the same bits.
 #pragma once

@@ -1,4 +1,4 @@
-// ordo-gsrb3d: 3-D red-black Gauss-Seidel with a 25-point stencil (papers/004 Table 5.1:
+// ordo-gsrb3d: 3-D red-black Gauss-Seidel with a 25-point stencil (Saied 2018 Table 5.1:
 // 25 points, 24 additions; we read the 25 points as the star of radius 4, 1 + 6*4, the one
 // 3-D neighbourhood of that size). Points are red when the sum of their global coordinates is
 // even. One iteration is two layer steps (Jacobi traversal, as in the table): the red

@@ -1,4 +1,4 @@
-// ordo-harris: Harris corner detection (papers/003 §3) as a multi-stage graph over several
+// ordo-harris: Harris corner detection (Nicolet 2015 §3) as a multi-stage graph over several
 // grids, on the stencil layer's pipelines (ordo::stencil::Pipeline):
 //   derivatives  img -> Ix, Iy           3x3 Sobel (Moore neighbourhood, halo 1 of img)
 //   products     Ix, Iy -> Ixx, Iyy, Ixy  pointwise (no halo)

@@ -1,5 +1,5 @@
-// ordo-jacobi4d: 4-D 9-point Jacobi (papers/004 Table 5.1), periodic boundaries, on the stencil layer:
-// u' = 0.5 * u + 0.0625 * (sum of the neighbours), the neighbours summed in a fixed order.
+// ordo-jacobi4d: 4-D 9-point Jacobi (Saied 2018 Table 5.1), periodic boundaries, on the stencil
+// layer: u' = 0.5 * u + 0.0625 * (sum of the neighbours), the neighbours summed in a fixed order.
 #include "stencil_app.hpp"
 #include "sum_kernel.hpp"
 

@@ -1,5 +1,5 @@
 // ordo-livermore23: Livermore loop 23 (2-D implicit hydrodynamics fragment) with its five
-// coefficient grids zr, zb, zu, zv, zz, as a Jacobi sweep (papers/004 Table 5.1):
+// coefficient grids zr, zb, zu, zv, zz, as a Jacobi sweep (Saied 2018 Table 5.1):
 //   qa = za[i+1][j]*zr + za[i-1][j]*zb + za[i][j+1]*zu + za[i][j-1]*zv + zz
 //   za' = za + 0.175 * (qa - za)
 // The coefficient grids are constant auxiliary grids of the stencil layer (loaded once, with

@@ -1,8 +1,8 @@
-// ordo-seidel2d: 2-D 5-point Gauss-Seidel sweep (papers/004 Table 5.1): u = 0.2 * u + 0.2 * (sum of the von Neumann neighbours),
-// updated in place in lexicographic order. The layer orders each block after the blocks
-// before it (their values of this sweep) and before the blocks after it (previous sweep), so
-// the block-decomposed sweep equals the global lexicographic one bit for bit; blocks run as a
-// wavefront. Boundary: the plane before index 0 along the slowest dimension is 1.0, others 0.
+// ordo-seidel2d: 2-D 5-point Gauss-Seidel sweep (Saied 2018 Table 5.1): u = 0.2 * u + 0.2 * (sum of
+// the von Neumann neighbours), updated in place in lexicographic order. The layer orders each block
+// after the blocks before it (their values of this sweep) and before the blocks after it (previous
+// sweep), so the block-decomposed sweep equals the global lexicographic one bit for bit; blocks run
+// as a wavefront. Boundary: the plane before index 0 along the slowest dimension is 1.0, others 0.
 // Temporal blocking does not apply (--tb 1 only).
 #include "stencil_app.hpp"
 #include "sum_kernel.hpp"

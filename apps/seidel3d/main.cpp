@@ -1,9 +1,9 @@
-// ordo-seidel3d: 3-D 7-point Gauss-Seidel sweep (papers/004 Table 5.1): u = 0.25 * u + 0.125 * (sum of the von Neumann neighbours),
-// updated in place in lexicographic order. The layer orders each block after the blocks
-// before it (their values of this sweep) and before the blocks after it (previous sweep), so
-// the block-decomposed sweep equals the global lexicographic one bit for bit; blocks run as a
-// wavefront. Boundary: the plane before index 0 along the slowest dimension is 1.0, others 0.
-// Temporal blocking does not apply (--tb 1 only).
+// ordo-seidel3d: 3-D 7-point Gauss-Seidel sweep (Saied 2018 Table 5.1): u = 0.25 * u + 0.125 * (sum
+// of the von Neumann neighbours), updated in place in lexicographic order. The layer orders each
+// block after the blocks before it (their values of this sweep) and before the blocks after it
+// (previous sweep), so the block-decomposed sweep equals the global lexicographic one bit for bit;
+// blocks run as a wavefront. Boundary: the plane before index 0 along the slowest dimension is 1.0,
+// others 0. Temporal blocking does not apply (--tb 1 only).
 #include "stencil_app.hpp"
 #include "sum_kernel.hpp"
 

@@ -1,4 +1,4 @@
-// ordo-wave2d: 2-D wave equation, second order in time and space (papers/004 Table 5.1):
+// ordo-wave2d: 2-D wave equation, second order in time and space (Saied 2018 Table 5.1):
 //   u^{t+1} = 2 u^t - u^{t-1} + c * ((n + s) + (w + e) - 4 u^t),  c = 0.25,
 // on the stencil layer with two time levels. Boundary: 0 outside the grid (fixed).
 // Start at rest: u^{-1} = u^0 (the --input grid, or a Gaussian bump).

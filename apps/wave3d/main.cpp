@@ -1,5 +1,5 @@
 // ordo-wave3d: 3-D wave equation of order k in space, k in {2,4,6,8,10,12} (--order), second
-// order in time (papers/004 Table 5.1: a (3k+1)-point star of radius k/2):
+// order in time (Saied 2018 Table 5.1: a (3k+1)-point star of radius k/2):
 //   u^{t+1} = 2 u^t - u^{t-1} + c * (3 w0 u^t + sum_{r=1}^{k/2} w_r (sum of the 6 points at r)),
 // with w the central-difference weights of order k for the second derivative and c = 0.05.
 // Boundary: 0 outside the grid. Start at rest: u^{-1} = u^0.

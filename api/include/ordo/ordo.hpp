@@ -319,7 +319,7 @@ class Context {
 };
 
 // What the body of a fiber task sees: its iteration, and the handles of the accesses it
-// declared, which it acquires and releases itself. The ORWL mapping (papers/004 ch. 2):
+// declared, which it acquires and releases itself. The ORWL mapping (Saied 2018 ch. 2):
 //   declaring the access in Graph::fiber_task  = orwl_handle2 request (proactive: the request
 //                                                for each iteration is in the FIFO at the
 //                                                position program order, or .at(), gives it)

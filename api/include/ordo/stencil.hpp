@@ -3,7 +3,7 @@
 // The user describes a stencil -- dimensions (1 to 5), global size, block grid, halo width,
 // neighbourhood, boundary, traversal, time levels, coefficient grids, temporal-blocking depth --
 // and writes a kernel for one block. The layer declares the locations and tasks in CompUp form
-// with overlapped partitioning (papers/004 ch. 7): each block has a *main location* holding its
+// with overlapped partitioning (Saied 2018 ch. 7): each block has a *main location* holding its
 // padded buffers (block plus halo), and one *export location* per neighbour on another rank
 // that reads it. Per block there is one Compute task (fills the halo from the exports of its
 // neighbours on other ranks, runs the kernel), one Local Update task (copies the block's edges
@@ -187,7 +187,7 @@ struct Spec {
   // Coefficient grids: global arrays the kernel reads, constant over the run, with the same
   // halo and boundary (fixed: the value 0 outside the grid).
   std::size_t aux_grids = 0;
-  // Temporal blocking depth D (papers/004 §7.3): halos of D*h, exchanged once every D steps,
+  // Temporal blocking depth D (Saied 2018 §7.3): halos of D*h, exchanged once every D steps,
   // the overlap recomputed. Results are bit-identical to D = 1. Jacobi only.
   std::size_t tb_depth = 1;
   // Temporal blocking tiles each block so that the D steps of a tile run out of the cache:
@@ -368,7 +368,7 @@ std::vector<std::vector<double>> reference(const Spec& spec, const Kernel& kerne
                                            std::uint64_t steps);
 
 // ---------------------------------------------------------------------------------------------
-// Pipelines: multi-stage stencils over several grids (papers/003 §3, Harris corner detection).
+// Pipelines: multi-stage stencils over several grids (Nicolet 2015 §3, Harris corner detection).
 //
 // A pipeline is a list of stages over named grids of one size and block grid. Each stage is a
 // stencil: it reads one or more grids (the pipeline's inputs, or grids written by other
