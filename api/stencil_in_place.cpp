@@ -165,7 +165,7 @@ std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid)
 // than its points. Temporal blocking computes into a neighbour's halo (its ranges extend
 // beyond the rows there), so it keeps that halo in the rows and only the h columns beyond a
 // fixed end of the grid beside them, where nothing computes: a row of 8 + 256 points is 33
-// lines, against 34 with the fixed column in it (#19 bounds the resident size at depth 8).
+// lines, against 34 with the fixed column in it (the memory bound: depth 8 within 1.1x depth 1).
 // Coefficient grids share the buffer's layout, so they keep the padded rows.
 geometry::RowHalo row_halo_of(const Spec& s, const core::BlockedGrid& grid) {
   if (!s.row_halo_beside || s.traversal != Traversal::jacobi_in_place || grid.dims() < 3 ||
@@ -178,8 +178,8 @@ geometry::RowHalo row_halo_of(const Spec& s, const core::BlockedGrid& grid) {
 // step moving the block by a unit, so k steps at once need k units of room in the buffer and
 // (2k + 1)h + 1 planes of every grid in the cache (each step h planes behind the one before,
 // the h planes either side of what it computes and the plane it writes). The room is at most
-// kMostWavefrontSteps units: each unit is a plane of memory per block (#19 bounds the resident
-// size at depth 8 by 1.1x depth 1) and more room bought no speed (docs/benchmarks.md); a group
+// kMostWavefrontSteps units: each unit is a plane of memory per block (the memory bound holds
+// depth 8 within 1.1x depth 1) and more room bought no speed (docs/benchmarks.md); a group
 // of 8 then runs as two wavefronts, one towards the buffer's start and one back. The room
 // depends on the spec and the blocks alone, not on the tile budget: it sizes the locations,
 // which every rank of a job (and a restart on another machine) must agree on. How many steps

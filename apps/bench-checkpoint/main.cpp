@@ -1,4 +1,4 @@
-// ordo-bench-checkpoint: what a checkpoint costs per GB (issue 15, item 18), against a plain
+// ordo-bench-checkpoint: what a checkpoint costs per GB, against a plain
 // write of the same bytes measured in the same run on the same directory.
 // A graph of --locations locations holding --bytes in all (one cheap task per location) runs
 // one iteration at a time on two Runtimes: one writing a checkpoint after every iteration

@@ -1,4 +1,4 @@
-// ordo-bench-graph: how declaring and using a graph scales with its size (issue 14, item 5).
+// ordo-bench-graph: how declaring and using a graph scales with its size.
 // Three measurements, each a ratio taken in one run:
 //   - declaring N locations, one location() call each and as one location_family, at a small
 //     and a large N: the (CPU) time for the large N over the time for the small one. Linear

@@ -1,5 +1,5 @@
 // ordo-bench-memory: each rank's peak resident memory for heat2d and heat3d, against the same
-// problem on one rank and against the OpenMP baseline, in one invocation (issue #19).
+// problem on one rank and against the OpenMP baseline, in one invocation.
 //
 // Runs, each a separate process (or job) so that nothing is shared:
 //   openmp      ordo-omp-<app> --size S --iters I             (two grids, the textbook code)

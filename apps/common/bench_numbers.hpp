@@ -1,6 +1,6 @@
 // The small numeric helpers of the benchmark drivers: the median of repetitions, the order of
-// systems in a round, ratios as printed, size lists given on the command line, and what the machine was doing (load
-// average, CPU time). One copy for every driver (issue #17).
+// systems in a round, ratios as printed, size lists given on the command line, and what the machine
+// was doing (load average, CPU time). One copy for every driver.
 #pragma once
 
 #include <time.h>

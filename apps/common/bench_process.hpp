@@ -1,7 +1,7 @@
 // What the benchmark drivers (ordo-bench-stencil, ordo-bench-tasks) need to run other
 // programs: shell quoting, running a command with a time limit and collecting its output,
 // finding the binaries of the build tree or of an install, and the Open MPI settings of a
-// one-host run. One copy for every driver (issue #17).
+// one-host run. One copy for every driver.
 #pragma once
 
 #include <sys/wait.h>

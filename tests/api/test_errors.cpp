@@ -146,7 +146,7 @@ TEST_CASE("rank placement errors", "[errors]") {
   CHECK_THROWS_WITH(ok.set_home_rank(y, 0), Contains("after the graph's first run"));
 }
 
-// Issue 15, item 10: a handle of another graph with a number this graph has, the same type and
+// A handle of another graph with a number this graph has, the same type and
 // a larger count, gave a span past the end of this graph's location.
 TEST_CASE("a handle of another graph is refused everywhere, not taken for a location here",
           "[errors]") {
@@ -177,7 +177,7 @@ TEST_CASE("a handle of another graph is refused everywhere, not taken for a loca
                                       Contains("belongs to another Graph"));
 }
 
-// Issue 15, item 13: on a graph that had run, set_home_rank looked the location up with at()
+// On a graph that had run, set_home_rank looked the location up with at()
 // before checking it, and threw std::out_of_range.
 TEST_CASE("set_home_rank refuses a bad location or rank with an Error, also after a run",
           "[errors]") {

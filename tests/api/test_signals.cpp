@@ -1,4 +1,4 @@
-// Linking libordo changes no signal disposition (#15, item 15): UCX's libraries install
+// Linking libordo changes no signal disposition: UCX's libraries install
 // handlers for SIGSEGV, SIGBUS, SIGILL and SIGFPE when they are loaded, so a program's own crash
 // printed UCX's backtrace ("Caught signal 8 ... libucs.so"), Runtime or not. libordo gives them
 // back when it is loaded (comm/ucx_signals.hpp) unless UCX_HANDLE_ERRORS asks for them.

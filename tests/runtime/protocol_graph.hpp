@@ -1,12 +1,12 @@
 // The small graph that the remote-lock protocol's tests (test_distributed.cpp) and its fuzz
 // target (tests/fuzz/fuzz_remote_lock.cpp) forge messages into, declared alike on every rank.
 // The forged headers name its locations and phases, so it is declared in one place:
-//   x (#0) and z (#2, with_z) homed on rank 0, y (#1) on rank 1, 4 longs each but z, 64;
+//   x (location 0) and z (2, with_z) homed on rank 0, y (1) on rank 1, 4 longs each but z, 64;
 //   wx writes x (and z) on rank 0: x's phase 0, z's phase 0;
 //   wy writes y and reads x on rank 1: x's phase 1, small enough to be granted early.
-// With a third rank (third_rank, which brings z too): w (#3) homed on rank 2, which wx reads, rz writing y
-// and reading z on rank 1, and ww writing w and reading y on rank 2, so that a message may name
-// a rank that must not be left waiting.
+// With a third rank (third_rank, which brings z too): w (location 3) homed on rank 2, which wx
+// reads, rz writing y and reading z on rank 1, and ww writing w and reading y on rank 2, so that a
+// message may name a rank that must not be left waiting.
 #pragma once
 
 #include <cstdint>

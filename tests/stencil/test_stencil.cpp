@@ -408,7 +408,7 @@ TEST_CASE("in-place temporal blocking sizes its blocks alike whatever the tile b
 
 TEST_CASE("temporal blocking keeps rows of 33 lines where the grid's end lies beside them",
           "[stencil]") {
-  // heat3d's --tb 8 layout (#19 bounds its resident size by 1.1x depth 1), on blocks of rows
+  // heat3d's --tb 8 layout (its resident size stays within 1.1x depth 1), on blocks of rows
   // of 256 points: a row holds the 8-deep halo on its neighbour's side and its 256 points,
   // 264 = 33 lines; the one column beyond the grid's fixed end lies in a side array (a value
   // per padded row, in whole lines). With the fixed column in the row it was 265 points, 272
