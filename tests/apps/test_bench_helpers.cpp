@@ -5,6 +5,7 @@
 
 #include "bench_numbers.hpp"
 #include "bench_process.hpp"
+#include "skip.hpp"
 
 using namespace ordo::bench;
 
@@ -28,10 +29,8 @@ TEST_CASE("run_command returns the exit status and stderr with stdout") {
 }
 
 TEST_CASE("run_command stops a command that outlives its time limit") {
-  if (run_command({"sh", "-c", "command -v timeout"}, 0).status != 0) {
-    WARN("SKIP: coreutils timeout is not installed");
-    return;
-  }
+  if (run_command({"sh", "-c", "command -v timeout"}, 0).status != 0)
+    ORDO_SKIP("coreutils timeout is not installed");
   CommandOutput out = run_command({"sleep", "30"}, 1);
   CHECK(out.status == 124);
 }

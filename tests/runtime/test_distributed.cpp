@@ -17,14 +17,15 @@
 #include <unistd.h>
 
 #include "apps/common/peak_rss.hpp"
-#include "runtime/engine.hpp"
 #include "graph_spec.hpp"
 #include "loopback_net.hpp"
 #include "protocol_graph.hpp"
+#include "runtime/engine.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/storage.hpp"
 #include "runtime/wire.hpp"
 #include "scheduler/pool.hpp"
+#include "skip.hpp"
 
 using namespace ordo;
 using namespace ordo::test;
@@ -471,10 +472,15 @@ TEST_CASE("memory_available reads the host's memory and this process's limits", 
   // VmSize, from the same file the probe reads.
   const std::uint64_t in_use = ordo::app::status_bytes("VmSize");
   REQUIRE(in_use > 0);
-  const std::uint64_t room = std::uint64_t{64} << 30;  // far above what this test maps meanwhile
+  std::uint64_t room = std::uint64_t{64} << 30;  // far above what this test maps meanwhile
+  // Under a finite hard limit (ulimit -Hv), the room left below it, if that is a few GiB.
+  if (saved.rlim_max != RLIM_INFINITY && in_use + room > saved.rlim_max) {
+    if (saved.rlim_max < in_use + (std::uint64_t{4} << 30))
+      ORDO_SKIP("the hard address-space limit leaves under 4 GiB above what this process maps");
+    room = saved.rlim_max - in_use;
+  }
   struct rlimit lowered = saved;
   lowered.rlim_cur = in_use + room;
-  if (saved.rlim_max != RLIM_INFINITY && lowered.rlim_cur > saved.rlim_max) return;
   REQUIRE(::setrlimit(RLIMIT_AS, &lowered) == 0);
   const rt::MemoryAvailable limited = rt::memory_available();
   ::setrlimit(RLIMIT_AS, &saved);

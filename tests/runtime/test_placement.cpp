@@ -13,6 +13,7 @@
 #include "runtime/graph.hpp"
 #include "runtime/plan.hpp"
 #include "scheduler/pool.hpp"
+#include "skip.hpp"
 
 using namespace ordo::rt;
 
@@ -80,7 +81,8 @@ TEST_CASE("homes: contiguous chunks in declaration order, place() overrides, wra
 
 TEST_CASE("instances run on their written location's node, results bit-identical",
           "[placement]") {
-  if (!ordo::sched::Topology::hwloc_available()) { WARN("SKIP: built without hwloc: no synthetic topology"); return; };
+  if (!ordo::sched::Topology::hwloc_available())
+    ORDO_SKIP("built without hwloc: no synthetic topology");
   Ring seq;
   {
     auto e = make_engine(seq.g);

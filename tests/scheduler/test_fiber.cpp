@@ -6,13 +6,14 @@
 
 #include <catch2/catch.hpp>
 
-#include "test_support.hpp"
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+#include "skip.hpp"
+#include "test_support.hpp"
 
 #include "scheduler/fiber.hpp"
 
@@ -172,10 +173,7 @@ TEST_CASE("stack sizes parse and bad ones are refused", "[fiber]") {
 
 TEST_CASE("a fiber stack overflow is reported and ends the process", "[fiber]") {
   const char* child = std::getenv("ORDO_FIBER_OVERFLOW_CHILD");
-  if (child == nullptr) {
-    WARN("SKIP: ORDO_FIBER_OVERFLOW_CHILD is not set (run through meson test)");
-    return;
-  }
+  if (child == nullptr) ORDO_SKIP("ORDO_FIBER_OVERFLOW_CHILD is not set (run through meson test)");
   int err[2];
   REQUIRE(pipe(err) == 0);
   pid_t pid = fork();

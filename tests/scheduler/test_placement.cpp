@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 #include <sched.h>
 
-#include "test_support.hpp"
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -19,6 +18,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "skip.hpp"
+#include "test_support.hpp"
 
 #include "scheduler/pool.hpp"
 
@@ -34,13 +35,10 @@ std::string xml_path() {
   return std::string(dir ? dir : "tests/scheduler/data") + "/two-nodes-smt.xml";
 }
 
-// Catch2 v2 has no SKIP: warn with the reason and leave the test case.
-#define REQUIRE_HWLOC()                                    \
-  do {                                                     \
-    if (!Topology::hwloc_available()) {                    \
-      WARN("SKIP: built without hwloc: no topology to load"); \
-      return;                                              \
-    }                                                      \
+// Leaves the test case as skipped (the program exits 77: meson's SKIP) without hwloc.
+#define REQUIRE_HWLOC()                                                                      \
+  do {                                                                                       \
+    if (!Topology::hwloc_available()) ORDO_SKIP("built without hwloc: no topology to load"); \
   } while (0)
 
 // Records which worker ran each item; items may carry children to push with a node hint.
@@ -222,10 +220,8 @@ TEST_CASE("this machine: two processes' workers run on disjoint CPUs, by the ker
   cpu_set_t mine;
   CPU_ZERO(&mine);
   REQUIRE(sched_getaffinity(0, sizeof mine, &mine) == 0);
-  if (Topology().cores() < 2 || CPU_COUNT(&mine) < 2) {
-    WARN("SKIP: needs 2 cores this process may use");
-    return;
-  }
+  if (Topology().cores() < 2 || CPU_COUNT(&mine) < 2)
+    ORDO_SKIP("needs 2 cores this process may use");
   // One worker each (the default) and two each (more workers than the share's one core).
   for (unsigned workers : {0u, 2u}) {
     INFO(workers << " workers per process");
@@ -418,7 +414,7 @@ TEST_CASE("this machine: flat when one node, memory binds where asked", "[placem
     CHECK_FALSE(pool.numa_mode());
     CHECK_THAT(pool.describe(), Catch::Contains("mode=flat"));
   }
-  if (!Topology::hwloc_available()) { WARN("SKIP: built without hwloc: nothing to bind"); return; };
+  if (!Topology::hwloc_available()) ORDO_SKIP("built without hwloc: nothing to bind");
   const std::size_t bytes = std::size_t{1} << 20;
   void* p = std::aligned_alloc(4096, bytes);
   REQUIRE(p != nullptr);
@@ -427,7 +423,7 @@ TEST_CASE("this machine: flat when one node, memory binds where asked", "[placem
   Binding b = pool.bind_memory(p, bytes, node);
   if (b == Binding::failed) {
     std::free(p);
-    { WARN("SKIP: the kernel refuses NUMA binding here (no mbind support in this container)"); return; };
+    ORDO_SKIP("the kernel refuses NUMA binding here (no mbind support in this container)");
   }
   CHECK(b == Binding::bound);
   const int where = pool.memory_node(p, bytes);
