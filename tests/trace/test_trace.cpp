@@ -264,9 +264,10 @@ TEST_CASE("the summary's figures are those recomputed from the events", "[trace]
   for (const tf::Event& e : r.events)
     if (e.k() == tf::Kind::grant && inst.count({e.task, e.arg0})) ++grants[e.location];
   // Lock wait, by brute force: from when the instance could otherwise have run (requested,
-  // every lock but the last granted) to its last grant, each nanosecond counted while fewer
+  // every lock but the last granted) to its last grant, the pieces of time in which fewer
   // instances ran than there are workers, found by sweeping every instance over the interval.
-  auto free_time = [&](std::int64_t a, std::int64_t b) {
+  using Pieces = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  auto free_time = [&](std::int64_t a, std::int64_t b, Pieces& out) {
     std::vector<std::pair<std::int64_t, int>> edges{{a, 0}, {b, 0}};
     for (auto& [k, be] : inst)
       if (be.second > a && be.first < b) {
@@ -274,15 +275,28 @@ TEST_CASE("the summary's figures are those recomputed from the events", "[trace]
         edges.emplace_back(std::min(be.second, b), -1);
       }
     std::sort(edges.begin(), edges.end());
-    std::int64_t free = 0;
     int running = 0;
     for (std::size_t i = 0; i + 1 < edges.size(); ++i) {
       running += edges[i].second;
-      if (running < int(r.workers)) free += edges[i + 1].first - edges[i].first;
+      if (running < int(r.workers) && edges[i + 1].first > edges[i].first)
+        out.emplace_back(edges[i].first, edges[i + 1].first);
     }
-    return free;
   };
-  std::map<std::uint32_t, std::int64_t> wait;
+  // A task's or a location's lock wait is the time in which some instance waited: the length
+  // of the union of their pieces.
+  auto union_length = [](Pieces p) {
+    std::sort(p.begin(), p.end());
+    std::int64_t total = 0, reach = INT64_MIN;
+    for (auto [a, b] : p) {
+      if (a > reach) reach = a;
+      if (b > reach) {
+        total += b - reach;
+        reach = b;
+      }
+    }
+    return total;
+  };
+  std::map<std::uint32_t, Pieces> task_pieces, loc_pieces;
   for (auto& [k, be] : inst) {
     compute[k.first] += be.second - be.first;
     busy[where[k]] += be.second - be.first;
@@ -290,10 +304,15 @@ TEST_CASE("the summary's figures are those recomputed from the events", "[trace]
     auto g = granted.find(k);
     if (g == granted.end()) continue;
     const std::int64_t from = std::max(g->second.request, g->second.before_last);
-    const std::int64_t w = g->second.last > from ? free_time(from, g->second.last) : 0;
-    wait[k.first] += w;
-    if (w > 0) loc_wait[g->second.location] += w;
+    Pieces mine;
+    if (g->second.last > from) free_time(from, g->second.last, mine);
+    task_pieces[k.first].insert(task_pieces[k.first].end(), mine.begin(), mine.end());
+    auto& l = loc_pieces[g->second.location];
+    l.insert(l.end(), mine.begin(), mine.end());
   }
+  std::map<std::uint32_t, std::int64_t> wait;
+  for (auto& [task, p] : task_pieces) wait[task] = union_length(p);
+  for (auto& [loc, p] : loc_pieces) loc_wait[loc] = union_length(p);
   CHECK(s.iterations == std::uint64_t(iters));
   REQUIRE(s.tasks.size() == std::size_t(stages));
   for (int i = 0; i < stages; ++i) {
@@ -1014,10 +1033,14 @@ TEST_CASE("the window is the user's runs: gaps between runs and helper graphs' r
   CHECK(s.tasks[1].internal);
   CHECK(s.iterations == 2);
   for (const tf::InstanceRec* in : s.critical_path) CHECK_FALSE(in->internal);
-  // The critical path stays in the last run: a#0 granted a#1, but in the run before.
-  REQUIRE(s.critical_path.size() == 1);
-  CHECK(s.critical_path[0]->iteration == 1);
-  CHECK(s.critical_ns == 1000);
+  // The critical path runs through both runs: a#0 ended the first run, then the gap to the
+  // second's start (10000), where a#1 began at once.
+  REQUIRE(s.critical_path.size() == 2);
+  CHECK(s.critical_path[0]->iteration == 0);
+  CHECK(s.critical_path[1]->iteration == 1);
+  CHECK(s.critical_ns == 10000);
+  CHECK(s.critical_between_ns == 7000);
+  CHECK(s.critical_worker_ns == 0);
   const std::string text = tf::render_text(s, t);
   CHECK_THAT(text, Catch::Contains("window 0.004 ms (the runs)"));
   CHECK_THAT(text, Catch::Contains("helper graphs' tasks"));

@@ -47,7 +47,8 @@ def read_rank(path):
             for i in range(size // 40):
                 e = struct.unpack_from("<QQQIIIHBB", body, 40 * i)
                 events.append({"t": e[0] + offset, "arg0": e[1], "arg1": e[2], "task": e[3],
-                               "loc": e[4], "peer": e[5], "kind": e[7], "flags": e[8]})
+                               "loc": e[4], "peer": e[5], "worker": e[6], "kind": e[7],
+                               "flags": e[8]})
     events.sort(key=lambda e: e["t"])
     return rank, tasks, loc_graph, events
 
@@ -71,3 +72,36 @@ def messages(ranks):
                     out.append({"sender": e["peer"], "receiver": rank, "sent": sent,
                                 "received": e["t"], "loc": e["loc"]})
     return out
+
+
+RUN_BEGIN, RUN_END = 12, 13
+
+
+def write_rank(path, tasks, locations, buffers, workers, rank=0, ranks=1, run_id=0):
+    """Writes one rank's trace file (docs/trace-format.md, version 2) from scratch, without
+    ordo's recorder: tasks are (name, rank, [(location index, write)]), locations (name, home),
+    buffers {buffer index: [events]}, each event a dict of kind, t and optionally task, loc,
+    peer, arg0, arg1, flags (missing ids: none)."""
+    out = bytearray(struct.pack("<8sIIIIIIqQQ8s", b"ORDOTRC\0", 2, 64, 40, rank, ranks, workers,
+                                0, 0, run_id, bytes(8)))
+    body = bytearray(struct.pack("<5I", 0, 0, 0, len(tasks), len(locations)))
+    for name, home in locations:
+        body += struct.pack("<QII", 8, home, len(name)) + name.encode()
+    for name, runs_on, accesses in tasks:
+        body += struct.pack("<II", runs_on, len(name)) + name.encode()
+        body += struct.pack("<I", len(accesses))
+        for location, write in accesses:
+            body += struct.pack("<IB", location, 1 if write else 0)
+    out += struct.pack("<IIQ", 1, 0, len(body)) + body
+    count = 0
+    for buffer, events in sorted(buffers.items()):
+        data = bytearray()
+        for e in events:
+            data += struct.pack("<QQQIIIHBB", e["t"], e.get("arg0", 0), e.get("arg1", 0),
+                                e.get("task", NONE), e.get("loc", NONE), e.get("peer", NONE),
+                                buffer, e["kind"], e.get("flags", 0))
+        count += len(events)
+        out += struct.pack("<IIQ", 2, buffer, len(data)) + data
+    out += struct.pack("<IIQQ", 3, 0, 8, count)
+    with open(path, "wb") as f:
+        f.write(out)

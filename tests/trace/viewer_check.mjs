@@ -130,7 +130,7 @@ try {
          ' px) does not reach both ranks\' lanes');
 
   // The location view opens on the location that held up the most lock-wait: the summary's
-  // figure (each instance's lock-wait counted for the location of its last grant).
+  // figure (the time in which some instance whose last grant it was waited).
   const mostWait = Math.max(...summary.locations.filter((l) => !l.internal && l.grants > 0)
     .map((l) => l.wait_ns));
   const opened = await p.$eval('#location-view', (e) => e.dataset.location);

@@ -63,6 +63,15 @@ std::int64_t Coverage::upto(std::int64_t x) const {
   return before;
 }
 
+void Coverage::clip(std::int64_t a, std::int64_t b, std::vector<Interval>& out) const {
+  auto it = std::upper_bound(iv_.begin(), iv_.end(), a,
+                             [](std::int64_t v, const auto& iv) { return v < iv.second; });
+  for (; it != iv_.end() && it->first < b; ++it) {
+    const std::int64_t lo = std::max(a, it->first), hi = std::min(b, it->second);
+    if (lo < hi) out.emplace_back(lo, hi);
+  }
+}
+
 std::int64_t Coverage::overlap(std::int64_t a, std::int64_t b) const {
   return b <= a ? 0 : upto(b) - upto(a);
 }
@@ -144,6 +153,7 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
         InstanceRec& in = out[it->second];
         const std::int64_t d = t.aligned(r, e) - s->second.first;
         in.suspended = std::max<std::int64_t>(in.suspended, 0) + d;
+        in.waits.emplace_back(s->second.first, t.aligned(r, e));
         std::int64_t& longest = longest_suspension[k];
         if (d >= longest) {
           longest = d;
@@ -180,7 +190,8 @@ std::vector<InstanceRec> collect_instances(const Trace& t) {
   return out;
 }
 
-void measure_lock_waits(const Trace& t, std::vector<InstanceRec>& instances) {
+void measure_lock_waits(const Trace& t, std::vector<InstanceRec>& instances,
+                        const std::vector<Coverage>& runs) {
   for (const RankTrace& r : t.ranks) {
     // The times when some worker of the rank is out of task bodies (and so could run a granted
     // instance): the complement of "every worker busy", from the instances' begins and ends.
@@ -202,18 +213,73 @@ void measure_lock_waits(const Trace& t, std::vector<InstanceRec>& instances) {
       if (!was_free && is_free) free_since = at;
     }
     free.emplace_back(free_since, std::numeric_limits<std::int64_t>::max() / 4);
-    const Coverage can_run(std::move(free));
+    // Waits count inside the user's runs only, as every other figure does.
+    std::vector<Interval> free_in_runs;
+    for (auto [a, b] : free) runs[r.rank].clip(a, b, free_in_runs);
+    const Coverage can_run(std::move(free_in_runs));
     for (InstanceRec& in : instances) {
       if (in.rank != r.rank) continue;
       if (in.suspended >= 0) {
-        // A fiber task's suspensions: its worker ran other work meanwhile.
-        in.wait_ns = in.suspended;
-      } else if (in.otherwise >= 0 && in.ready > in.otherwise) {
-        in.wait_ns = can_run.overlap(in.otherwise, in.ready);
+        // A fiber task's suspensions (already in `waits`): its worker ran other work meanwhile.
+        std::vector<Interval> suspensions;
+        for (auto [a, b] : in.waits) runs[r.rank].clip(a, b, suspensions);
+        in.waits = std::move(suspensions);
+        in.wait_ns = 0;
+        for (auto [a, b] : in.waits) in.wait_ns += b - a;
+      } else {
+        in.waits.clear();
+        if (in.otherwise >= 0 && in.ready > in.otherwise)
+          can_run.clip(in.otherwise, in.ready, in.waits);
+        in.wait_ns = 0;
+        for (auto [a, b] : in.waits) in.wait_ns += b - a;
       }
       if (in.wait_ns == 0) in.blocker = kNone;
     }
   }
+}
+
+std::vector<std::int64_t> lock_wait_by_worker(const Trace& t, std::uint32_t rank,
+                                              const std::vector<InstanceRec>& instances,
+                                              const Coverage& runs) {
+  const std::uint32_t workers = t.ranks[rank].workers;
+  std::vector<std::int64_t> lost(workers, 0);
+  // Steps: a worker enters (+1) or leaves (-1) a task body; an instance starts (+1) or stops
+  // (-1) waiting. `who` is the worker, or `workers` for a wait.
+  struct Step {
+    std::int64_t at;
+    int delta;
+    std::uint32_t who;
+  };
+  std::vector<Step> steps;
+  for (const InstanceRec& in : instances) {
+    if (in.rank != rank) continue;
+    if (in.worker < workers) {
+      steps.push_back({in.begin, +1, in.worker});
+      steps.push_back({in.end, -1, in.worker});
+    }
+    for (auto [a, b] : in.waits) {
+      steps.push_back({a, +1, workers});
+      steps.push_back({b, -1, workers});
+    }
+  }
+  std::sort(steps.begin(), steps.end(), [](const Step& x, const Step& y) { return x.at < y.at; });
+  std::vector<int> depth(workers, 0);  // task bodies a worker is in (a fiber's suspension nests)
+  int waiting = 0;
+  for (std::size_t i = 0; i < steps.size();) {
+    const std::int64_t at = steps[i].at;
+    for (; i < steps.size() && steps[i].at == at; ++i)
+      (steps[i].who == workers ? waiting : depth[steps[i].who]) += steps[i].delta;
+    if (i == steps.size() || waiting <= 0) continue;
+    const std::int64_t d = runs.overlap(at, steps[i].at);
+    if (d == 0) continue;
+    int charge = waiting;
+    for (std::uint32_t w = 0; w < workers && charge > 0; ++w)
+      if (depth[w] <= 0) {
+        lost[w] += d;
+        --charge;
+      }
+  }
+  return lost;
 }
 
 std::vector<MessagePair> match_messages(const Trace& t, std::uint64_t* unmatched) {
@@ -252,14 +318,13 @@ Summary summarize(const Trace& t) {
   Summary s;
   s.ranks = static_cast<std::uint32_t>(t.ranks.size());
   s.instances = collect_instances(t);
-
-  measure_lock_waits(t, s.instances);
+  for (const RankTrace& r : t.ranks) s.runs.push_back(user_runs(t, r, s.instances));
+  measure_lock_waits(t, s.instances, s.runs);
 
   // Workers: busy from instances, idle from park/unpark, both counted inside the user's runs.
   std::vector<std::pair<std::int64_t, std::int64_t>> all_runs;
   for (const RankTrace& r : t.ranks) {
-    s.runs.push_back(user_runs(t, r, s.instances));
-    const Coverage& runs = s.runs.back();
+    const Coverage& runs = s.runs[r.rank];
     all_runs.insert(all_runs.end(), runs.intervals().begin(), runs.intervals().end());
     const std::int64_t lo = runs.intervals().empty() ? 0 : runs.intervals().front().first;
     const std::int64_t hi = runs.intervals().empty() ? 0 : runs.intervals().back().second;
@@ -309,6 +374,11 @@ Summary summarize(const Trace& t) {
       ++wr.instances;
       wr.busy_ns += runs.overlap(in.begin, in.end);
     }
+    const std::vector<std::int64_t> lost = lock_wait_by_worker(t, r.rank, s.instances, runs);
+    for (std::uint32_t w = 0; w < r.workers; ++w) {
+      s.workers[first + w].lock_wait_ns = lost[w];
+      s.lock_wait_ns += lost[w];
+    }
   }
   s.span_ns = Coverage(std::move(all_runs)).total();
 
@@ -323,10 +393,17 @@ Summary summarize(const Trace& t) {
       tr.internal = in.internal;
       ++tr.instances;
       tr.compute_ns += in.end - in.begin - std::max<std::int64_t>(0, in.suspended);
-      tr.wait_ns += in.wait_ns;
+      tr.wait_intervals.insert(tr.wait_intervals.end(), in.waits.begin(), in.waits.end());
       const std::uint64_t n = ++per_task_count[{in.rank, in.task}];
       if (!in.internal) s.iterations = std::max(s.iterations, n);
     }
+  // Instances that wait at the same time count once: the union of their waits.
+  auto unite = [](std::vector<Interval>& intervals, std::int64_t& total) {
+    const Coverage u(std::move(intervals));
+    intervals = u.intervals();
+    total = u.total();
+  };
+  for (TaskRow& tr : s.tasks) unite(tr.wait_intervals, tr.wait_ns);
 
   std::unordered_map<Key, std::size_t, KeyHash> by_key;  // instance index by (rank, task, it)
   for (std::size_t i = 0; i < s.instances.size(); ++i) {
@@ -347,8 +424,9 @@ Summary summarize(const Trace& t) {
     if (in.blocker == kNone) continue;
     LocationRow& lr = row(s.locations, loc_index, t.ranks[in.rank].locations[in.blocker].name);
     ++lr.held_up;
-    lr.wait_ns += in.wait_ns;
+    lr.wait_intervals.insert(lr.wait_intervals.end(), in.waits.begin(), in.waits.end());
   }
+  for (LocationRow& lr : s.locations) unite(lr.wait_intervals, lr.wait_ns);
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events) {
       if (e.k() == Kind::grant) {
@@ -417,6 +495,10 @@ Summary summarize(const Trace& t) {
   s.critical_ns = path.length_ns;
   s.critical_compute_ns = path.compute_ns;
   s.critical_messages = path.messages;
+  s.critical_dependency_ns = path.dependency_ns;
+  s.critical_worker_ns = path.worker_ns;
+  s.critical_between_ns = path.between_runs_ns;
+  s.critical_gaps = path.gaps;
   for (std::size_t i : path.instances) s.critical_path.push_back(&s.instances[i]);
   return s;
 }
@@ -443,13 +525,14 @@ const char* figure_explanations() {
   flushes       trace buffer writes by this worker (tracing's own cost)
   compute       time in the task's bodies (a fiber task's suspensions excluded)
   mean us       compute / instances of the task
-  lock-wait     per instance, from when it could otherwise have run (requested, every other
-                lock granted) to its last grant, counted while a worker of its rank was out
-                of task bodies; a fiber task: its suspensions
+  lock-wait     (tasks) per instance from when it could otherwise have run (requested,
+                every other lock granted) to its last grant, counted while a worker of its
+                rank was out of task bodies (a fiber task: its suspensions); the task's is
+                the union over its instances: time in which some instance of it waited
   compute%      compute / (compute + lock-wait)
   grants        grants of the location to instances that ran
   held up       instances whose lock-wait this location caused (it was their last grant)
-  wait ms       that lock-wait, summed over those instances
+  wait ms       time in which some of those instances waited: the union of their waits
   bytes         bytes sent about the location; min bytes: what the graph's placement needs
                 (per iteration, one copy to each other rank that accesses it, and back from
                 a remote writer)
@@ -458,46 +541,80 @@ const char* figure_explanations() {
                 outside its runs, before its recorder was attached or after its last flush)
   inverted      messages received before they were sent on the aligned clock: the ranks'
                 clock offsets are wrong (printed only when there are some)
+  lock-wait ms  (workers) wall-clock time the worker lost to lock waits: out of task bodies
+                while an instance of its rank waited for a lock, one free worker per waiting
+                instance, lowest worker index first (intervals never overlap; <= window)
   critical path from the user's instance that ended last, back through what made each one
                 ready: the releaser of its last grant, on its rank or, through the messages,
-                on another; length = first begin to last end = task bodies + waits between
+                on another; at a run's start, on from the instance that ended last in the
+                run before; length = first begin to last end = task bodies + waits between:
+                waiting for a dependency (enabler's end to last grant), ready and waiting for
+                a worker (last grant to begin), between runs (to the next run's start)
   on the path   the path's instances per task (most first)
 )";
 }
 
-// The critical path's one-line account (summary and HTML).
+// The critical path's account (summary and HTML): its parts, then what the largest one says.
 std::string critical_path_line(const Summary& s) {
   std::set<std::uint32_t> ranks;
   for (const InstanceRec* in : s.critical_path) ranks.insert(in->rank);
-  return fmt::format(
-      "critical path {} ms ({} of the window): {} ms in {} task bodies on {} rank(s) + {} ms "
-      "waiting between them, {} messages between ranks",
+  std::string out = fmt::format(
+      "critical path {} ms ({} of the window) over {} run(s): {} ms in {} task bodies on {} "
+      "rank(s) + {} ms waiting for a dependency ({} messages between ranks) + {} ms ready, "
+      "waiting for a worker",
       ms(s.critical_ns), pct(s.span_ns ? double(s.critical_ns) / double(s.span_ns) : 0.0),
-      ms(s.critical_compute_ns), s.critical_path.size(), ranks.size(),
-      ms(s.critical_ns - s.critical_compute_ns), s.critical_messages);
+      s.critical_gaps.size() + (s.critical_path.empty() ? 0 : 1), ms(s.critical_compute_ns),
+      s.critical_path.size(), ranks.size(), ms(s.critical_dependency_ns), s.critical_messages,
+      ms(s.critical_worker_ns));
+  if (!s.critical_gaps.empty())
+    out += fmt::format(" + {} ms between runs ({} gaps: the program between Runtime::run calls)",
+                       ms(s.critical_between_ns), s.critical_gaps.size());
+  if (s.critical_path.empty()) return out;
+  // The advice follows from the largest part inside the runs.
+  if (s.critical_worker_ns > s.critical_dependency_ns &&
+      s.critical_worker_ns > s.critical_compute_ns)
+    out +=
+        "\n  mostly ready, waiting for a worker: the run is throughput-bound (its workers "
+        "were busy with other ready work); more workers, or less work per instance, would "
+        "shorten it";
+  else if (s.critical_dependency_ns > s.critical_compute_ns)
+    out +=
+        "\n  mostly waiting for dependencies: the run is latency-bound; more workers would "
+        "not shorten it, earlier releases, shorter messages or a graph with more "
+        "parallelism would";
+  else
+    out += "\n  mostly task bodies: faster kernels on the path would shorten it";
+  return out;
 }
 
 std::string render_text(const Summary& s, const Trace& t) {
   std::string out;
   std::uint64_t helper_instances = 0;
   for (const InstanceRec& in : s.instances) helper_instances += in.internal;
-  out += fmt::format("ranks {}  iterations {}  window {} ms (the runs)  instances {}{}\n\n",
-                     s.ranks, s.iterations, ms(s.span_ns), s.instances.size(),
-                     helper_instances
-                         ? fmt::format(" ({} of helper graphs)", helper_instances)
-                         : std::string());
+  out += fmt::format(
+      "ranks {}  iterations {}  window {} ms (the runs)  instances {}{}\n", s.ranks, s.iterations,
+      ms(s.span_ns), s.instances.size(),
+      helper_instances ? fmt::format(" ({} of helper graphs)", helper_instances) : std::string());
+  std::int64_t worker_time = 0;
+  for (const WorkerRow& w : s.workers) worker_time += w.span_ns;
+  out += fmt::format(
+      "lock wait {} ms of worker time lost ({} of the workers' time in the "
+      "window)\n\n",
+      ms(s.lock_wait_ns), pct(worker_time ? double(s.lock_wait_ns) / double(worker_time) : 0.0));
   out += "workers (busy = in task bodies, idle = parked, other = scheduling and tracing; "
          "all inside the runs)\n";
-  out += fmt::format("{:>5} {:>6} {:>9} {:>11} {:>11} {:>11} {:>7} {:>7} {:>8}\n", "rank",
-                     "worker", "instances", "busy ms", "idle ms", "other ms", "util", "steals",
-                     "flushes");
+  out += fmt::format("{:>5} {:>6} {:>9} {:>11} {:>11} {:>11} {:>12} {:>7} {:>7} {:>8}\n", "rank",
+                     "worker", "instances", "busy ms", "idle ms", "other ms", "lock-wait ms",
+                     "util", "steals", "flushes");
   for (const WorkerRow& w : s.workers)
-    out += fmt::format("{:>5} {:>6} {:>9} {:>11} {:>11} {:>11} {:>7} {:>7} {:>8}\n", w.rank,
+    out += fmt::format("{:>5} {:>6} {:>9} {:>11} {:>11} {:>11} {:>12} {:>7} {:>7} {:>8}\n", w.rank,
                        w.worker, w.instances, ms(w.busy_ns), ms(w.idle_ns),
                        ms(std::max<std::int64_t>(0, w.span_ns - w.busy_ns - w.idle_ns)),
-                       pct(w.utilisation()), w.steals, w.flushes);
-  out += "\ntasks (lock-wait = from when it could otherwise have run to its last grant, while "
-         "a worker was free; compute % = compute / (compute + lock-wait))\n";
+                       ms(w.lock_wait_ns), pct(w.utilisation()), w.steals, w.flushes);
+  out +=
+      "\ntasks (lock-wait = time in which some instance waited: from when it could "
+      "otherwise have run to its last grant, while a worker was free; compute % = compute / "
+      "(compute + lock-wait))\n";
   out += fmt::format("{:<24} {:>9} {:>12} {:>11} {:>12} {:>9}\n", "task", "instances",
                      "compute ms", "mean us", "lock-wait ms", "compute%");
   bool helpers = false;
@@ -511,8 +628,10 @@ std::string render_text(const Summary& s, const Trace& t) {
                        tr.instances ? double(tr.compute_ns) / double(tr.instances) / 1e3 : 0.0,
                        ms(tr.wait_ns), pct(tr.compute_share()));
   }
-  out += "\nlocations (held up = instances whose lock-wait it caused, being their last grant; "
-         "wait = that lock-wait; bytes sent vs the minimum the graph needs)\n";
+  out +=
+      "\nlocations (held up = instances whose lock-wait it caused, being their last grant; "
+      "wait = time in which some of them waited; bytes sent vs the minimum the graph "
+      "needs)\n";
   out += fmt::format("{:<24} {:>8} {:>9} {:>12} {:>12} {:>12}\n", "location", "grants",
                      "held up", "wait ms", "bytes", "min bytes");
   for (const LocationRow& l : s.locations)
@@ -560,11 +679,18 @@ nlohmann::json render_json(const Summary& s, const Trace& t) {
   for (const RankTrace& r : t.ranks) events += r.events.size();
   j["events"] = events;
   for (const WorkerRow& w : s.workers)
-    j["workers"].push_back({{"rank", w.rank}, {"worker", w.worker}, {"instances", w.instances},
-                            {"busy_ns", w.busy_ns}, {"idle_ns", w.idle_ns},
-                            {"span_ns", w.span_ns}, {"utilisation", w.utilisation()},
-                            {"steals", w.steals}, {"flushes", w.flushes},
-                            {"flush_ns", w.flush_ns}});
+    j["workers"].push_back({{"rank", w.rank},
+                            {"worker", w.worker},
+                            {"instances", w.instances},
+                            {"busy_ns", w.busy_ns},
+                            {"idle_ns", w.idle_ns},
+                            {"span_ns", w.span_ns},
+                            {"utilisation", w.utilisation()},
+                            {"steals", w.steals},
+                            {"flushes", w.flushes},
+                            {"flush_ns", w.flush_ns},
+                            {"lock_wait_ns", w.lock_wait_ns}});
+  j["lock_wait_ns"] = s.lock_wait_ns;
   for (const TaskRow& tr : s.tasks)
     j["tasks"].push_back({{"name", tr.name}, {"internal", tr.internal}, {"instances", tr.instances},
                           {"compute_ns", tr.compute_ns}, {"wait_ns", tr.wait_ns},
@@ -584,6 +710,12 @@ nlohmann::json render_json(const Summary& s, const Trace& t) {
   j["critical_path"]["compute_ns"] = s.critical_compute_ns;
   j["critical_path"]["wait_ns"] = s.critical_ns - s.critical_compute_ns;
   j["critical_path"]["messages"] = s.critical_messages;
+  j["critical_path"]["dependency_ns"] = s.critical_dependency_ns;
+  j["critical_path"]["worker_ns"] = s.critical_worker_ns;
+  j["critical_path"]["between_runs_ns"] = s.critical_between_ns;
+  j["critical_path"]["gaps"] = json::array();
+  for (auto [from, to] : s.critical_gaps)
+    j["critical_path"]["gaps"].push_back({{"from_ns", from}, {"to_ns", to}});
   j["critical_path"]["instances"] = json::array();
   for (const InstanceRec* in : s.critical_path)
     j["critical_path"]["instances"].push_back(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <unordered_map>
 
 #include "analysis.hpp"
@@ -113,43 +114,85 @@ class Enablers {
 
 CriticalPath critical_path(const Trace& t, const std::vector<InstanceRec>& instances) {
   CriticalPath out;
-  std::size_t last = kAbsent;
-  for (std::size_t i = 0; i < instances.size(); ++i)
-    if (!instances[i].internal && (last == kAbsent || instances[i].end > instances[last].end))
-      last = i;
-  if (last == kAbsent) return out;
-  // Each rank's run starts: the path stays in the last instance's run. The release that ends
-  // a run grants the next run's first phases; every rank records its run_begin before the
-  // barrier that starts a run, so an enabler that ended before it belongs to an earlier run.
+  // Each rank's run starts. Every rank records its run_begin before the barrier that starts a
+  // run, so the k-th run of every rank is one run, and an instance belongs to the last run
+  // that began before it (the first run where none did: a trace without run records, or a
+  // synthetic one whose run records came late).
   std::vector<std::vector<std::int64_t>> run_starts(t.ranks.size());
   for (const RankTrace& r : t.ranks)
     for (const Event& e : r.events)
       if (e.k() == Kind::run_begin) run_starts[r.rank].push_back(t.aligned(r, e));
-  auto run_start = [&](const InstanceRec& in) {
+  auto run_of = [&](const InstanceRec& in) {
     const auto& starts = run_starts[in.rank];
-    auto it = std::upper_bound(starts.begin(), starts.end(), in.begin);
-    return it == starts.begin() ? std::numeric_limits<std::int64_t>::min() : *std::prev(it);
+    return std::max<long>(
+        0, static_cast<long>(std::upper_bound(starts.begin(), starts.end(), in.begin) -
+                             starts.begin()) -
+               1);
   };
+  // Per run, the user's instance that ended last: the one that decided when the run ended.
+  std::map<long, std::size_t> last_of_run;
+  for (std::size_t i = 0; i < instances.size(); ++i) {
+    if (instances[i].internal) continue;
+    auto [it, fresh] = last_of_run.try_emplace(run_of(instances[i]), i);
+    if (!fresh && instances[i].end > instances[it->second].end) it->second = i;
+  }
+  if (last_of_run.empty()) return out;
+  std::size_t last = last_of_run.begin()->second;
+  for (const auto& [run, i] : last_of_run)
+    if (instances[i].end > instances[last].end) last = i;
+
   const Enablers enablers(t, instances);
-  const std::int64_t started = run_start(instances[last]);
-  out.instances.push_back(last);
+  // Steps back, each marked whether it crosses into the run before.
+  std::vector<std::pair<std::size_t, bool>> steps{{last, false}};
+  long run = run_of(instances[last]);
   for (std::size_t i = last;;) {
     const InstanceRec& in = instances[i];
-    if (in.last_grant == nullptr) break;  // ready before the trace recorded a grant
+    std::size_t p = kAbsent;
     unsigned messages = 0;
-    const std::size_t p = enablers.of(in.rank, *in.last_grant, messages);
+    if (in.last_grant != nullptr) p = enablers.of(in.rank, *in.last_grant, messages);
     // Each step goes back in time (which also bounds the walk); helper graphs are not the
-    // user's path.
-    if (p == kAbsent || instances[p].internal || instances[p].begin >= in.begin ||
-        instances[p].end < started)
-      break;
-    out.messages += messages;
-    out.instances.push_back(p);
+    // user's path; an enabler in an earlier run (the release that ends a run grants the next
+    // run's first phases) did not decide when this run could start.
+    if (p != kAbsent && !instances[p].internal && instances[p].begin < in.begin &&
+        run_of(instances[p]) == run) {
+      out.messages += messages;
+      steps.emplace_back(p, false);
+      i = p;
+      continue;
+    }
+    auto before = last_of_run.find(run);
+    if (before == last_of_run.begin() || before == last_of_run.end()) break;
+    --before;
+    p = before->second;
+    if (instances[p].begin >= in.begin) break;
+    steps.back().second = true;  // `i` begins its run's part of the path
+    steps.emplace_back(p, false);
+    run = before->first;
     i = p;
   }
-  std::reverse(out.instances.begin(), out.instances.end());
+  std::reverse(steps.begin(), steps.end());
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const InstanceRec& in = instances[steps[k].first];
+    out.instances.push_back(steps[k].first);
+    out.compute_ns += in.end - in.begin;
+    if (k == 0) continue;
+    const InstanceRec& prev = instances[steps[k - 1].first];
+    const std::int64_t wait = std::max<std::int64_t>(0, in.begin - prev.end);
+    // From when it could start: its enabler's end, or its run's start after a gap.
+    std::int64_t from = prev.end;
+    if (steps[k].second) {
+      const auto& starts = run_starts[in.rank];
+      const auto r = static_cast<std::size_t>(run_of(in));
+      const std::int64_t start = r < starts.size() ? starts[r] : prev.end;
+      from = std::clamp(start, prev.end, prev.end + wait);
+      out.between_runs_ns += from - prev.end;
+      out.gaps.emplace_back(prev.end, from);
+    }
+    const std::int64_t ready = std::clamp(in.ready, from, prev.end + wait);
+    out.dependency_ns += ready - from;
+    out.worker_ns += prev.end + wait - ready;
+  }
   out.length_ns = instances[last].end - instances[out.instances.front()].begin;
-  for (std::size_t i : out.instances) out.compute_ns += instances[i].end - instances[i].begin;
   return out;
 }
 

@@ -166,6 +166,13 @@ std::string export_html(const Trace& t, const Summary& s) {
           ",\"locs\":" + strings(locs) + ",\"kind_of_name\":" + numbers(kind_of_name) +
           ",\"internal_name\":" + numbers(internal_name) +
           ",\"internal_loc\":" + numbers(internal_loc);
+  // Each location's lock-wait as the summary has it (the union of the waits it held up), for
+  // the location view's first choice.
+  std::vector<std::int64_t> loc_wait(locs.size(), 0);
+  for (const LocationRow& l : s.locations)
+    if (auto it = loc_index.find(l.name); it != loc_index.end()) loc_wait[it->second] = l.wait_ns;
+  data += ",\"loc_wait\":";
+  append_numbers(data, loc_wait);
 
   std::unordered_map<InstanceKey, std::size_t, InstanceKeyHash> index;
   Columns inst{"lane", "begin", "dur", "name", "iter", "wait", "otherwise", "blocker"};

@@ -557,12 +557,11 @@
   drawMinimap();
   draw();
   if (D.view[1] > D.view[0] && (D.view[0] > 0 || D.view[1] < span)) showRange(D.view[0], D.view[1]);
-  // The location view starts on the location that held up the most waiting.
+  // The location view starts on the location that held up the most waiting (the summary's
+  // figure: the time in which some instance waited on it).
   let best = -1, most = -1;
-  const waitedOn = new Float64Array(D.locs.length);
-  for (let i = 0; i < NI; ++i) if (I.bl[i] >= 0) waitedOn[I.bl[i]] += I.w[i];
   D.locs.forEach((_, l) => {
-    if (locGrants[l].length && !D.internal_loc[l] && waitedOn[l] > most) { most = waitedOn[l]; best = l; }
+    if (locGrants[l].length && !D.internal_loc[l] && D.loc_wait[l] > most) { most = D.loc_wait[l]; best = l; }
   });
   if (best >= 0) { locSelect.value = best; chooseLocation(best); }
   document.body.dataset.lanes = String(lanes.length);
