@@ -1,5 +1,8 @@
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -27,6 +30,25 @@ std::unique_ptr<sched::StackPool> make_stacks(std::size_t size) {
   } catch (const std::invalid_argument& e) {
     throw Error(std::string(e.what()) + " (RuntimeOptions::fiber_stack_size or ORDO_FIBER_STACK)");
   }
+}
+
+// The path this process's next Runtime traces to when asked for `base`: `base` for the
+// first, `base.runtime<n>` for the n-th after it, so that no Runtime's trace replaces
+// another's (the one destroyed last would otherwise win). Said on stderr when it happens.
+std::string trace_base_for(const std::string& base) {
+  static std::mutex mutex;
+  static std::map<std::string, unsigned> uses;
+  std::error_code ec;
+  std::filesystem::path key = std::filesystem::absolute(base, ec);
+  const std::lock_guard<std::mutex> lock(mutex);
+  const unsigned n = ++uses[ec ? base : key.lexically_normal().string()];
+  if (n == 1) return base;
+  const std::string mine = base + ".runtime" + std::to_string(n);
+  std::fprintf(stderr,
+               "ordo: trace: an earlier Runtime of this process traces to '%s'; this one "
+               "writes '%s'\n",
+               base.c_str(), mine.c_str());
+  return mine;
 }
 
 // The bootstrap the launcher's variables name (single process: rank 0 of 1).
@@ -87,7 +109,8 @@ struct Runtime::Impl {
     rt::trace::RecorderConfig config;
     config.rank = net ? net->rank() : 0;
     config.ranks = net ? net->size() : 1;
-    config.path = rt::trace::Recorder::rank_path(s.trace_path, config.rank, config.ranks);
+    config.path =
+        rt::trace::Recorder::rank_path(trace_base_for(s.trace_path), config.rank, config.ranks);
     config.workers = pool.size();
     config.buffer_events = s.trace_buffer_events;
     config.run_id = net ? net->job_id() : 0;

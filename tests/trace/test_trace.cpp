@@ -696,6 +696,28 @@ TEST_CASE("ORDO_TRACE switches tracing on without code changes", "[trace]") {
   CHECK(tf::summarize(t).instances.size() == 4);
 }
 
+TEST_CASE("several Runtimes of one process under ORDO_TRACE each keep their own trace", "[trace]") {
+  const std::string path = temp_path("several");
+  ::setenv("ORDO_TRACE", path.c_str(), 1);
+  {
+    // Two at once, destroyed in the reverse order, and a third after them.
+    TwoTasks one, two;
+    ordo::Runtime first({.workers = 1});
+    ordo::Runtime second({.workers = 1});
+    first.run(one.g, 2);
+    second.run(two.g, 3);
+  }
+  {
+    TwoTasks three;
+    ordo::Runtime third({.workers = 1});
+    third.run(three.g, 1);
+  }
+  ::unsetenv("ORDO_TRACE");
+  CHECK(tf::summarize(tf::load({path})).instances.size() == 4);
+  CHECK(tf::summarize(tf::load({path + ".runtime2"})).instances.size() == 6);
+  CHECK(tf::summarize(tf::load({path + ".runtime3"})).instances.size() == 2);
+}
+
 // The file appears at its path when the Runtime ends, whole (publish once: a file renamed into
 // place could not be appended to without becoming partial again); until then it is written
 // beside it and complete after every run.
