@@ -3,6 +3,7 @@
 // Tracing: the recorder writes exactly the expected events for a known graph, the tool's
 // figures match what this test recomputes from the decoded events, the Perfetto export is
 // well-formed, multi-rank merges respect clock offsets, and bad files are refused clearly.
+#include <fmt/core.h>
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -1119,6 +1120,34 @@ TEST_CASE("compare reports per task kind and location the change between two run
   const tf::Comparison same = tf::compare(sa, ta, sa, ta);
   for (const tf::CompareRow& row : same.kinds) CHECK(row.impact() == 0);
   CHECK(tf::render_text(c, a, b).find("stage0") != std::string::npos);
+  // 10 against 30 iterations: per iteration, and a verdict on the window per iteration.
+  CHECK(c.per_iteration);
+  CHECK_FALSE(c.different_graphs);
+  const std::string text = tf::render_text(c, a, b);
+  CHECK_THAT(text, Catch::Contains("every time below is per iteration"));
+  const double wa = double(sa.span_ns) / 10, wb = double(sb.span_ns) / 30;
+  CHECK_THAT(text, Catch::StartsWith(wb < wa ? "B was faster per iteration"
+                                             : "A was faster per iteration"));
+  CHECK_THAT(text, Catch::Contains(
+                       fmt::format("{:.1f}% less", 100 * std::abs(wb - wa) / std::max(wa, wb))));
+  CHECK(c.reasons.size() == 2);
+  CHECK_FALSE(same.per_iteration);
+  CHECK_THAT(tf::render_text(same, a, a), Catch::StartsWith("A and B took the same time"));
+  // Another graph: warned about on the first lines.
+  const std::string d = temp_path("cmp-d");
+  {
+    Pipeline p(4);
+    ordo::Runtime rt({.workers = 2, .trace_path = d});
+    rt.run(p.g, 10);
+  }
+  const tf::Trace td = tf::load({d});
+  const tf::Comparison other = tf::compare(sa, ta, tf::summarize(td), td);
+  CHECK(other.different_graphs);
+  CHECK(other.tasks_a == 3);
+  CHECK(other.tasks_b == 4);
+  CHECK_FALSE(other.per_iteration);
+  CHECK_THAT(tf::render_text(other, a, d),
+             Catch::Contains("WARNING: A and B are traces of different graphs (3 tasks against 4"));
   CHECK(tf::kind_of("step[1,2]") == "step");
   CHECK(tf::kind_of("stage0") == "stage0");
 }

@@ -96,6 +96,14 @@ int run(int argc, char** argv) {
   if (cmp->parsed()) {
     const Trace ta = load({compared[0]}), tb = load({compared[1]});
     const Comparison c = compare(summarize(ta), ta, summarize(tb), tb);
+    // Loud also where stdout goes to a file or a JSON reader.
+    if (c.different_graphs)
+      std::fprintf(stderr,
+                   "ordo-trace compare: WARNING: '%s' and '%s' are traces of different graphs "
+                   "(%llu tasks against %llu): the figures compare different work\n",
+                   compared[0].c_str(), compared[1].c_str(),
+                   static_cast<unsigned long long>(c.tasks_a),
+                   static_cast<unsigned long long>(c.tasks_b));
     const std::string text =
         json ? render_json(c).dump(2) + "\n" : render_text(c, compared[0], compared[1]);
     std::fputs(text.c_str(), stdout);
