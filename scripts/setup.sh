@@ -18,6 +18,8 @@ packages=(
   chromium
   # baselines and peer runtimes for the benchmarks
   libtbb-dev libstarpu-dev libopenmpi-dev openmpi-bin
+  # the sparse layer's METIS partitions; PETSc, the sparse benchmark's CG baseline
+  libmetis-dev petsc-dev
   # comm: PMIx bootstrap (also needed for Slurm's PMIx plugin to load); multiprocess tests
   # (network namespaces, mpirun)
   libpmix-dev iproute2

@@ -46,6 +46,19 @@ def main():
             with open(path, "rb") as f:
                 put("trace", "run%d" % i, f.read())
         return
+    # Matrix Market (fuzz_matrix_market.cpp): a file as ordo-spcg reads it.
+    mm = b"%%MatrixMarket matrix coordinate real "
+    put("matrix_market", "general", mm + b"general\n% a comment\n3 3 7\n1 1 4\n1 2 -1\n2 1 -1\n"
+        b"2 2 4\n2 3 -1\n3 2 -1\n3 3 4\n")
+    put("matrix_market", "symmetric", mm + b"symmetric\n4 4 6\n1 1 2\n2 1 -1\n2 2 2\n3 3 2\n"
+        b"4 3 -0.5\n4 4 2\n")
+    put("matrix_market", "pattern", b"%%MatrixMarket matrix coordinate pattern symmetric\n2 2 3\n"
+        b"1 1\n2 1\n2 2\n")
+    put("matrix_market", "lying_count", mm + b"general\n2 2 4000000000\n1 1 1\n2 2 1\n")
+    put("matrix_market", "lying_size", mm + b"general\n1000000000 1000000000 2\n1 1 1\n2 2 1\n")
+    put("matrix_market", "past_n", mm + b"general\n2 2 2\n1 1 1\n3 2 1\n")
+    put("matrix_market", "duplicate", mm + b"general\n2 2 3\n1 1 1\n2 2 1\n1 1 2\n")
+    put("matrix_market", "not_symmetric", mm + b"general\n2 2 3\n1 1 1\n1 2 1\n2 2 1\n")
     put("npy", "2d", npy("(4, 4)", 128))
     put("npy", "1d", npy("(3,)", 24))
     put("npy", "5d", npy("(2, 1, 2, 1, 2)", 64))
