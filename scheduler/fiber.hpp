@@ -109,8 +109,8 @@ class Fiber {
   Entry entry_ = nullptr;
   void* arg_ = nullptr;
   const char* label_ = nullptr;
-  void* tsan_fiber_ = nullptr;   // ThreadSanitizer's fiber state (only under TSan)
-  void* tsan_caller_ = nullptr;  // the resumer's TSan state while the fiber runs
+  [[maybe_unused]] void* tsan_fiber_ = nullptr;   // ThreadSanitizer's fiber state (only under TSan)
+  [[maybe_unused]] void* tsan_caller_ = nullptr;  // the resumer's TSan state while the fiber runs
 };
 
 }  // namespace ordo::sched
