@@ -1,6 +1,6 @@
-// stencil::cache_sizes: the one place ordo asks the machine for its cache sizes (the layer's
+// bench::cache_sizes: the one place ordo asks the machine for its cache sizes (the layer's
 // tiles and in-place slabs, the apps' bandwidth bound). Built on the standard library only.
-#include <ordo/stencil.hpp>
+#include <ordo/bench.hpp>
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <string>
 
-namespace ordo::stencil {
+namespace ordo::bench {
 
 namespace {
 
@@ -57,4 +57,4 @@ const CacheSizes& cache_sizes() {
   return sizes;
 }
 
-}  // namespace ordo::stencil
+}  // namespace ordo::bench

@@ -4,12 +4,14 @@
 #include <string>
 #include <vector>
 
+#include <ordo/bench.hpp>
+
 #include "api/graph_impl.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/storage.hpp"
 #include "scheduler/pool.hpp"
 
-static_assert(ordo::kHugePageBytes == ordo::rt::kHugePageBytes,
+static_assert(ordo::bench::kHugePageBytes == ordo::rt::kHugePageBytes,
               "the public huge-page threshold is the runtime's");
 
 namespace ordo {
@@ -358,10 +360,10 @@ StorageStats Graph::storage_held() const {
 }
 
 void Graph::place_location(std::uint64_t graph, std::uint32_t location, unsigned node) {
-  impl_->check_handle(graph, location, "Graph::place");
+  impl_->check_handle(graph, location, "Graph::set_home_node");
   if (impl_->frozen())
-    throw Error("cannot place location '" + impl_->graph.locations()[location].name +
-                "' after the graph's first run; call Graph::place before running");
+    throw Error("cannot set the home node of location '" + impl_->graph.locations()[location].name +
+                "' after the graph's first run; call Graph::set_home_node before running");
   impl_->graph.place(location, node);
 }
 

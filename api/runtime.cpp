@@ -256,24 +256,35 @@ unsigned Runtime::workers() const { return impl_->pool.size(); }
 unsigned Runtime::numa_nodes() const { return impl_->pool.nodes(); }
 unsigned Runtime::rank() const { return impl_->net ? impl_->net->rank() : 0; }
 
-void Runtime::check_memory_available(std::uint64_t bytes, const std::string& what) {
+void Runtime::check_memory_on_all_ranks(std::uint64_t bytes, const std::string& what) {
   if (!impl_->net) return ::ordo::check_memory_available(bytes, what);
   // Two rounds, as the first run's check of a graph's locations (runtime/engine_storage.cpp):
-  // every rank's need, summed per host, then every rank's verdict, so all refuse alike.
-  const std::vector<std::uint64_t> needs = gather_values(bytes);
+  // every rank's need, summed per host, then every rank's verdict, so all refuse alike. Each
+  // round is a gather, whose graph check refuses ranks that are not all in it.
+  std::vector<std::uint64_t> needs;
+  std::vector<rt::StorageVerdict> verdicts;
   rt::StorageVerdict mine;
-  mine.more = mine.total = mine.host_more = bytes;
-  mine.available = rt::memory_available();
-  for (unsigned p = 0; p < needs.size(); ++p)
-    if (p != rank() && impl_->net->same_host(p)) mine.host_more += needs[p];
+  try {
+    needs = gather_values(bytes);
+    mine.more = mine.total = mine.host_more = bytes;
+    mine.available = rt::memory_available();
+    for (unsigned p = 0; p < needs.size(); ++p)
+      if (p != rank() && impl_->net->same_host(p)) mine.host_more += needs[p];
+    verdicts = gather_values(mine);
+  } catch (const Error& e) {
+    throw Error("Runtime::check_memory_on_all_ranks (" + what +
+                ") is collective: every rank must call it at the same point of the program; " +
+                std::string(e.what()));
+  }
   const std::string refusal = rt::memory_refusal(
-      gather_values(mine), what + " do not fit in memory: ",
-      [](const rt::StorageVerdict& v) { return rt::format_bytes(v.more); });
+      verdicts, what + " do not fit in memory: ", [](const rt::StorageVerdict& v) {
+        return rt::format_bytes(v.more);
+      });
   if (!refusal.empty()) throw Error(refusal);
 }
 unsigned Runtime::ranks() const { return impl_->net ? impl_->net->size() : 1; }
-std::uint64_t Runtime::control_messages() const {
-  return impl_->net ? impl_->net->control_messages_sent() : 0;
+std::uint64_t bench::control_messages(const Runtime& runtime) {
+  return runtime.impl_->net ? runtime.impl_->net->control_messages_sent() : 0;
 }
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {

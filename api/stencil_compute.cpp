@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <ordo/bench.hpp>
+
 #include "api/stencil_impl.hpp"
 
 #if defined(__SSE2__)
@@ -129,7 +131,7 @@ double* thread_scratch(std::size_t slot, std::size_t n) {
 std::size_t default_tile_bytes() {
   static const std::size_t v = [] {
     const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
-    const CacheSizes& c = cache_sizes();
+    const bench::CacheSizes& c = bench::cache_sizes();
     const std::size_t l2 = c.l2 ? c.l2 : std::size_t{1} << 20;
     return std::max(l2, c.last_level / (2 * cores));
   }();

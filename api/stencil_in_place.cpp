@@ -58,6 +58,8 @@
 
 #include <unistd.h>
 
+#include <ordo/bench.hpp>
+
 #include "api/mirrored_ring.hpp"
 #include "api/stencil_impl.hpp"
 
@@ -403,7 +405,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
 
 std::size_t Stencil::Impl::slab_budget() const {
   if (spec.tile_bytes) return spec.tile_bytes;
-  const std::size_t l2 = cache_sizes().l2 ? cache_sizes().l2 : std::size_t{1} << 20;
+  const std::size_t l2 = bench::cache_sizes().l2 ? bench::cache_sizes().l2 : std::size_t{1} << 20;
   // A plane shift writes one more row per unit, onto lines it does not read; a row shift
   // writes onto lines of the 2h + 1 planes it reads, and its slabs may fill 3/4 of the L2: a
   // slab re-reads the rows on either side of it, two per plane (heat3d 512³: 1/2 of the L2

@@ -31,7 +31,7 @@ enum class Mode : std::uint8_t { read, write };
 // madvise mode by default on Debian): a stencil block streamed row by row then takes one TLB
 // entry per 2 MiB instead of per 4 KiB, and first-touch zeroing faults 512x less often
 // (docs/benchmarks.md, "Figures behind defaults"). The public API names it too
-// (ordo::kHugePageBytes, checked equal in api/graph.cpp).
+// (ordo::bench::kHugePageBytes, checked equal in api/graph.cpp).
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
 struct Instance;  // engine.hpp
@@ -45,7 +45,7 @@ struct LocationDesc {
   std::size_t count = 0;
   const std::type_info* type = nullptr;
   std::int32_t home = -1;  // rank holding the master copy; -1: the default placement
-  int place = -1;  // home NUMA node the user asked for (Graph::place), -1: the default policy
+  int place = -1;  // home NUMA node asked for (Graph::set_home_node); -1: the default policy
   // Declared by a construct of the runtime (a reduction's partials, nodes, result and copies)
   // rather than by the user: left out of the default chunks, so that the user's locations are
   // placed as if it were not there.

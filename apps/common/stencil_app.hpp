@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include <ordo/bench.hpp>
 #include <ordo/stencil.hpp>
 
 #include "app_cli.hpp"
@@ -394,14 +395,14 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   // (The first run judges the graph's locations exactly, but after the blocks are filled.)
   const std::uint64_t own_bytes = sizeof(double) * grids * points_on_rank(p, ranks, rank);
   const std::uint64_t extra = verify ? whole_bytes : 0;
-  rt.check_memory_available(own_bytes > UINT64_MAX - extra ? UINT64_MAX : own_bytes + extra,
-                            "--size " + size_text + " is too large: its blocks on each rank (" +
-                                std::to_string(grids) + " grid(s) of 8-byte values" +
-                                (verify ? ", and --verify's whole grids" : "") + ")");
+  rt.check_memory_on_all_ranks(own_bytes > UINT64_MAX - extra ? UINT64_MAX : own_bytes + extra,
+                               "--size " + size_text + " is too large: its blocks on each rank (" +
+                                   std::to_string(grids) + " grid(s) of 8-byte values" +
+                                   (verify ? ", and --verify's whole grids" : "") + ")");
   double seconds = 0;
   // Visits the blocks of a result time level this rank holds.
   std::function<void(const stencil::BoxVisit&, std::size_t level)> visit_blocks;
-  const std::uint64_t control_before = rt.control_messages();
+  const std::uint64_t control_before = bench::control_messages(rt);
   if (fast) {
     auto r = app.fast_path(p, levels[0], rt, steps, show);
     seconds = r.seconds;
@@ -438,7 +439,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     }
     visit_blocks = [&](const stencil::BoxVisit& f, std::size_t level) { st->get_blocks(f, level); };
   }
-  const std::uint64_t control_messages = rt.control_messages() - control_before;
+  const std::uint64_t control_messages = bench::control_messages(rt) - control_before;
 
   // Each rank checks its own blocks against the whole sequential reference (small grids).
   int outcome = 0;  // 1: this rank's blocks differ from the reference

@@ -30,12 +30,13 @@
 #include <thread>
 #include <vector>
 
+#include <ordo/bench.hpp>
 #include <ordo/stencil.hpp>
 
 namespace ordo::app {
 
 // Bytes of the largest data cache the OS reports for cpu0 (0 when it reports none).
-inline std::size_t last_level_cache_bytes() { return stencil::cache_sizes().last_level; }
+inline std::size_t last_level_cache_bytes() { return bench::cache_sizes().last_level; }
 
 // Elements per array that keep the triad out of the cache: 4 x the last-level cache, and at
 // least 8 Mi (64 MiB) when the OS reports no cache size.
@@ -66,7 +67,7 @@ struct FreeDeleter {
 // `n` doubles, uninitialised, aligned to a huge page and advised onto transparent huge pages,
 // as ordo's large locations are.
 inline std::unique_ptr<double[], FreeDeleter> huge_array(std::size_t n) {
-  constexpr std::size_t kHuge = ordo::kHugePageBytes;
+  constexpr std::size_t kHuge = ordo::bench::kHugePageBytes;
   const std::size_t bytes = (n * sizeof(double) + kHuge - 1) / kHuge * kHuge;
   void* p = std::aligned_alloc(kHuge, bytes);
   if (p == nullptr) throw std::bad_alloc();

@@ -11,7 +11,9 @@
 // --ring K: location x[r] on each rank r, task t[r] writes x[r] = x[r-1] + 1 (x[R-1] of the
 // previous iteration for r = 0) for K iterations: each rank talks to the two ranks beside it
 // and to its control-plane tree, no other; each checks its x[r] against the sequential value.
-// --memory-check: Runtime::check_memory_available across the ranks of this host.
+// --memory-check: Runtime::check_memory_on_all_ranks across the ranks of this host.
+// --memory-check-alone: rank 0 calls it while the other ranks run a graph: every rank is
+// refused with an Error (rank 0's saying the check is collective), none waits for ever.
 // --busy-home (2 ranks, 1 worker each): rank 1's only worker stays in one task body until rank
 // 0 has run 200 iterations of a task whose every iteration needs rank 1 (the home of a
 // location it writes) to answer its RELEASE with the next GRANT. Idle workers drive the
@@ -37,12 +39,13 @@ using namespace ordo::test;
 int main(int argc, char** argv) {
   std::uint64_t seeds = 20;
   unsigned workers = 2;
-  bool mismatch = false, busy_home = false, memory_check = false;
+  bool mismatch = false, busy_home = false, memory_check = false, memory_check_alone = false;
   long die_at = -1, fiber_die_at = -1, ring = -1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--mismatch")) mismatch = true;
     if (!std::strcmp(argv[i], "--busy-home")) busy_home = true;
     if (!std::strcmp(argv[i], "--memory-check")) memory_check = true;
+    if (!std::strcmp(argv[i], "--memory-check-alone")) memory_check_alone = true;
     if (!std::strcmp(argv[i], "--ignore-sigterm")) std::signal(SIGTERM, SIG_IGN);
     if (i + 1 >= argc) break;
     if (!std::strcmp(argv[i], "--seeds")) seeds = std::strtoull(argv[i + 1], nullptr, 10);
@@ -53,11 +56,31 @@ int main(int argc, char** argv) {
   }
   try {
     Runtime rt({.workers = workers});
+    if (memory_check_alone) {
+      try {
+        if (rt.rank() == 0) {
+          rt.check_memory_on_all_ranks(std::uint64_t{1} << 20, "a mebibyte on rank 0 alone");
+        } else {
+          Graph g;
+          auto a = g.location<double>("a", 1);
+          g.task("t", {write(a)}, [=](Context& ctx) { ctx.write(a)[0] += 1; });
+          rt.run(g, 1);
+        }
+        std::printf("rank %u: not refused\n", rt.rank());
+        return 1;
+      } catch (const Error& e) {
+        const std::string m = e.what();
+        const bool ok =
+            rt.rank() != 0 || m.find("is collective: every rank must call it") != std::string::npos;
+        std::printf("rank %u: %s: %s\n", rt.rank(), ok ? "refused" : "WRONG refusal", m.c_str());
+        return ok ? 0 : 1;
+      }
+    }
     if (memory_check) {
-      // Runtime::check_memory_available: a mebibyte passes on every rank; three fifths of the
+      // Runtime::check_memory_on_all_ranks: a mebibyte passes on every rank; three fifths of the
       // host's available memory fit each rank alone but not its host's ranks together, so
       // every rank refuses, naming every rank and the host's sum.
-      rt.check_memory_available(std::uint64_t{1} << 20, "a mebibyte");
+      rt.check_memory_on_all_ranks(std::uint64_t{1} << 20, "a mebibyte");
       std::uint64_t available_kb = 0, swap_kb = 0;
       std::ifstream meminfo("/proc/meminfo");
       for (std::string key; meminfo >> key;) {
@@ -66,7 +89,7 @@ int main(int argc, char** argv) {
       }
       const std::uint64_t share = (available_kb + swap_kb) * 1024 / 5 * 3;
       try {
-        rt.check_memory_available(share, "three fifths of the host");
+        rt.check_memory_on_all_ranks(share, "three fifths of the host");
         std::printf("rank %u: %u ranks of one host were allowed three fifths of it each\n",
                     rt.rank(), rt.ranks());
         return 1;

@@ -156,7 +156,7 @@ TEST_CASE("a handle of another graph is refused everywhere, not taken for a loca
   auto big = other.location<int>("big", 1 << 20);  // number 0, as x's
   REQUIRE(big.id() == x.id());
   CHECK_THROWS_WITH(g.data(big), Contains("Graph::data") && Contains("belongs to another Graph"));
-  CHECK_THROWS_WITH(g.place(big, 0), Contains("belongs to another Graph"));
+  CHECK_THROWS_WITH(g.set_home_node(big, 0), Contains("belongs to another Graph"));
   CHECK_THROWS_WITH(g.set_home_rank(big, 0), Contains("belongs to another Graph"));
   CHECK_THROWS_WITH(g.data(Location<int>{}), Contains("default-constructed Location"));
   Access crafted{x.id(), Mode::write};  // not built by read() or write()

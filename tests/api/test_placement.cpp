@@ -1,5 +1,5 @@
-// Placement through the public API: Graph::place is accepted before the first run and refused
-// after it, never changes results (bit-identical for 1..5 workers, placed or not), and the
+// Placement through the public API: Graph::set_home_node is accepted before the first run and
+// refused after it, never changes results (bit-identical for 1..5 workers, placed or not), and the
 // runtime reports the NUMA nodes its workers span.
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -28,12 +28,13 @@ std::vector<double> run_ring(unsigned workers, bool placed) {
            });
   }
   if (placed)
-    for (std::size_t i = 0; i < kBlocks; ++i) g.place(b[i], static_cast<unsigned>(kBlocks - i));
+    for (std::size_t i = 0; i < kBlocks; ++i)
+      g.set_home_node(b[i], static_cast<unsigned>(kBlocks - i));
   ordo::Runtime rt({.workers = workers});
   CHECK(rt.numa_nodes() >= 1);
   CHECK(rt.numa_nodes() <= rt.workers());
   rt.run(g, 30);
-  CHECK_THROWS_WITH(g.place(b[0], 0), Catch::Contains("before running"));
+  CHECK_THROWS_WITH(g.set_home_node(b[0], 0), Catch::Contains("before running"));
   std::vector<double> out;
   for (auto loc : b) {
     auto d = g.data(loc);

@@ -1,5 +1,5 @@
 // NUMA placement as the engine does it, on a synthetic 4-node machine loaded through hwloc:
-// locations get their home node by the documented policy (or Graph::place), every instance
+// locations get their home node by the documented policy (or Graph::set_home_node), every instance
 // runs on a worker of the node of the location it writes, and the results stay bit-identical
 // to a one-worker run.
 #include <atomic>

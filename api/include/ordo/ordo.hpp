@@ -419,11 +419,6 @@ struct StorageStats {
   std::size_t reserved = 0;
 };
 
-// Locations of this many bytes or more start on a huge-page boundary and are advised onto
-// transparent huge pages; smaller ones share pages. For programs that place memory of their
-// own as ordo places locations (the benchmarks' STREAM triad does).
-inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
-
 // A task graph: locations, tasks and, once run, the state of every lock. Not thread-safe:
 // declare and run from one thread. Locations and tasks can be added until the first run.
 class Graph {
@@ -475,9 +470,10 @@ class Graph {
   // (Runtime::numa_nodes()) and wraps around, so a program placed for a larger machine still
   // runs on a smaller one. No effect on a one-node machine; never changes results.
   // Call before the first run.
-  //   g.place(a, 1);  // a lives on the second node
+  // (Ranks are set_home_rank's; the stencil layer's place() puts blocks on ranks.)
+  //   g.set_home_node(a, 1);  // a lives on the second node
   template <class T>
-  void place(Location<T> loc, unsigned node) {
+  void set_home_node(Location<T> loc, unsigned node) {
     place_location(loc.graph_serial(), loc.id(), node);
   }
 
@@ -710,6 +706,11 @@ struct Until {
   std::uint64_t max_iterations = 1000;  // the run stops after this many in any case
 };
 
+class Runtime;
+namespace bench {
+std::uint64_t control_messages(const Runtime& runtime);  // <ordo/bench.hpp>
+}
+
 // Worker threads that run graphs. Reuse one Runtime for many runs.
 class Runtime {
  public:
@@ -728,13 +729,6 @@ class Runtime {
   // on every rank.
   unsigned rank() const;
   unsigned ranks() const;
-  // Control messages this rank has sent since the Runtime was built: the ranks' graph checks,
-  // the barrier that starts each run, quiescence at the end of each step, run_until's votes
-  // (GRANTs and RELEASEs, which carry the data, are not counted). Across ranks they travel
-  // on a tree, O(log ranks) per rank per collective (docs/distributed.md); 0 in one process.
-  // Take the difference around a run to count that run's.
-  std::uint64_t control_messages() const;
-
   // Runs `iterations` iterations of every task (at least 1). Blocks until they are done.
   RunStats run(Graph& graph, std::uint64_t iterations);
 
@@ -772,12 +766,14 @@ class Runtime {
     return out;
   }
   // ordo::check_memory_available for what each rank allocates besides a graph's locations (its
-  // share of a problem, before it fills it) when the ranks of a host share its memory:
-  // collective, every rank calls it with its own `bytes`. Each rank's bytes are judged against
-  // its own limits and, with those of the ranks of its host together, against the host's
-  // memory; every rank throws the same Error, opened by `what` and naming each rank that does
-  // not fit with its bytes and what is available. On one rank: ordo::check_memory_available.
-  void check_memory_available(std::uint64_t bytes, const std::string& what);
+  // share of a problem, before it fills it) when the ranks of a host share its memory.
+  // Collective: every rank calls it at the same point of the program, with its own `bytes`.
+  // Each rank's bytes are judged against its own limits and, with those of the ranks of its
+  // host together, against the host's memory; every rank throws the same Error, opened by
+  // `what` and naming each rank that does not fit with its bytes and what is available. A rank
+  // that calls it while another runs a graph or gathers something else is refused with an
+  // Error (so is the other), never left waiting. On one rank: ordo::check_memory_available.
+  void check_memory_on_all_ranks(std::uint64_t bytes, const std::string& what);
   // Resumes `graph` from the newest complete checkpoint in `dir` (written by an earlier run of
   // the same program on as many ranks, RuntimeOptions::checkpoint_dir): loads the contents of
   // every location after that iteration, and the graph's runs continue from there exactly as
@@ -794,6 +790,7 @@ class Runtime {
   void gather_location(const Graph& graph, std::uint64_t serial, std::uint32_t location,
                        const std::type_info& type, unsigned to, const GatherOut& out);
   void gather_value_bytes(const void* mine, std::size_t size, unsigned to, const GatherOut& out);
+  friend std::uint64_t bench::control_messages(const Runtime& runtime);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

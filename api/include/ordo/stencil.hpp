@@ -83,16 +83,6 @@ enum class Stores {
   streaming,
 };
 
-// The data caches of this machine's first core, as the kernel reports them (sysfs, whose
-// figures hold under a hypervisor too; sysconf when it says nothing; 0 when neither does).
-// Probed once. The layer sizes its cache tiles and in-place slabs from them; the apps use
-// last_level to tell whether a grid fits in the cache.
-struct CacheSizes {
-  std::size_t l2 = 0;
-  std::size_t last_level = 0;  // the largest data or unified cache
-};
-const CacheSizes& cache_sizes();
-
 // A global coordinate, slowest dimension first.
 using Coord = std::span<const std::int64_t>;
 
