@@ -60,10 +60,9 @@ void check_graph(const rt::Instance& inst, std::uint64_t handle_graph, std::uint
 
 // The index of `location` in the task's accesses; throws Error if the task did not declare it
 // or if the body runs off its fiber.
-std::uint32_t fiber_access(const detail::FiberContextImpl& impl, std::uint64_t graph,
+std::uint32_t fiber_access(const rt::Instance& inst, std::uint64_t serial, std::uint64_t graph,
                            std::uint32_t location, const char* verb) {
-  const rt::Instance& inst = impl.instance;
-  if (graph != impl.graph) check_graph(inst, graph, impl.graph, location, verb);
+  if (graph != serial) check_graph(inst, graph, serial, location, verb);
   if (!inst.engine->is_on_own_fiber(inst))
     throw Error("task '" + inst.graph->task_name(inst.task) + "' " + verb + " location " +
                 location_name(*inst.graph, location) +
@@ -76,15 +75,25 @@ std::uint32_t fiber_access(const detail::FiberContextImpl& impl, std::uint64_t g
 
 }  // namespace
 
-std::uint64_t FiberContext::iteration() const {
-  return impl_.instance.graph->first_iteration() + impl_.instance.iteration;
+FiberContext::FiberContext(const detail::FiberContextImpl& impl)
+    : instance_(&impl.instance), graph_(impl.graph) {}
+
+namespace {
+const rt::Instance& instance_of(const void* instance) {
+  return *static_cast<const rt::Instance*>(instance);
 }
-unsigned FiberContext::worker() const { return impl_.instance.worker; }
+}  // namespace
+
+std::uint64_t FiberContext::iteration() const {
+  const rt::Instance& inst = instance_of(instance_);
+  return inst.graph->first_iteration() + inst.iteration;
+}
+unsigned FiberContext::worker() const { return instance_of(instance_).worker; }
 
 void* FiberContext::acquire_bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
                                   const std::type_info& type) {
-  const rt::Instance& inst = impl_.instance;
-  const std::uint32_t access = fiber_access(impl_, graph, location, "acquires");
+  const rt::Instance& inst = instance_of(instance_);
+  const std::uint32_t access = fiber_access(inst, graph_, graph, location, "acquires");
   // Built only for a message: a name is a string, and acquire and release run per access.
   auto name = [&] { return inst.graph->task_name(inst.task); };
   const rt::LocationDesc& loc = inst.graph->locations()[location];
@@ -118,8 +127,8 @@ void* FiberContext::acquire_bytes(std::uint64_t graph, std::uint32_t location, M
 }
 
 void FiberContext::release_location(std::uint64_t graph, std::uint32_t location) {
-  const rt::Instance& inst = impl_.instance;
-  const std::uint32_t access = fiber_access(impl_, graph, location, "releases");
+  const rt::Instance& inst = instance_of(instance_);
+  const std::uint32_t access = fiber_access(inst, graph_, graph, location, "releases");
   auto name = [&] { return inst.graph->task_name(inst.task); };
   const rt::LocationDesc& loc = inst.graph->locations()[location];
   switch (inst.engine->hold(inst, access)) {

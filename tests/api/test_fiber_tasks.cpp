@@ -7,15 +7,16 @@
 #include <chrono>
 #include <catch2/catch.hpp>
 
-#include "test_support.hpp"
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ordo/ordo.hpp>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+#include "test_support.hpp"
 
 using Catch::Matchers::Contains;
 
@@ -240,6 +241,38 @@ TEST_CASE("fiber task misuse is reported as ordo::Error", "[fiber]") {
           ctx.acquire_write(y)[0] += 1;
           ctx.release(x);
         }) == "");
+}
+
+TEST_CASE("a FiberContext copied out of its body is refused after the body returned", "[fiber]") {
+  // The copy outlives the body's frame (and its fiber's stack, given back to the pool): each
+  // use must be refused with an Error, from the program's thread and from another task's body.
+  ordo::Graph g;
+  auto x = g.location<int>("x", 1);
+  auto kept = std::make_shared<std::optional<ordo::FiberContext>>();
+  g.fiber_task("keeper", {ordo::write(x)}, [=](ordo::FiberContext& ctx) {
+    ctx.acquire_write(x)[0] += 1;
+    if (!*kept) kept->emplace(ctx);
+  });
+  ordo::Runtime rt({.workers = 2});
+  rt.run(g, 3);
+  REQUIRE(kept->has_value());
+  CHECK_THROWS_WITH((*kept)->acquire_read(x), Contains("kept after the body returned"));
+  CHECK_THROWS_WITH((*kept)->release(x), Contains("kept after the body returned"));
+  // From another fiber task's body, while the keeper's own fiber is parked between runs.
+  ordo::Graph h;
+  auto y = h.location<int>("y", 1);
+  auto said = std::make_shared<std::string>();
+  h.fiber_task("user", {ordo::write(y)}, [=](ordo::FiberContext& ctx) {
+    ctx.acquire_write(y)[0] = 1;
+    try {
+      (*kept)->acquire_read(x);
+    } catch (const ordo::Error& e) {
+      *said = e.what();
+    }
+  });
+  rt.run(h, 1);
+  CHECK_THAT(*said, Contains("kept after the body returned"));
+  CHECK(g.data(x)[0] == 3);
 }
 
 TEST_CASE("an exception in a fiber body stops the run and is rethrown", "[fiber]") {

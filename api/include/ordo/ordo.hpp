@@ -392,13 +392,17 @@ class FiberContext {
     return v;
   }
 
-  explicit FiberContext(const detail::FiberContextImpl& impl) : impl_(impl) {}
+  explicit FiberContext(const detail::FiberContextImpl& impl);
 
  private:
   void* acquire_bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
                       const std::type_info& type);
   void release_location(std::uint64_t graph, std::uint32_t location);
-  const detail::FiberContextImpl& impl_;
+  // Copied from the body's own: the instance record is the engine's, kept as long as the
+  // graph, so a copy used after the body returned finds it and is refused with an Error
+  // rather than reading the body's finished stack frame.
+  const void* instance_;
+  std::uint64_t graph_;
 };
 
 // Throws Error unless this process can still get `bytes` more bytes from the system: the
