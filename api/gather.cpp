@@ -33,11 +33,17 @@ void check_gather(const Runtime& runtime, unsigned to, const std::string& what) 
                 "; give one of them, or ordo::kAllRanks to gather onto every rank");
 }
 
-GatherRoute gather_route(std::span<const GatherPiece> pieces, unsigned to) {
-  if (to == kAllRanks) return GatherRoute::tree;
+namespace {
+std::size_t total_bytes(std::span<const GatherPiece> pieces) {
   std::size_t total = 0;
   for (const GatherPiece& p : pieces) total += p.bytes;
-  return total <= kGatherTreeBytes ? GatherRoute::tree : GatherRoute::direct;
+  return total;
+}
+}  // namespace
+
+GatherRoute gather_route(std::span<const GatherPiece> pieces, unsigned to) {
+  if (to == kAllRanks) return GatherRoute::tree;
+  return total_bytes(pieces) <= kGatherTreeBytes ? GatherRoute::tree : GatherRoute::direct;
 }
 
 namespace {
@@ -208,12 +214,27 @@ void gather_pieces(Runtime& runtime, const std::string& what, const std::string&
   Graph g;
   declare_gather(g, "ordo.gather[" + name + "].", ranks, pieces, to, gather_route(pieces, to),
                  fill, take);
+  // The run-start agreement compares these words, not the gather graph's run: ranks that
+  // gather different things, or onto different ranks, are refused before the graph is built.
+  impl_of(g).collective =
+      what + " ('" + name + "', " + std::to_string(total_bytes(pieces)) + " bytes in " +
+      std::to_string(pieces.size()) + " piece(s)) onto " +
+      (to == kAllRanks ? std::string("every rank") : "rank " + std::to_string(to));
+  // The run's error, said as the gather's, of the same type (a peer's failure stays one).
+  auto said = [&](const Error& e) {
+    return what + " failed: " + std::string(e.what()) +
+           " (every rank must call the same gathers, with the same arguments, in the same order)";
+  };
   try {
     runtime.run(g, 1);
+  } catch (const GraphMismatch& e) {
+    throw GraphMismatch(said(e));
+  } catch (const ProtocolError& e) {
+    throw ProtocolError(said(e), e.rank());
+  } catch (const PeerFailure& e) {
+    throw PeerFailure(said(e), e.rank());
   } catch (const Error& e) {
-    throw Error(what + " failed: " + std::string(e.what()) +
-                " (every rank must call the same gathers, with the same arguments, in the same "
-                "order)");
+    throw Error(said(e));
   }
 }
 

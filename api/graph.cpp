@@ -74,6 +74,7 @@ rt::Engine& GraphImpl::prepare(std::shared_ptr<rt::Net> with, std::uint32_t chan
     if (!compiled.error.empty()) throw Error(compiled.error);
   }
   net = std::move(with);
+  this->channel = channel;
   engine = std::make_unique<rt::Engine>(graph, std::move(compiled.plan), net.get(), channel,
                                         share_memory, load);
   return *engine;

@@ -1,6 +1,7 @@
 // Private to the api layer: what a public Graph holds.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -22,6 +23,11 @@ class GraphImpl {
   // outlives the Runtime.
   std::shared_ptr<rt::Net> net;
   std::unique_ptr<rt::Engine> engine;  // created by the first run; the graph is frozen then
+  std::uint32_t channel = 0;           // the engine's channel across ranks (prepare)
+  // What this graph's first run stands for in the ranks' run-start agreement, when it is not
+  // a run of the program's own (a gather: "Runtime::gather of location 'x' ... onto rank 1");
+  // empty: the run's own words.
+  std::string collective;
   // Names this graph in trace files and in its handles (Location::graph_serial) for the life
   // of the process (addresses can be reused). Never 0, which marks a handle of no graph.
   const std::uint64_t serial = next_serial();
@@ -43,6 +49,10 @@ class GraphImpl {
   // the program did not make them do it earlier.
   std::vector<std::function<void(unsigned rank, unsigned ranks)>> before_first_run;
   std::uint32_t declaring_count = 0;  // its members, for their names in messages
+  // Set while a run, a gather of it or a restart uses the engine (RunClaim in
+  // api/runtime.cpp): a second Runtime, or a second thread, that ran it at the same time would
+  // share the engine's counters and lose updates or free what the first still uses.
+  std::atomic<bool> in_use{false};
   // A task's name in messages, also for a member of the family being declared.
   std::string task_name(std::uint32_t task) const;
 

@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -13,10 +14,11 @@
 #include "api/settings.hpp"
 #include "runtime/clock_sync.hpp"
 #include "runtime/comm_net.hpp"
+#include "runtime/job_plane.hpp"
 #include "runtime/storage.hpp"
+#include "runtime/trace.hpp"
 #include "scheduler/fiber.hpp"
 #include "scheduler/pool.hpp"
-#include "runtime/trace.hpp"
 
 namespace ordo {
 
@@ -104,6 +106,7 @@ struct Runtime::Impl {
     if (!s.checkpoint_dir.empty()) detail::prepare_checkpoint_dir(s.checkpoint_dir);
     // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
     if (net) pool.set_poller(net.get());
+    if (net) job = std::make_unique<rt::JobPlane>(*net);
     if (net) report_clock(*net, s);
     if (s.trace_path.empty()) return;
     rt::trace::RecorderConfig config;
@@ -127,15 +130,53 @@ struct Runtime::Impl {
                                  net->clock_offset_ns());
     pool.set_observer(recorder.get());
   }
+  // The words for a collective call on `g` in the ranks' run-start agreement: `call` (or what
+  // the graph's first run stands for, a gather's) and the graph's number, its channel (the
+  // one it has, or the one its first run gives it: every rank numbers graphs alike).
+  std::string describe(const detail::GraphImpl& g, const std::string& call) const {
+    if (!g.collective.empty() && !g.engine) return g.collective;
+    return call + " on graph " + std::to_string(g.engine ? g.channel : next_channel);
+  }
+  // The run-start agreement across ranks (rt::JobPlane); nothing in one process. Throws
+  // GraphMismatch on every rank, naming both calls, when the ranks' calls differ, and the
+  // job's failure (a rank lost or gone) as the typed error.
+  void agree(const std::string& call) {
+    if (!job) return;
+    std::optional<std::string> difference;
+    try {
+      difference = job->agree(call);
+    } catch (const rt::RunError& e) {
+      detail::throw_typed(e);
+    }
+    if (difference) throw GraphMismatch(*difference);
+  }
+  // A collective call's start, before its graph's engine exists: the agreement must come
+  // first then, since building an engine already talks on the graph's own channel. True when
+  // it was made here (the run then starts with a plain barrier, once the engine is built).
+  bool agree_before_building(const detail::GraphImpl& g, const std::string& call) {
+    if (g.engine) return false;
+    agree(call);
+    return true;
+  }
+
   // Runs `body` on `engine` with tracing around it when it is on: the file is complete
-  // (flushed, end record) when the run returns, also when a body threw.
+  // (flushed, end record) when the run returns, also when a body threw. `call`: the run's
+  // words for the agreement; null when it was made before the engine was built.
   template <class F>
-  std::uint64_t traced(Graph& graph, rt::Engine& engine, std::uint64_t iterations, F&& body) {
-    // Across ranks every run starts with a barrier, traced or not (so ranks that disagree on
-    // tracing cannot pair a barrier with another control round): once it returns, every rank's
-    // recorder is attached before any rank's first GRANT of the run can reach it.
+  std::uint64_t traced(Graph& graph, rt::Engine& engine, std::uint64_t iterations,
+                       const std::string* call, F&& body) {
+    // Across ranks every run starts with the agreement (or, at a graph's first run, a
+    // barrier), traced or not (so ranks that disagree on tracing cannot pair it with another
+    // control round): once it returns, every rank's recorder is attached before any rank's
+    // first GRANT of the run can reach it.
+    auto start = [&] {
+      if (call)
+        agree(*call);
+      else
+        engine.barrier();
+    };
     if (!recorder) {
-      engine.barrier();
+      start();
       return body();
     }
     rt::trace::Placement place;  // where tasks run and locations live, for minimum bytes
@@ -149,7 +190,7 @@ struct Runtime::Impl {
     engine.set_trace(recorder.get());
     std::uint64_t done = 0;
     try {
-      engine.barrier();
+      start();
       done = body();
     } catch (...) {
       engine.set_trace(nullptr);
@@ -187,6 +228,9 @@ struct Runtime::Impl {
   // ORDO_VERBOSE: how many ranks this one talked to (endpoints are made on first use, so its
   // control-plane tree and graph neighbours; docs/distributed.md), when it is done.
   ~Impl() {
+    // This rank leaves the job now, also when a graph keeps the net longer: a rank that still
+    // expects this one in a collective fails at once, naming it (rt::CommNet, "Leaving").
+    if (net) net->leave();
     if (net && settings.pool.verbose)
       std::fprintf(stderr,
                    "ordo: endpoints: this rank opened %zu, to %u other rank(s); it holds %zu "
@@ -201,6 +245,7 @@ struct Runtime::Impl {
   std::unique_ptr<sched::StackPool> stacks;
   sched::PoolConfig pool_config;
   std::shared_ptr<rt::CommNet> net;  // null in a single-process job
+  std::unique_ptr<rt::JobPlane> job;  // with `net`: the run-start agreement
   std::uint32_t next_channel = 0;    // graphs get channels in SPMD order (first runs)
   std::unique_ptr<rt::trace::Recorder> recorder;
   sched::Pool pool;
@@ -208,11 +253,39 @@ struct Runtime::Impl {
 
 namespace {
 
+// A collective call from a task body would wait for workers that include its own.
+void refuse_in_body(const char* what) {
+  if (sched::Pool::current_worker() >= 0)
+    throw Error(std::string(what) +
+                " called from inside a task body; a body cannot run a "
+                "graph (it would wait for workers that include itself). Run graphs from "
+                "outside any task");
+}
+
+// Holds a graph for one run: a Graph runs on one Runtime at a time (its engine's state is one
+// run's), and a second run begun meanwhile, from another Runtime or thread, is refused before
+// it touches the engine.
+class RunClaim {
+ public:
+  explicit RunClaim(detail::GraphImpl& g) : g_(g) {
+    // acquire: pairs with the release below, so this run sees what the previous one left.
+    if (g.in_use.exchange(true, std::memory_order_acquire))
+      throw Error(
+          "this graph is running already (on another Runtime, or from another thread); "
+          "a graph runs on one Runtime at a time: wait for that run to return, or give "
+          "each Runtime a graph of its own");
+  }
+  ~RunClaim() { g_.in_use.store(false, std::memory_order_release); }
+  RunClaim(const RunClaim&) = delete;
+  RunClaim& operator=(const RunClaim&) = delete;
+
+ private:
+  detail::GraphImpl& g_;
+};
+
 rt::Engine& prepare_run(Graph& graph, const std::shared_ptr<rt::CommNet>& net,
                         std::uint32_t& next_channel, bool share_memory) {
-  if (sched::Pool::current_worker() >= 0)
-    throw Error("Runtime::run called from inside a task body; a body cannot run a graph (it "
-                "would wait for workers that include itself). Run graphs from outside any task");
+  refuse_in_body("Runtime::run");
   detail::GraphImpl& g = detail::impl_of(graph);
   if (!g.engine && net) {
     g.prepare(net, next_channel++, share_memory);
@@ -290,12 +363,18 @@ std::uint64_t bench::control_messages(const Runtime& runtime) {
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   if (iterations == 0)
     throw Error("zero iterations requested; ask Runtime::run for at least one iteration");
+  refuse_in_body("Runtime::run");
+  detail::GraphImpl& g = detail::impl_of(graph);
+  RunClaim claim(g);
+  const std::string call =
+      impl_->describe(g, "Runtime::run for " + std::to_string(iterations) + " iteration(s)");
+  const bool agreed = impl_->agree_before_building(g, call);
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   const auto pause = impl_->checkpoints(graph, engine);
   stats.iterations = impl_->checked(failing_typed([&] {
-    return impl_->traced(graph, engine, iterations, [&] {
+    return impl_->traced(graph, engine, iterations, agreed ? nullptr : &call, [&] {
       return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get(),
                         pause ? &*pause : nullptr);
     });
@@ -310,12 +389,19 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
     throw Error("Until::max_iterations is 0; allow at least one iteration");
   if (until.check_every == 0)
     throw Error("Until::check_every is 0; check at least every iteration (1)");
+  refuse_in_body("Runtime::run_until");
+  detail::GraphImpl& g = detail::impl_of(graph);
+  RunClaim claim(g);
+  const std::string call =
+      impl_->describe(g, "Runtime::run_until for at most " + std::to_string(until.max_iterations) +
+                             " iteration(s), checked every " + std::to_string(until.check_every));
+  const bool agreed = impl_->agree_before_building(g, call);
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   const auto pause = impl_->checkpoints(graph, engine);
   stats.iterations = impl_->checked(failing_typed([&] {
-    return impl_->traced(graph, engine, until.max_iterations, [&] {
+    return impl_->traced(graph, engine, until.max_iterations, agreed ? nullptr : &call, [&] {
       return engine.run(impl_->pool, until.max_iterations,
                         [&](std::uint64_t) { return until.done(graph); }, until.check_every,
                         impl_->stacks.get(), pause ? &*pause : nullptr);
@@ -325,10 +411,25 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   return stats;
 }
 
+void Runtime::abort(const std::string& message, int status) {
+  if (status < 1 || status > 125)
+    throw Error("Runtime::abort: exit status " + std::to_string(status) +
+                " is not in 1-125; "
+                "give a status a shell reads as a failure");
+  if (impl_->net) impl_->net->abort_job(message, status);
+  const std::string text =
+      "ordo: rank " + std::to_string(rank()) + " aborted the job: " + message + "\n";
+  std::fflush(nullptr);
+  std::fputs(text.c_str(), stderr);
+  std::fflush(stderr);
+  std::_Exit(status);
+}
+
 std::uint64_t Runtime::restart(Graph& graph, const std::string& dir) {
   if (sched::Pool::current_worker() >= 0)
     throw Error("Runtime::restart called from inside a task body; restart from outside any task");
   detail::GraphImpl& g = detail::impl_of(graph);
+  RunClaim claim(g);
   if (g.engine)
     throw Error("Runtime::restart: this graph has run already; restart a graph before its "
                 "first run");
@@ -343,8 +444,9 @@ std::uint64_t Runtime::restart(Graph& graph, const std::string& dir) {
     error = detail::load_checkpoint(engine, g.graph, dir, check);
     return error.empty();
   };
-  // As prepare_run builds the engine; a graph the ranks built differently is reported by the
-  // first run, as without a restart.
+  // Before the engine is built, as at a first run; a graph the ranks built differently is
+  // reported by the first run, as without a restart.
+  impl_->agree(impl_->describe(g, "Runtime::restart from '" + dir + "'"));
   if (impl_->net)
     g.prepare(impl_->net, impl_->next_channel++, impl_->settings.shared_memory, load);
   else

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "comm/store_protocol.hpp"
@@ -88,6 +89,34 @@ class StoreBootstrap final : public Bootstrap {
   // An allgather of nothing answered as runs: one run, so that its reply does not grow with
   // the ranks as get_range's N empty entries would.
   void barrier() override { runs(gather(store::Op::get_runs, {}), "barrier"); }
+
+  bool barrier_within(std::chrono::milliseconds bound) override {
+    try {
+      runs(gather(store::Op::get_runs, {}, Clock::now() + bound), "barrier");
+      return true;
+    } catch (const CommError&) {
+      return false;  // timed out, or ordorun stops the job: either way, leave without the others
+    }
+  }
+
+  void aborted(const std::string& message, int status) override {
+    const std::string value = std::to_string(status) + " " + message;
+    try {
+      request(store::Op::put, "abort/" + std::to_string(rank_),
+              std::as_bytes(std::span(value.data(), value.size())), "saying it aborts",
+              Clock::now() + std::chrono::milliseconds(500));
+    } catch (const CommError&) {
+    }
+  }
+
+  void finished() override {
+    try {
+      request(store::Op::put, "done/" + std::to_string(rank_), {}, "saying it finished",
+              Clock::now() + std::chrono::milliseconds(500));
+    } catch (const CommError&) {
+      // ordorun is gone or stops the job: no one is left to tell.
+    }
+  }
 
   // A put per part of `own`, then an allgather of `shared` answered as runs (a put and a
   // get_runs: store_protocol.hpp).
@@ -182,13 +211,16 @@ class StoreBootstrap final : public Bootstrap {
 
   // Collective number s: puts `mine` as "ag/s/<rank>", then asks for every rank's with `op`
   // (get_range or get_runs); the answer's bytes.
-  Blob gather(store::Op op, std::span<const std::byte> mine) {
+  // `deadline` bounds it where the timeout rule of request() would not.
+  Blob gather(store::Op op, std::span<const std::byte> mine,
+              std::optional<Clock::time_point> deadline = std::nullopt) {
     const std::uint64_t round = round_++;
     const std::string prefix = "ag/" + std::to_string(round) + "/";
-    request(store::Op::put, prefix + std::to_string(rank_), mine, "publishing");
+    request(store::Op::put, prefix + std::to_string(rank_), mine, "publishing", deadline);
     const std::vector<std::byte> range = store::encode_range(0, std::uint32_t(size_));
     return request(op, prefix, range,
-                   "waiting for every rank's part of collective " + std::to_string(round));
+                   "waiting for every rank's part of collective " + std::to_string(round),
+                   deadline);
   }
 
   std::vector<Run> runs(const Blob& answer, const char* what) {
@@ -206,20 +238,22 @@ class StoreBootstrap final : public Bootstrap {
 
   // On the request connection, one request at a time (fetch() may come from any thread).
   Blob request(store::Op op, const std::string& key, std::span<const std::byte> value,
-               const std::string& doing) {
+               const std::string& doing, std::optional<Clock::time_point> deadline = std::nullopt) {
     std::lock_guard lock(request_mu_);
-    return request(fd_, op, key, value, doing);
+    return request(fd_, op, key, value, doing, deadline);
   }
 
   Blob request(int fd, store::Op op, const std::string& key, std::span<const std::byte> value,
-               const std::string& doing) {
+               const std::string& doing, std::optional<Clock::time_point> bound = std::nullopt) {
     const auto msg = store::encode_request(op, key, value.data(), value.size());
     // Only startup is timed (hello and the first collective, where a rank that never started
     // shows), and get_list, which the store answers at once. Later collectives may
     // legitimately wait on a slow peer; a dead one ends the job through ordorun, and a dead
-    // ordorun through the lifeline.
+    // ordorun through the lifeline. A caller's `bound` wins.
     const bool timed = round_.load(std::memory_order_relaxed) <= 1 || op == store::Op::get_list;
-    const auto deadline = timed ? Clock::now() + timeout_ : Clock::time_point::max();
+    const auto deadline = bound   ? *bound
+                          : timed ? Clock::now() + timeout_
+                                  : Clock::time_point::max();
     send_all(fd, msg.data(), msg.size(), deadline, doing);
     std::byte head[5];
     recv_all(fd, head, 5, deadline, doing);

@@ -107,6 +107,24 @@ class Bootstrap {
   // Returns once every rank has called barrier() (same timeout rule as allgather). The store
   // bootstrap also keeps a lifeline to ordorun: if ordorun goes away the process exits.
   virtual void barrier() = 0;
+  // barrier(), giving up after `bound`: false then (the bootstrap is not used again but to be
+  // destroyed). Default: barrier() (the single bootstrap's is immediate).
+  virtual bool barrier_within(std::chrono::milliseconds bound) {
+    (void)bound;
+    barrier();
+    return true;
+  }
+  // This rank's Runtime ended normally. The store bootstrap tells ordorun (a put of
+  // "done/<rank>", bounded), which so tells a rank that finished from one that exited with
+  // status 0 while the others still needed it. Best effort, never throws; default nothing.
+  virtual void finished() {}
+  // This rank called Runtime::abort(message) and exits with `status` next: the store bootstrap
+  // tells ordorun ("abort/<rank>", bounded), which names it as the cause. Best effort; default
+  // nothing.
+  virtual void aborted(const std::string& message, int status) {
+    (void)message;
+    (void)status;
+  }
 
   // The implementation `launch` names (see the top of this file); `timeout` bounds start-up
   // (RuntimeOptions: ORDO_TIMEOUT). Throws CommError when it cannot connect (store

@@ -4,6 +4,7 @@
 #include <pmix.h>
 
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "comm/bootstrap.hpp"
@@ -64,6 +65,15 @@ class PmixBootstrap final : public Bootstrap {
   }
 
   void barrier() override { fence(false); }
+  // PMIx counts its timeout in whole seconds: `bound` is rounded up to them.
+  bool barrier_within(std::chrono::milliseconds bound) override {
+    try {
+      fence(false, bound);
+      return true;
+    } catch (const CommError&) {
+      return false;
+    }
+  }
 
   // The `own` parts go under keys of their own before the allgather of `shared` commits them;
   // fetch() then takes each peer's from the PMIx server with a PMIx_Get, so that a rank holds
@@ -117,12 +127,12 @@ class PmixBootstrap final : public Bootstrap {
     return out;
   }
 
-  void fence(bool collect) {
+  void fence(bool collect, std::optional<std::chrono::milliseconds> bound = std::nullopt) {
     pmix_info_t info[2];
     PMIX_INFO_CONSTRUCT(&info[0]);
     PMIX_INFO_CONSTRUCT(&info[1]);
     bool flag = collect;
-    int seconds = int((timeout_.count() + 999) / 1000);
+    int seconds = int((bound.value_or(timeout_).count() + 999) / 1000);
     PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
     PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
     pmix_proc_t wild;

@@ -13,14 +13,14 @@
 //                                                            cross endianness either)
 // and the UCX data is the payload. UCX picks eager or rendezvous per message, with ordo's
 // threshold (kDefaultRndvThreshold) unless the user's UCX_RNDV_THRESH is kept
-// (options.keep_ucx_rndv_threshold; forced to rendezvous from options.rndv_threshold on); rendezvous sends read the payload straight from
-// the caller's buffer (zero copy) and the receiver pulls it into the buffer its handler gives
-// to Incoming::receive_into (ucp_am_recv_data_nbx). One AM id and our own dispatch by tag mean
-// a rank is ready for every tag as soon as its worker exists: the address exchange in
-// connect() then doubles as the "everyone is listening" barrier. The reserved field is 0. A
-// message whose header is shorter than the wire header, names a sender outside the job, has
-// another reserved value or a tag nothing listens for (every tag is registered before
-// connect()) is no message of this job's ranks: the receiving rank stops with a CommError
+// (options.keep_ucx_rndv_threshold; forced to rendezvous from options.rndv_threshold on);
+// rendezvous sends read the payload straight from the caller's buffer (zero copy) and the receiver
+// pulls it into the buffer its handler gives to Incoming::receive_into (ucp_am_recv_data_nbx). One
+// AM id and our own dispatch by tag mean a rank is ready for every tag as soon as its worker
+// exists: the address exchange in connect() then doubles as the "everyone is listening" barrier.
+// The reserved field is 0. A message whose header is shorter than the wire header, names a sender
+// outside the job, has another reserved value or a tag nothing listens for (every tag is registered
+// before connect()) is no message of this job's ranks: the receiving rank stops with a CommError
 // saying so and naming the sender the header gives, rather than drop it silently.
 //
 // Threading. The worker runs in UCS_THREAD_MODE_SERIALIZED: one thread at a time (call it the
@@ -69,7 +69,9 @@
 // barrier: every rank has finished sending; 4. force-close every endpoint (no flush handshake
 // that a dead peer could stall) and progress until the close requests finish (bounded);
 // 5. destroy the worker, 6. clean up the context. The destructor without close() does 4-6
-// without the barrier: it is the error path, and it must not wait on anyone.
+// without the barrier: it is the error path, and it must not wait on anyone. close_within()
+// is close() with one bound over 1-3: a rank that reaches it long before the others (or
+// while they wait for it elsewhere) leaves without them, through 4-6.
 #include "comm/transport.hpp"
 
 #include "comm/address_book.hpp"
@@ -840,6 +842,22 @@ void Transport::close() {
   m.closing = true;
   if (m.connected) m.boot.barrier();
   m.teardown(true);
+}
+
+void Transport::close_within(std::chrono::milliseconds bound) {
+  Impl& m = *impl_;
+  if (m.closed) return;
+  const auto deadline = Clock::now() + bound;
+  while (m.outstanding > 0 && Clock::now() < deadline)
+    wait_for_event(std::chrono::milliseconds(10));
+  if (m.outstanding > 0) {
+    m.teardown(false);
+    return;
+  }
+  m.closing = true;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const bool together = !m.connected || (left.count() > 0 && m.boot.barrier_within(left));
+  m.teardown(together);
 }
 
 }  // namespace ordo::comm

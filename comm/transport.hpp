@@ -244,6 +244,11 @@ class Transport {
   // barrier, then closes endpoints and the worker. Messages that no protocol above has waited
   // for may be dropped. Throws CommError when sends do not complete within close_timeout.
   void close();
+  // close() bounded as a whole by `bound`: past it the rank stops waiting for its sends or for
+  // the barrier (Bootstrap::barrier_within) and tears down locally, as the destructor does.
+  // Never throws. For a rank whose peers may no longer come to the barrier (they stopped on
+  // its leaving, rt::CommNet).
+  void close_within(std::chrono::milliseconds bound);
 
  private:
   friend class Incoming;

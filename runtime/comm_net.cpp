@@ -3,8 +3,12 @@
 #include "runtime/wire.hpp"
 
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <future>
@@ -39,6 +43,25 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOpti
     if (auto answer = clock_sync_.deliver(static_cast<unsigned>(m.peer()), m.header()))
       transport_->send(m.peer(), kClockTag, *answer, {}, [](comm::Status) {});
   });
+  // Another rank called Runtime::abort: this rank ends now, on the transport's thread, with
+  // that rank's message and status (nothing else of this process can be trusted to return).
+  transport_->on_message(kAbortTag, [this](comm::Incoming& m) {
+    const std::span<const std::byte> h = m.header();
+    std::int32_t status = 1;
+    if (h.size() >= 4) std::memcpy(&status, h.data(), 4);
+    if (status < 1 || status > 125) status = 1;
+    const std::string text =
+        "ordo: rank " + std::to_string(m.peer()) + " aborted the job: " +
+        std::string(reinterpret_cast<const char*>(h.data()) + std::min<std::size_t>(4, h.size()),
+                    h.size() - std::min<std::size_t>(4, h.size())) +
+        "\n";
+    std::fflush(nullptr);
+    [[maybe_unused]] const ssize_t w = ::write(2, text.data(), text.size());
+    std::_Exit(status);
+  });
+  transport_->on_message(kLeaveTag, [this](comm::Incoming& m) {
+    on_leave(static_cast<unsigned>(m.peer()), m.header());
+  });
   transport_->on_peer_failure([this](const comm::PeerFailure& f) {
     on_peer_failure(static_cast<unsigned>(f.peer), "rank " + std::to_string(f.peer) + " failed (" +
                                                        f.cause + "); the job cannot go on without it");
@@ -54,12 +77,14 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOpti
 }
 
 CommNet::~CommNet() {
-  // Work posted to the transport (a late attach's deliveries) runs before the progress thread
-  // stops. Bounded, in case the transport is wedged by a failure.
+  const auto deadline = std::chrono::steady_clock::now() + kCloseBound;
+  leave();
+  // Work posted to the transport (a late attach's deliveries, the leave's sends) runs before
+  // the progress thread stops. Bounded, in case the transport is wedged by a failure.
   auto flushed = std::make_shared<std::promise<void>>();
   auto done = flushed->get_future();
   transport_->post([flushed] { flushed->set_value(); });
-  done.wait_for(std::chrono::seconds(10));
+  done.wait_until(deadline);
   {
     std::lock_guard lock(standby_mu_);
     stop_.store(true, std::memory_order_relaxed);
@@ -76,13 +101,10 @@ CommNet::~CommNet() {
     std::lock_guard lock(mu_);
     failed = !failure_.empty();
   }
-  if (!failed) {
-    try {
-      transport_->close();
-    } catch (const std::exception&) {
-      // A rank that is already gone: nothing more to tell anyone.
-    }
-  }
+  if (!failed)
+    transport_->close_within(std::max(std::chrono::milliseconds(0),
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - std::chrono::steady_clock::now())));
   // Torn down here, not after the members below it: tearing down (after a failure, locally)
   // completes the sends still in flight, whose completions use this object's state.
   transport_.reset();
@@ -504,11 +526,101 @@ std::optional<std::pair<unsigned, std::string>> CommNet::job_failure() {
   return std::make_pair(failure_rank_, failure_);
 }
 
+void CommNet::leave() {
+  {
+    std::lock_guard lock(mu_);
+    if (left_ || !failure_.empty()) return;
+    left_ = true;
+  }
+  std::vector<std::byte> record(12);
+  const std::uint32_t me = rank();
+  const std::uint64_t rounds = rounds_begun();
+  std::memcpy(record.data(), &me, 4);
+  std::memcpy(record.data() + 4, &rounds, 8);
+  transport_->post([this, record] { pass_leave(record, rank(), rank()); });
+  bootstrap_->finished();
+}
+
+void CommNet::abort_job(const std::string& message, int status) {
+  // The launcher first: it names this rank as the cause when the others' exits reach it.
+  bootstrap_->aborted(message, status);
+  std::vector<int> others;
+  for (unsigned r = 0; r < size(); ++r)
+    if (r != rank()) others.push_back(static_cast<int>(r));
+  try {
+    transport_->learn_addresses(others);
+  } catch (const comm::CommError&) {
+    // Their sends below fail alone; the launcher stops them in any case.
+  }
+  std::vector<std::byte> record(4 + message.size());
+  const std::int32_t code = status;
+  std::memcpy(record.data(), &code, 4);
+  if (!message.empty()) std::memcpy(record.data() + 4, message.data(), message.size());
+  auto left = std::make_shared<std::atomic<std::size_t>>(others.size());
+  auto all_sent = std::make_shared<std::promise<void>>();
+  auto done = all_sent->get_future();
+  if (others.empty()) all_sent->set_value();
+  transport_->post([this, record, others, left, all_sent] {
+    for (int r : others)
+      transport_->send(r, kAbortTag, record, {}, [left, all_sent](comm::Status) {
+        if (left->fetch_sub(1) == 1) all_sent->set_value();
+      });
+  });
+  done.wait_for(kAbortBound);
+}
+
+void CommNet::pass_leave(std::span<const std::byte> record, unsigned leaver, unsigned except) {
+  std::vector<unsigned> to = tree::children(rank(), size());
+  if (rank() != 0) to.push_back(tree::parent(rank()));
+  for (unsigned r : to)
+    if (r != except && r != leaver)
+      transport_->send(static_cast<int>(r), kLeaveTag, record, {}, [](comm::Status) {});
+}
+
+void CommNet::on_leave(unsigned from, std::span<const std::byte> header) {
+  std::uint32_t leaver = 0;
+  std::uint64_t rounds = 0;
+  if (header.size() == 12) {
+    std::memcpy(&leaver, header.data(), 4);
+    std::memcpy(&rounds, header.data() + 4, 8);
+  }
+  if (header.size() != 12 || leaver >= size() || leaver == rank()) {
+    on_peer_failure(from, "rank " + std::to_string(from) +
+                              " sent a malformed leave message; are all ranks the same ordo "
+                              "version?");
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    if (!departed_.emplace(leaver, rounds).second) return;
+  }
+  pass_leave(header, leaver, from);
+}
+
+std::optional<std::pair<unsigned, std::string>> CommNet::departed_before(
+    std::uint64_t round) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [leaver, rounds] : departed_)
+    if (rounds < round)
+      return std::make_pair(
+          leaver, "rank " + std::to_string(leaver) +
+                      " left the job: its Runtime ended (its program returned or stopped) "
+                      "while this rank still expected it in a collective call (a run, "
+                      "run_until, gather or restart) that rank " +
+                      std::to_string(leaver) +
+                      " did not make; every rank must make the same collective calls, in the "
+                      "same order");
+  return std::nullopt;
+}
+
 void CommNet::on_peer_failure(unsigned rank, const std::string& what) {
   std::vector<std::pair<std::uint32_t, Failure>> targets;
   {
     std::lock_guard lock(mu_);
     if (!failure_.empty()) return;
+    // A rank that left exits next: that is no failure (a collective that needs it finds it
+    // gone through departed_before).
+    if (rank != this->rank() && departed_.count(rank)) return;
     failure_ = what;
     failure_rank_ = rank;
     clock_sync_.stop();

@@ -27,8 +27,17 @@
 // it completes. Rare (control rounds), so the copy does not matter; the receiver unwraps it
 // in deliver() (never placed: no channel has the flag).
 //
-// Shutdown (destructor): stop and join the progress thread, then the transport's collective
-// close (every rank destroys its Runtime; after a peer failure the close is local only).
+// Leaving (leave(), from the Runtime's destructor, or the destructor here): a rank tells its
+// tree neighbours that it leaves and how many control rounds it began (Net::begin_round);
+// each rank that hears it passes it on to its own tree neighbours, so every live rank learns
+// it in O(N) messages without new endpoints. A rank that waits for a round beyond that count
+// then fails naming the leaver (ControlPlane), within ControlPlane::kDepartureCheck; one that
+// never needs it again is not disturbed, and the leaver's exit, which its transport sees
+// next, is not taken for a failure. The store is told too (Bootstrap::finished).
+// Shutdown (destructor): leave, stop and join the progress thread, then the transport's close,
+// bounded by kCloseBound as a whole (Transport::close_within): the ranks that are closing too
+// pass the barrier together, a rank the others do not follow (they stopped on its leaving,
+// or have more to do) leaves alone. After a failure the close is local only.
 #pragma once
 
 #include <atomic>
@@ -73,6 +82,16 @@ class CommNet final : public Net, public sched::Poller {
   std::size_t addresses_held() const { return transport_->addresses_held(); }
   // Fetches the addresses of `peers` this rank does not hold, in one request.
   void will_talk_to(std::span<const unsigned> peers) override;
+  // This rank leaves the job (its Runtime ends): see Leaving above. Idempotent; nothing after
+  // the job failed (every rank knows then). Any thread; returns once the leave is queued.
+  void leave();
+  // Runtime::abort across ranks: tells every other rank (each prints `message`, naming this
+  // rank, and exits with `status` at once, on its transport's thread), and the launcher
+  // (Bootstrap::aborted); returns once the messages are sent or kAbortBound has passed. The
+  // caller then exits itself.
+  void abort_job(const std::string& message, int status);
+  std::optional<std::pair<unsigned, std::string>> departed_before(
+      std::uint64_t round) const override;
   // The same on every rank of this job, different between jobs (comm::Transport::job_id).
   std::uint64_t job_id() const { return transport_->job_id(); }
   // The control plane's messages this rank has sent, on every channel (engines' graph checks,
@@ -96,6 +115,13 @@ class CommNet final : public Net, public sched::Poller {
   // How long after a worker's last poll the progress thread stands by.
   static constexpr std::chrono::microseconds kStandby{200};
   static constexpr comm::Tag kClockTag = 8;  // start-up clock messages (ClockSync)
+  // A rank's leave: [leaving rank (4 bytes)][rounds it began (8 bytes)].
+  static constexpr comm::Tag kLeaveTag = 9;
+  // Runtime::abort: [exit status (4 bytes)][the message].
+  static constexpr comm::Tag kAbortTag = 10;
+  static constexpr std::chrono::milliseconds kAbortBound{1000};
+  // The most the destructor waits for the other ranks' close (and its own sends).
+  static constexpr std::chrono::milliseconds kCloseBound{800};
   static constexpr std::uint32_t kBigHeader = 1u << 31;  // channel flag: header in the payload
   struct Pending {
     unsigned from;
@@ -132,6 +158,11 @@ class CommNet final : public Net, public sched::Poller {
   void deliver(std::uint32_t channel, unsigned from, std::span<const std::byte> header,
                std::span<const std::byte> payload);
   void on_peer_failure(unsigned rank, const std::string& what);
+  // A leave, from `from` (a tree neighbour): recorded, and passed on along the tree.
+  void on_leave(unsigned from, std::span<const std::byte> header);
+  // Sends a leave record to this rank's tree neighbours but `except` and the leaver
+  // (transport's thread).
+  void pass_leave(std::span<const std::byte> record, unsigned leaver, unsigned except);
   // Net: remembers the failure (as a peer failure of the transport's own, without telling the
   // channels: their engines know), so that ~CommNet skips the close barrier, which waits for
   // every rank through the store and would wait for ever for a dead one.
@@ -176,10 +207,12 @@ class CommNet final : public Net, public sched::Poller {
   std::vector<std::unique_ptr<Completed>> completed_;
   std::vector<Completed*> free_completed_;
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::uint32_t, Channel> channels_;  // guarded by mu_
   std::string failure_;                        // first peer failure, guarded by mu_
+  std::map<unsigned, std::uint64_t> departed_;  // rank that left -> rounds it began, guarded by mu_
+  bool left_ = false;                           // leave() ran, guarded by mu_
   unsigned failure_rank_ = 0;                  // its rank, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
   // Per channel, the destinations of placed receives in flight, guarded by mu_.

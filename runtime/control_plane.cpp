@@ -14,8 +14,18 @@ using wire::append;
 using wire::get_u64;
 using wire::put_u64;
 
-ControlPlane::ControlPlane(Net& net, std::uint32_t channel, unsigned rank, unsigned ranks)
-    : net_(net), channel_(channel), rank_(rank), ranks_(ranks) {}
+ControlPlane::ControlPlane(Net& net, std::uint32_t channel, unsigned rank, unsigned ranks,
+                           Departed on_departed)
+    : net_(net),
+      channel_(channel),
+      rank_(rank),
+      ranks_(ranks),
+      on_departed_(std::move(on_departed)) {}
+
+std::uint64_t ControlPlane::begin_round() {
+  job_round_ = net_.begin_round();
+  return ++round_;
+}
 
 void ControlPlane::deliver(unsigned from, std::span<const std::byte> header) {
   const std::uint64_t round = get_u64(header, sizeof(wire::Header));
@@ -57,14 +67,21 @@ void ControlPlane::send_to(unsigned peer, std::uint64_t round, std::span<const s
 std::optional<ControlPlane::Bytes> ControlPlane::receive_from(unsigned peer, std::uint64_t round) {
   const auto key = std::make_pair(round, peer);
   std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return stopped_ || in_.count(key) != 0; });
+  while (!cv_.wait_for(lock, kDepartureCheck, [&] { return stopped_ || in_.count(key) != 0; })) {
+    auto gone = net_.departed_before(job_round_);
+    if (!gone) continue;
+    lock.unlock();
+    if (on_departed_) on_departed_(gone->first, gone->second);
+    stop();
+    lock.lock();
+  }
   if (stopped_) return std::nullopt;
   auto node = in_.extract(key);
   return std::move(node.mapped());
 }
 
 std::optional<ControlPlane::Bytes> ControlPlane::all_reduce(Bytes mine, const Combine& combine) {
-  const std::uint64_t round = ++round_;
+  const std::uint64_t round = begin_round();
   const std::vector<unsigned> kids = children();
   for (unsigned c : kids) {
     auto theirs = receive_from(c, round);
@@ -83,7 +100,7 @@ std::optional<ControlPlane::Bytes> ControlPlane::all_reduce(Bytes mine, const Co
 }
 
 std::optional<ControlPlane::Bytes> ControlPlane::broadcast(Bytes mine) {
-  const std::uint64_t round = ++round_;
+  const std::uint64_t round = begin_round();
   if (rank_ != 0) {
     auto root = receive_from(parent(), round);
     if (!root) return std::nullopt;
@@ -96,7 +113,7 @@ std::optional<ControlPlane::Bytes> ControlPlane::broadcast(Bytes mine) {
 
 std::optional<ControlPlane::Bytes> ControlPlane::pass(unsigned from, unsigned to,
                                                       std::span<const std::byte> mine) {
-  const std::uint64_t round = ++round_;
+  const std::uint64_t round = begin_round();
   if (from == to) return rank_ == to ? Bytes(mine.begin(), mine.end()) : Bytes{};
   if (rank_ == from) send_to(to, round, mine);
   if (rank_ == to) return receive_from(from, round);
@@ -105,7 +122,7 @@ std::optional<ControlPlane::Bytes> ControlPlane::pass(unsigned from, unsigned to
 
 std::optional<std::vector<ControlPlane::Bytes>> ControlPlane::exchange_with(
     std::span<const unsigned> peers, const std::vector<Bytes>& mine) {
-  const std::uint64_t round = ++round_;
+  const std::uint64_t round = begin_round();
   for (std::size_t i = 0; i < peers.size(); ++i) send_to(peers[i], round, mine[i]);
   std::vector<Bytes> out;
   for (unsigned p : peers) {

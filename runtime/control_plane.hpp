@@ -35,6 +35,11 @@
 // ever, every rank spinning. So R_(k-1) > S_k ends the waves (overcounted), on every rank in
 // the same wave, since all see the same sums.
 //
+// A rank that leaves the job (its Runtime ends) tells the others how many rounds it began,
+// over every channel (Net::departed_before): a collective that waits for a round beyond that
+// would wait for ever, so it fails instead, naming that rank, within kDepartureCheck. One in
+// a round that rank did begin waits on: its messages of that round are on their way.
+//
 // Threads. The collectives run on the thread that runs the graph (one per rank, one at a
 // time); deliver() on the transport's thread; stop() on any (the failure path). Pairs:
 //   deliver() stores a round's bytes under mu_ and notifies  <->  a collective's wait on cv_;
@@ -43,6 +48,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -73,9 +79,19 @@ struct Traffic {
 
 class ControlPlane {
  public:
-  ControlPlane(Net& net, std::uint32_t channel, unsigned rank, unsigned ranks);
+  // Called (on the collective's thread, without the plane's lock) when a collective waits for
+  // a round that a rank which left the job never begins (Net::departed_before): that rank
+  // and the words for the user. The plane then returns as stopped; the handler records the
+  // failure (the engine's fail()) and stops it. Empty: the plane only stops.
+  using Departed = std::function<void(unsigned rank, const std::string& what)>;
+  ControlPlane(Net& net, std::uint32_t channel, unsigned rank, unsigned ranks,
+               Departed on_departed = {});
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
+
+  // How often a waiting collective asks whether a rank it waits for left the job: departures
+  // are rare, so a wait looks every so often rather than being woken by one.
+  static constexpr std::chrono::milliseconds kDepartureCheck{50};
 
   using Bytes = std::vector<std::byte>;
   // Combines a value covering lower ranks with one covering the ranks just above them.
@@ -124,6 +140,9 @@ class ControlPlane {
 
   unsigned rank() const { return rank_; }
   unsigned ranks() const { return ranks_; }
+  // The latest collective's place among the rounds of every channel (Net::begin_round); the
+  // collectives' thread only.
+  std::uint64_t job_round() const { return job_round_; }
   // This rank's neighbours in the tree (parent first, then children): the failure path passes
   // a failure it heard of along the tree, so that it reaches every rank in O(N) messages.
   std::vector<unsigned> tree_neighbours() const;
@@ -131,6 +150,9 @@ class ControlPlane {
  private:
   unsigned parent() const;
   std::vector<unsigned> children() const;  // in increasing rank order
+  // Starts a collective: its round on this channel, and its place among the rounds of every
+  // channel (Net::begin_round), which a rank that left is compared with.
+  std::uint64_t begin_round();
   void send_to(unsigned peer, std::uint64_t round, std::span<const std::byte> bytes);
   // `peer`'s bytes of `round`, once they are here; nullopt when stopped.
   std::optional<Bytes> receive_from(unsigned peer, std::uint64_t round);
@@ -139,6 +161,8 @@ class ControlPlane {
   std::uint32_t channel_;
   unsigned rank_, ranks_;
   std::uint64_t round_ = 0;  // rounds started by this rank (the collectives' thread only)
+  std::uint64_t job_round_ = 0;  // the current round's Net::begin_round (likewise)
+  Departed on_departed_;
   std::atomic<std::uint64_t> messages_sent_{0};
   std::mutex mu_;
   std::condition_variable cv_;

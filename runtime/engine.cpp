@@ -16,7 +16,14 @@ namespace ordo::rt {
 
 Engine::Distributed::Distributed(Engine& engine, Net& net, std::uint32_t channel)
     : dist(Distribution::compute(engine.graph_, engine.plan_, net.rank(), net.size())),
-      control(net, channel, dist.rank, dist.ranks),
+      control(net, channel, dist.rank, dist.ranks,
+              // A rank that left will never answer: lost to this graph, and told to every
+              // rank, which may not have heard of it (its leave goes along the tree).
+              [&engine](unsigned rank, const std::string& what) {
+                Failure f{Failure::Kind::peer_lost, rank, what, nullptr};
+                f.seen_here = true;
+                engine.fail(std::move(f));
+              }),
       shared(engine.graph_, dist),
       remote(engine, engine.graph_, engine.plan_, dist, net, channel, control, shared) {}
 
@@ -688,9 +695,18 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     }
     done_iterations_ = stop;
     if (aborted_.load(std::memory_order_relaxed)) break;
-    if (pause && (first + stop) % pause->every == 0 && !pause->at(first + stop)) break;
+    // The program's code between steps (a pause, the stop condition) fails as a body does: its
+    // exception is this rank's failure, told to the other ranks, which would otherwise wait
+    // for this one in the vote or the next step, and rethrown here as it was.
+    bool stop_here = false;
+    try {
+      if (pause && (first + stop) % pause->every == 0 && !pause->at(first + stop)) break;
+      if (until && stop == next_check) stop_here = until(done_iterations_);
+    } catch (...) {
+      fail_body();
+      break;
+    }
     if (until && stop == next_check) {
-      bool stop_here = until(done_iterations_);
       if (dist_) stop_here = dist_->control.all(stop_here).value_or(true);  // stopped: stop
       if (stop_here) break;
       next_check = std::min(stop + check_every, end);

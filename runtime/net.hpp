@@ -8,6 +8,7 @@
 // exactly once, and that a message for a channel nobody has attached yet waits until it is.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -84,6 +85,21 @@ class Net {
   // hint: a failure to fetch shows at the first send instead. Any thread. Default: nothing.
   virtual void will_talk_to(std::span<const unsigned> peers) { (void)peers; }
 
+  // Rounds of the control plane this rank has begun, over every channel (ControlPlane calls
+  // begin_round at the start of each collective, on the thread that runs it). Every rank
+  // begins the same rounds in the same order (SPMD), so a count names one point of the
+  // program on every rank: what a rank that leaves tells the others (departed_before).
+  std::uint64_t begin_round() { return rounds_begun_.fetch_add(1, std::memory_order_relaxed) + 1; }
+  std::uint64_t rounds_begun() const { return rounds_begun_.load(std::memory_order_relaxed); }
+  // A rank that left the job (its Runtime ended) having begun fewer rounds than `round`, so
+  // that it will never take part in round `round`: (that rank, the words for the user), or
+  // nullopt. Any thread. Default: no rank ever leaves.
+  virtual std::optional<std::pair<unsigned, std::string>> departed_before(
+      std::uint64_t round) const {
+    (void)round;
+    return std::nullopt;
+  }
+
   // Called once the transport no longer reads a payload (it was copied out or delivered).
   using Sent = std::function<void()>;
 
@@ -95,6 +111,9 @@ class Net {
   // peer failed; never after detach(channel) has returned.
   virtual void send(unsigned peer, std::uint32_t channel, std::span<const std::byte> header,
                     std::span<const std::byte> payload, Sent sent) = 0;
+
+ private:
+  std::atomic<std::uint64_t> rounds_begun_{0};
 };
 
 }  // namespace ordo::rt

@@ -1,9 +1,12 @@
 // Every misuse of the API gets an ordo::Error saying what is wrong and what to do.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include <ordo/ordo.hpp>
 
@@ -194,4 +197,34 @@ TEST_CASE("set_home_rank refuses a bad location or rank with an Error, also afte
   CHECK_THROWS_AS(g.set_home_rank(far, 0), Error);
   CHECK_THROWS_WITH(g.set_home_rank(far, 0), Contains("belongs to another Graph"));
   CHECK_THROWS_WITH(g.set_home_rank(x, 0), Contains("after the graph's first run"));
+}
+
+TEST_CASE("one graph run on two Runtimes at once is refused, and runs on each in turn",
+          "[errors]") {
+  // The first run holds its body until the second has been tried (bounded, so that a second
+  // run let through cannot hang the test), so the two overlap for certain.
+  Graph g;
+  auto x = g.location<int>("x", 1);
+  std::atomic<bool> started{false}, tried{false};
+  g.task("t", {write(x)}, [&, x](Context& ctx) {
+    ctx.write(x)[0] += 1;
+    started = true;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!tried && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  });
+  Runtime first({.workers = 1}), second({.workers = 1});
+  std::thread running([&] { first.run(g, 1); });
+  while (!started) std::this_thread::yield();
+  std::string said;
+  try {
+    second.run(g, 1);
+  } catch (const Error& e) {
+    said = e.what();
+  }
+  tried = true;
+  running.join();
+  CHECK_THAT(said, Contains("is running already") && Contains("one Runtime at a time"));
+  // Each in turn is allowed: the graph counts on.
+  CHECK(second.run(g, 2).iterations == 2);
+  CHECK(g.data(x)[0] == 3);
 }

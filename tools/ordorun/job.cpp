@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -24,6 +25,10 @@ namespace {
 using Clock = EventLoop::Clock;
 
 constexpr std::chrono::milliseconds blame_window{300};
+// How long the ranks have to end with their own messages, once the store has told them why the
+// job stops, when the rank to blame exited 0 (job.hpp): they end in milliseconds, and a SIGTERM
+// sent at once would beat them to it.
+constexpr std::chrono::milliseconds left_notice{1000};
 
 int signal_pipe_write = -1;
 
@@ -243,6 +248,14 @@ int Job::run() {
     for (Stream& s : r.streams)
       if (s.fd.is_open()) loop_.unwatch(s.fd.get());
   if (opt_.verbose) say_store_traffic();
+  if (stopping_ && exit_code_ == kFromOthers) {
+    exit_code_ = 1;
+    for (const Rank& r : ranks_)
+      if (r.place.rank != blamed_ && WIFEXITED(r.status) && WEXITSTATUS(r.status) != 0) {
+        exit_code_ = WEXITSTATUS(r.status);
+        break;
+      }
+  }
   return stopping_ ? exit_code_ : 0;
 }
 
@@ -305,6 +318,9 @@ void Job::start_ranks() {
 
 void Job::on_hello(int rank) {
   ranks_[std::size_t(rank)].hello = true;
+  if (left_early_ && !stopping_)
+    blame_unfinished(ranks_[std::size_t(*left_early_)],
+                     "before it connected to the other ranks (it never built its Runtime)");
   if (any_hello_) return;
   any_hello_ = true;
   loop_.at(start_ + seconds(opt_.timeout_startup), [this] { on_startup_deadline(); });
@@ -355,7 +371,7 @@ void Job::on_signals() {
   }
 }
 
-void Job::stop_ranks(int exit_code, int sig, const std::string& why) {
+void Job::stop_ranks(int exit_code, int sig, const std::string& why, Clock::duration notice) {
   if (stopping_) {
     // A signal to ordorun while a failure already stops the job: pass it on, keep the status.
     for (Rank& r : ranks_)
@@ -366,9 +382,15 @@ void Job::stop_ranks(int exit_code, int sig, const std::string& why) {
   exit_code_ = exit_code;
   stop_signal_ = sig;
   if (store_) store_->stop_job(why);
-  for (Rank& r : ranks_)
-    if (r.running) ::kill(-r.pid, sig);
-  loop_.at(Clock::now() + seconds(opt_.grace), [this] { on_grace_over(); });
+  auto signal_ranks = [this, sig] {
+    for (Rank& r : ranks_)
+      if (r.running) ::kill(-r.pid, sig);
+    loop_.at(Clock::now() + seconds(opt_.grace), [this] { on_grace_over(); });
+  };
+  if (notice > Clock::duration::zero())
+    loop_.at(Clock::now() + notice, signal_ranks);
+  else
+    signal_ranks();
 }
 
 void Job::on_grace_over() {
@@ -411,6 +433,15 @@ void Job::reap() {
       // Whatever the rank left running in its process group goes with it.
       ::kill(-r.pid, SIGKILL);
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (!failed && !stopping_ && !is_finished(r)) {
+        if (r.hello)
+          unfinished_ = unfinished_.value_or(r.place.rank);
+        else if (any_hello_)
+          blame_unfinished(r,
+                           "before it connected to the other ranks (it never built its Runtime)");
+        else
+          left_early_ = left_early_.value_or(r.place.rank);
+      }
       if (!failed || stopping_) continue;
       // A rank killed by a signal is blamed at once; one that exits with an error status only
       // if no rank dies by a signal within blame_window (see job.hpp).
@@ -427,10 +458,48 @@ void Job::reap() {
   }
 }
 
+bool Job::is_finished(const Rank& r) const {
+  return store_ && store_->holds("done/" + std::to_string(r.place.rank));
+}
+
+void Job::blame_unfinished(const Rank& r, const std::string& how) {
+  blamed_ = r.place.rank;
+  const std::string why = "rank " + who(r) + " exited with status 0 " + how +
+                          ", while the other ranks still needed it; every rank must build its "
+                          "Runtime and end it with the others";
+  say(why + "; stopping the other ranks");
+  stop_ranks(kFromOthers, SIGTERM, why, left_notice);
+}
+
 void Job::blame(const Rank& r) {
   suspect_.reset();
   if (blame_timer_) loop_.cancel(*blame_timer_);
   blame_timer_.reset();
+  for (const Rank& a : ranks_) {
+    // Runtime::abort told every rank to exit: the rank that called it is the cause.
+    const std::string said = store_ ? store_->text_of("abort/" + std::to_string(a.place.rank)) : "";
+    const auto space = said.find(' ');
+    if (space == std::string::npos) continue;
+    blamed_ = a.place.rank;
+    const std::string why =
+        "rank " + who(a) + " aborted the job (Runtime::abort): " + said.substr(space + 1);
+    say(why + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
+    stop_ranks(std::atoi(said.c_str()), SIGTERM, why, left_notice);
+    return;
+  }
+  if (unfinished_ && *unfinished_ != r.place.rank && WIFEXITED(r.status)) {
+    // Its peers saw it go and stopped: their failure (an error status, not a signal, which
+    // is a cause of its own) is the report of it.
+    blamed_ = *unfinished_;
+    const std::string why = "rank " + who(ranks_[std::size_t(*unfinished_)]) +
+                            " exited with status 0 without ending its Runtime (exit() before "
+                            "its destructor ran), while the other ranks still needed it; rank " +
+                            who(r) + " then " + describe_status(r.status);
+    say(why + "; stopping the other ranks");
+    stop_ranks(exit_code_of(r.status), SIGTERM, why);
+    return;
+  }
+  blamed_ = r.place.rank;
   const std::string why = "rank " + who(r) + " " + describe_status(r.status) + rsh_hint(r);
   say(why + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
   stop_ranks(exit_code_of(r.status), SIGTERM, why);

@@ -16,9 +16,19 @@
 //   - once one rank has reached the store, every rank must have within --timeout-startup of the
 //     start (exit 124, the missing ranks named); --timeout bounds the whole job (exit 124);
 //   - a rank that cannot be started (no descriptors, no processes): the ranks already started
-//     are stopped as above and ordorun exits 1.
+//     are stopped as above and ordorun exits 1;
+//   - a rank that exits with status 0 has finished if its Runtime said so to the store
+//     ("done/<rank>", comm::Bootstrap::finished), or if it never used the store and no rank
+//     did. One that exits 0 before saying hello while another rank has said it (it never
+//     built its Runtime, which every rank must) is blamed at once: the others wait in the
+//     store for it. One that said hello and exits 0 unfinished (exit() without ending its
+//     Runtime) is blamed if another rank fails after it: that failure is its peers' report of
+//     it. Either way the ranks waiting in the store are answered with why at once, and get
+//     SIGTERM only after left_notice, so that each can end with its own message; ordorun then
+//     exits with the first status another rank exits with (1 if none fails).
 // Each local rank runs in its own process group, so that a terminal's Ctrl-C reaches ordorun
 // once and is forwarded once, and so that stopping a rank stops its children too.
+
 #pragma once
 
 #include <chrono>
@@ -88,10 +98,17 @@ class Job {
   void pump(Rank& r, Stream& s);
   void reap();
   void blame(const Rank& r);
+  // `r` exited with status 0 while the job was not finished (job.hpp, "How a job ends").
+  void blame_unfinished(const Rank& r, const std::string& how);
+  bool is_finished(const Rank& r) const;
   // Sends `sig` to every running rank (SIGKILL after --grace) and answers every rank that
   // waits in the store with `why` (StoreServer::stop_job): a rank that ignores `sig` ends then
   // too, unless it waits elsewhere.
-  void stop_ranks(int exit_code, int sig, const std::string& why);
+  // `notice`: how long the ranks have to end on their own, told why by the store, before
+  // `sig` (0: at once). An exit_code of kFromOthers: the first status another rank exits with.
+  static constexpr int kFromOthers = -1;
+  void stop_ranks(int exit_code, int sig, const std::string& why,
+                  EventLoop::Clock::duration notice = {});
   void on_grace_over();
   void on_startup_deadline();
   bool is_startup_pending() const;
@@ -110,6 +127,9 @@ class Job {
   unsigned long rank_fd_limit_ = 0;  // the soft limit ordorun was started with, when raised
   int stop_signal_ = 0;  // what the ranks were sent when the job began to stop
   std::optional<int> suspect_;  // first rank to exit with an error status, not blamed yet
+  std::optional<int> unfinished_;  // first rank to exit 0 after its hello but unfinished
+  std::optional<int> left_early_;  // first rank to exit 0 before its hello
+  std::optional<int> blamed_;      // the rank the job's end is blamed on
   std::optional<EventLoop::TimerId> blame_timer_, drain_timer_;
 };
 

@@ -67,6 +67,16 @@ class StoreServer {
   // so that no rank waits in the store for a peer that is gone. The first reason is kept.
   void stop_job(const std::string& why);
 
+  // Whether a rank has put `key` (the job reads the ranks' marks: "done/<rank>").
+  bool holds(const std::string& key) const { return kv_.count(key) != 0; }
+  // The value a rank put under `key`, as text ("" when none).
+  std::string text_of(const std::string& key) const {
+    auto it = kv_.find(key);
+    return it == kv_.end()
+               ? std::string()
+               : std::string(reinterpret_cast<const char*>(it->second.data()), it->second.size());
+  }
+
   // For tests and messages.
   std::size_t pending_count() const;
   std::size_t client_count() const { return clients_.size(); }

@@ -788,6 +788,15 @@ class Runtime {
   // part missing, truncated or not this checkpoint's.
   std::uint64_t restart(Graph& graph, const std::string& dir);
 
+  // Stops every rank of the job now, as MPI_Abort does, for a program that finds on one rank
+  // that the job cannot go on: this rank prints "ordo: rank R aborted the job: <message>" on
+  // its standard error and tells every other rank, which each print the same line and exit;
+  // every rank, this one included, exits with `status` (1 to 125) without returning or
+  // running destructors (standard streams are flushed). Under ordorun, ordorun names this
+  // rank and its message and exits with `status`. Any thread. Throws Error for a status
+  // outside 1-125, before anything is told.
+  [[noreturn]] void abort(const std::string& message, int status = 1);
+
  private:
   // `out(n)` sizes the result for n elements and returns where they go (receiving ranks only).
   using GatherOut = std::function<void*(std::size_t)>;
