@@ -49,8 +49,8 @@ std::optional<unsigned long long> number(const char* text, unsigned long long ma
 
 enum class Switch { unset, on, off, invalid };
 
-Switch shared_memory_env() {
-  const char* v = env("ORDO_SHARED_MEMORY");
+Switch switch_env(const char* name) {
+  const char* v = env(name);
   if (v == nullptr) return Switch::unset;
   const std::string_view s(v);
   if (s == "1" || s == "on") return Switch::on;
@@ -126,7 +126,7 @@ Settings resolve(const RuntimeOptions& o) {
   if (o.shared_memory) {
     s.shared_memory = *o.shared_memory;
   } else {
-    switch (shared_memory_env()) {
+    switch (switch_env("ORDO_SHARED_MEMORY")) {
       case Switch::on: s.shared_memory = true; break;
       case Switch::off: s.shared_memory = false; break;
       case Switch::unset: s.shared_memory = s.launch.is_one_of_several(); break;
@@ -136,6 +136,18 @@ Settings resolve(const RuntimeOptions& o) {
                     "host, 0 (or off) to copy them, or leave it unset (shared when the process "
                     "is one rank of several)");
     }
+  }
+
+  // Placement off: the scheduler's topology of this machine counts one NUMA node (topology.cpp,
+  // "one-node"), so the pool runs flat on the same cores. A variable only, for measurements.
+  switch (switch_env("ORDO_NUMA_PLACEMENT")) {
+    case Switch::off: s.pool.topology = "one-node"; break;
+    case Switch::on:
+    case Switch::unset: break;
+    case Switch::invalid:
+      throw Error(quoted("ORDO_NUMA_PLACEMENT", env("ORDO_NUMA_PLACEMENT")) +
+                  " is not understood: give 1 (or on) to place locations and tasks on NUMA "
+                  "nodes, 0 (or off) to run as on one node, or leave it unset (on)");
   }
 
   const TransportOptions& t = o.transport;
@@ -199,7 +211,7 @@ Settings resolve(const RuntimeOptions& o) {
 
 bool shared_storage_default() {
   static const bool on = [] {
-    switch (shared_memory_env()) {
+    switch (switch_env("ORDO_SHARED_MEMORY")) {
       case Switch::on: return true;
       case Switch::off:
       case Switch::invalid: return false;  // the Runtime reports an invalid value

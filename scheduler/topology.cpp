@@ -62,7 +62,12 @@ std::string load_error(const std::string& source, const std::string& what) {
 
 }  // namespace
 
-Topology::Topology(const std::string& source) : source_(source) {
+// "one-node": this machine (as for an empty source, and bound alike) with every unit counted on
+// one NUMA node, so that the pool runs flat: ORDO_NUMA_PLACEMENT=off, for measuring what the
+// placement on several nodes gives (docs/scheduler.md).
+Topology::Topology(const std::string& given) : source_(given) {
+  const bool one_node = given == "one-node";
+  const std::string& source = one_node ? std::string() : given;
   auto hw = std::make_unique<Hw>();
   if (hwloc_topology_init(&hw->topo) != 0) {
     hw->topo = nullptr;
@@ -89,7 +94,8 @@ Topology::Topology(const std::string& source) : source_(source) {
   // Also false for this machine when HWLOC_XMLFILE or HWLOC_SYNTHETIC redirect hwloc.
   this_system_ = hwloc_topology_is_thissystem(hw->topo) != 0;
 
-  const int nnodes = hwloc_get_nbobjs_by_type(hw->topo, HWLOC_OBJ_NUMANODE);
+  const int nnodes = one_node ? std::min(1, hwloc_get_nbobjs_by_type(hw->topo, HWLOC_OBJ_NUMANODE))
+                              : hwloc_get_nbobjs_by_type(hw->topo, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < nnodes; ++i)
     hw->node_objs.push_back(hwloc_get_obj_by_type(hw->topo, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i)));
   nodes_ = std::max(1, nnodes);
@@ -103,7 +109,7 @@ Topology::Topology(const std::string& source) : source_(source) {
     hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(hw->topo, HWLOC_OBJ_CORE, pu);
     // A machine hwloc reports without cores: each unit is its own core.
     u.core = core ? core->logical_index : static_cast<unsigned>(i);
-    for (std::size_t n = 0; n < hw->node_objs.size(); ++n)
+    for (std::size_t n = 0; n < hw->node_objs.size() && !one_node; ++n)
       if (hwloc_bitmap_intersects(hw->node_objs[n]->cpuset, pu->cpuset)) {
         u.node = static_cast<unsigned>(n);
         break;
@@ -200,7 +206,7 @@ int Topology::memory_node(const void* data, std::size_t bytes) const {
 struct Topology::Hw {};
 
 Topology::Topology(const std::string& source) : source_(source) {
-  if (!source.empty())
+  if (!source.empty() && source != "one-node")
     throw std::invalid_argument("topology '" + source +
                                 "' needs hwloc, and this build of ordo has none; install "
                                 "libhwloc-dev and rebuild, or leave the topology empty");

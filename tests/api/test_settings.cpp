@@ -42,16 +42,27 @@ class Env {
 
 // Every variable resolve() reads, unset: the built-in defaults.
 Env clean() {
-  return Env{{"ORDO_PUS", nullptr},           {"ORDO_VERBOSE", nullptr},
-             {"ORDO_FIBER_STACK", nullptr},   {"ORDO_TRACE", nullptr},
-             {"ORDO_TRACE_BUFFER", nullptr},  {"ORDO_SHARED_MEMORY", nullptr},
-             {"ORDO_PROGRESS_SPIN_US", nullptr}, {"ORDO_TIMEOUT", nullptr},
-             {"ORDO_NET_DEVICES", nullptr},   {"UCX_RNDV_THRESH", nullptr},
-             {"ORDO_STORE", nullptr},         {"ORDO_RANK", nullptr},
-             {"ORDO_SIZE", nullptr},          {"ORDO_LOCAL_RANK", nullptr},
-             {"ORDO_LOCAL_SIZE", nullptr},    {"ORDO_STORE_TOKEN", nullptr},
-             {"PMIX_RANK", nullptr},          {"PMIX_NAMESPACE", nullptr},
-             {"ORDO_CHECKPOINT_DIR", nullptr}, {"ORDO_CHECKPOINT_EVERY", nullptr}};
+  return Env{{"ORDO_PUS", nullptr},
+             {"ORDO_VERBOSE", nullptr},
+             {"ORDO_FIBER_STACK", nullptr},
+             {"ORDO_TRACE", nullptr},
+             {"ORDO_TRACE_BUFFER", nullptr},
+             {"ORDO_SHARED_MEMORY", nullptr},
+             {"ORDO_PROGRESS_SPIN_US", nullptr},
+             {"ORDO_TIMEOUT", nullptr},
+             {"ORDO_NET_DEVICES", nullptr},
+             {"UCX_RNDV_THRESH", nullptr},
+             {"ORDO_STORE", nullptr},
+             {"ORDO_RANK", nullptr},
+             {"ORDO_SIZE", nullptr},
+             {"ORDO_LOCAL_RANK", nullptr},
+             {"ORDO_LOCAL_SIZE", nullptr},
+             {"ORDO_STORE_TOKEN", nullptr},
+             {"PMIX_RANK", nullptr},
+             {"PMIX_NAMESPACE", nullptr},
+             {"ORDO_CHECKPOINT_DIR", nullptr},
+             {"ORDO_CHECKPOINT_EVERY", nullptr},
+             {"ORDO_NUMA_PLACEMENT", nullptr}};
 }
 
 }  // namespace
@@ -73,6 +84,23 @@ TEST_CASE("without options or environment every setting has its built-in default
   CHECK(s.launch.kind == comm::Launch::Kind::single);
   CHECK(s.checkpoint_dir.empty());
   CHECK(s.checkpoint_every == 0);
+}
+
+TEST_CASE("ORDO_NUMA_PLACEMENT=off counts this machine on one node; a typo is refused",
+          "[settings]") {
+  Env e = clean();
+  CHECK(detail::resolve({}).pool.topology.empty());
+  for (const char* off : {"0", "off"}) {
+    Env set{{"ORDO_NUMA_PLACEMENT", off}};
+    CHECK(detail::resolve({}).pool.topology == "one-node");
+  }
+  for (const char* on : {"1", "on"}) {
+    Env set{{"ORDO_NUMA_PLACEMENT", on}};
+    CHECK(detail::resolve({}).pool.topology.empty());
+  }
+  Env set{{"ORDO_NUMA_PLACEMENT", "no"}};
+  CHECK_THROWS_WITH(detail::resolve({}),
+                    Catch::Contains("ORDO_NUMA_PLACEMENT='no'") && Catch::Contains("0 (or off)"));
 }
 
 TEST_CASE("the environment gives each setting's default", "[settings]") {

@@ -100,6 +100,32 @@ TEST_CASE("one worker per core of a synthetic 4-node machine, in core order", "[
   CHECK_THAT(pool.describe(), Catch::Contains("mode=numa"));
 }
 
+TEST_CASE("the one-node topology (placement off) counts this machine's units on one node",
+          "[placement]") {
+  REQUIRE_HWLOC();
+  // hwloc reads "this machine" from HWLOC_SYNTHETIC when it is set: 4 nodes, unbound.
+  const char* before = std::getenv("HWLOC_SYNTHETIC");
+  const std::string saved = before ? before : "";
+  ::setenv("HWLOC_SYNTHETIC", kFourNodes.substr(10).c_str(), 1);
+  PoolConfig numa, flat;
+  flat.topology = "one-node";
+  Pool with(numa), without(flat);
+  if (before)
+    ::setenv("HWLOC_SYNTHETIC", saved.c_str(), 1);
+  else
+    ::unsetenv("HWLOC_SYNTHETIC");
+  REQUIRE(with.size() == 16);
+  REQUIRE(without.size() == 16);
+  CHECK(with.nodes() == 4);
+  CHECK(without.nodes() == 1);
+  CHECK_FALSE(without.numa_mode());
+  for (unsigned w = 0; w < 16; ++w) {
+    CHECK(without.pu_of(w) == with.pu_of(w));  // the same cores as with placement
+    CHECK(without.node_of(w) == 0);
+  }
+  CHECK_THAT(without.describe(), Catch::Contains("mode=flat"));
+}
+
 TEST_CASE("fewer workers spread over the cores, explicit units are obeyed", "[placement]") {
   REQUIRE_HWLOC();
   PoolConfig cfg;
