@@ -5,4 +5,4 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/setup.sh"
 meson compile -C "$top/build" >/dev/null
-exec "$top/build/apps/heat2d/ordo-heat2d" --size 2048x2048 --blocks 4x4 --iters 100 --verify "$@"
+exec "$top/build/apps/heat2d/ordo-heat2d" --size 2048x2048 --blocks 4x4 --iters 100 --verify --bandwidth "$@"

@@ -4,7 +4,9 @@
 //   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1]
 //   [ranks=R control_messages=M when R > 1: M is rank 0's control messages in the run]
 //   peak_rss=B0,B1,.. (each rank's peak resident bytes, VmHWM, at the end)
-// (bandwidth_fraction only when the grid is larger than the last-level cache).
+// (bandwidth_fraction only with --bandwidth and a grid larger than the last-level cache: the
+// STREAM triad it takes costs time and memory beyond the run's, so an app measures only
+// itself unless asked).
 // Across ranks every rank runs the app unchanged: each fills (from the app's values or its rows
 // of the --input .npy), verifies and writes (its slab of the one .npy) only the blocks it
 // holds, so no rank holds a global grid but --verify's reference; the ranks agree on one
@@ -204,7 +206,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   std::string size_text = app.default_size, blocks_text = app.default_blocks;
   std::uint64_t iters = app.default_iters;
   unsigned workers = 0;  // 0: the runtime's default, one per core of this rank's share
-  bool verify = false;
+  bool verify = false, bandwidth = false;
   std::size_t tb = 1;
   int order = 2;
   std::string input, output, trace_path, dataset;
@@ -237,6 +239,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_flag("--verify", verify,
                "compare bit for bit with a sequential reference; that reference holds the whole "
                "grid on every rank (a test mode: without it no rank holds more than its blocks)");
+  cli.add_flag("--bandwidth", bandwidth,
+               "after the run, measure the memory bandwidth (STREAM triad with the workers, "
+               "arrays beyond the cache) and print bandwidth_fraction: the run's bytes per "
+               "second against it (grids larger than the last-level cache only)");
   cli.add_option("--tb", tb, "temporal blocking depth (halos of depth*h, exchanged every depth "
                              "steps)")
       ->check(ordo::cli::Integer(1, 1u << 20))
@@ -462,18 +468,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       }, 0);
   }
   // One verdict for the job: every rank learns every rank's outcome (bit 0: this rank's blocks
-  // differ from the reference) and its peak resident memory so far (peak_rss.hpp).
-  struct RankEnd {
-    int outcome;
-    std::uint64_t peak_rss;
-  };
-  const std::vector<RankEnd> ends = rt.gather_values(RankEnd{outcome, peak_rss_bytes()});
-  std::vector<int> outcomes;
-  std::vector<std::uint64_t> peaks;
-  for (const RankEnd& e : ends) {
-    outcomes.push_back(e.outcome);
-    peaks.push_back(e.peak_rss);
-  }
+  // differ from the reference).
+  const std::vector<int> outcomes = rt.gather_values(outcome);
   // Each rank writes the rows of its own blocks, every time level (newest first, so that
   // --input restarts the run exactly), straight from the blocks; the file appears whole or not
   // at all (output_file.hpp).
@@ -509,19 +505,22 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   // measures with its own workers right after the barrier above, and the job's bound is their
   // sum (on one host they share its memory; across hosts they add up). -1: a rank whose cache
   // holds the grid (another kind of host) measured nothing, and no fraction is printed.
-  double triad = beyond_cache ? stream_triad_bytes_per_second(workers) : -1;
-  if (ranks > 1) {
+  const bool measure = bandwidth && beyond_cache;
+  double triad = measure ? stream_triad_bytes_per_second(workers) : -1;
+  if (ranks > 1 && bandwidth) {
     const std::vector<double> all = rt.gather_values(triad);
     for (unsigned r = 0; r < ranks; ++r)
       triad = r == 0 ? all[0] : (triad < 0 || all[r] < 0 ? -1 : triad + all[r]);
   }
-  if (beyond_cache && triad > 0) {
+  if (measure && triad > 0) {
     const double moved = app.bytes_per_point * pts * static_cast<double>(steps) / seconds;
     line += fmt::format(" bandwidth_fraction={:.3f}", moved / triad);
   }
   if (tb > 1) line += fmt::format(" tb={}", tb);
   if (ranks > 1) line += fmt::format(" ranks={} control_messages={}", ranks, control_messages);
-  line += " " + peak_rss_field(peaks);
+  // Each rank's peak resident memory, read last (after the output and any triad), so that it
+  // is the process's whole peak, the figure /usr/bin/time and the batch system report.
+  line += " " + peak_rss_field(rt.gather_values(peak_rss_bytes()));
   // Across ranks only rank 0 prints it: the verdict is the job's, the seconds rank 0's run.
   if (rank == 0) fmt::print("{}\n", line);
   return verdict == "fail" ? 1 : 0;

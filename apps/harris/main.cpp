@@ -187,8 +187,8 @@ int main(int argc, char** argv) {
       "is a multi-stage pipeline that recomputes the same frame every iteration; temporal "
       "blocking applies to single-stage stencils only";
   // The run goes through fast_path (the pipeline); the driver reads this spec only for its
-  // time levels (1: R is written as one grid) and for its cache test (bandwidth_fraction is
-  // printed when two grids exceed the last-level cache; the pipeline holds ten).
+  // time levels (1: R is written as one grid) and for its cache test (--bandwidth prints
+  // bandwidth_fraction when two grids exceed the last-level cache; the pipeline holds ten).
   app.spec = [](const ordo::app::AppParams&) { return st::Spec{}; };
   app.kernel = [](const ordo::app::AppParams&) { return st::Kernel{}; };
   app.initial = image;  // --input replaces it

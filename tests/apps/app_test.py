@@ -15,6 +15,8 @@
                                         shape past 2^64 elements: refused like `refuse`
   app_test.py inputshape BIN           an --input of another shape than --size: refused like
                                         `refuse`, before its 256 MiB of data are read
+  app_test.py peak BIN ARGS...          without --bandwidth, the reported peak_rss is the process's
+                                        peak (wait4's, as /usr/bin/time); with it, a fraction
   app_test.py output BIN ARGS...        --output is atomic: a run killed while writing, or one
                                         that cannot write, leaves the previous file byte for
                                         byte; a directory that cannot be written is refused
@@ -414,6 +416,33 @@ def cmd_steady(binary):
     print("steady state ok, max deviation %.3g" % worst)
 
 
+def cmd_peak(binary, args):
+    """Without --bandwidth the app measures only itself: no bandwidth_fraction, and the
+    peak_rss it reports is the process's whole peak, the figure /usr/bin/time gives (the
+    kernel's maximum resident set at exit, from wait4). With --bandwidth it prints the
+    fraction. ARGS must make a grid larger than the last-level cache, where the triad ran."""
+    # The first child of this process: the children's maximum resident set is the app's.
+    code, out, err = run([binary] + args)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if code != 0:
+        fail("exit %d: %s" % (code, err))
+    line = result_line(out)
+    if "bandwidth_fraction=" in line:
+        fail("a run without --bandwidth measured the bandwidth: " + line)
+    reported = int(re.search(r"peak_rss=(\d+)", line).group(1))
+    real = usage.ru_maxrss * 1024
+    # Within 1 MiB: what the process allocates after reading its peak (the line, its output)
+    # and the kB rounding of both figures. The triad's arrays were hundreds of MiB.
+    if abs(real - reported) > 1 << 20:
+        fail("peak_rss=%d but the process's peak was %d bytes (%+.1f MiB): the app allocated "
+             "after it measured itself" % (reported, real, (real - reported) / 2**20))
+    code, out, err = run([binary, "--bandwidth"] + args)
+    if code != 0 or "bandwidth_fraction=" not in result_line(out):
+        fail("--bandwidth printed no bandwidth_fraction: %r %r" % (out, err))
+    print("ok: peak_rss=%d, the process's peak %d bytes; --bandwidth: %s" % (
+        reported, real, re.search(r"bandwidth_fraction=[0-9.]+", out).group(0)))
+
+
 def main():
     mode, binary = sys.argv[1], sys.argv[2]
     if mode == "verify":
@@ -440,6 +469,8 @@ def main():
         cmd_lyingnpy(binary)
     elif mode == "output":
         cmd_output(binary, sys.argv[3:])
+    elif mode == "peak":
+        cmd_peak(binary, sys.argv[3:])
     else:
         fail("unknown mode " + mode)
 
