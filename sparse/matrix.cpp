@@ -19,18 +19,47 @@ void Rows::add_row(std::span<const Index> cols, std::span<const double> vals) {
   start.push_back(col.size());
 }
 
-void LocalRows::multiply(const double* own, const double* ghost, double* y) const {
-  const std::size_t n = rows();
-  const std::uint32_t* c = col.data();
-  const double* v = val.data();
-  for (std::size_t i = 0; i < n; ++i) {
+namespace {
+
+// One kernel for multiply and multiply_dot, so that both sum each row alike.
+template <bool kDot>
+double product(const LocalRows& m, const double* own, const double* ghost, double* y) {
+  const std::uint32_t* c = m.col.data();
+  const double* v = m.val.data();
+  const std::uint64_t* st = m.start.data();
+  std::size_t i = 0;
+  const std::size_t n = m.rows();
+  double dot = 0.0;
+  for (std::size_t g = 0; g <= m.ghost_rows.size(); ++g) {
+    // The rows up to the next ghost row read owned entries only.
+    const std::size_t until = g < m.ghost_rows.size() ? m.ghost_rows[g] : n;
+    for (; i < until; ++i) {
+      double s = 0.0;
+      for (std::uint64_t k = st[i], e = st[i + 1]; k < e; ++k) s += v[k] * own[c[k]];
+      y[i] = s;
+      if constexpr (kDot) dot += own[i] * s;
+    }
+    if (g == m.ghost_rows.size()) break;
     double s = 0.0;
-    std::uint64_t k = start[i];
-    for (const std::uint64_t e = own_begin[i]; k < e; ++k) s += v[k] * ghost[c[k]];
-    for (const std::uint64_t e = own_end[i]; k < e; ++k) s += v[k] * own[c[k]];
-    for (const std::uint64_t e = start[i + 1]; k < e; ++k) s += v[k] * ghost[c[k]];
+    std::uint64_t k = st[i];
+    for (const std::uint64_t e = m.own_begin[g]; k < e; ++k) s += v[k] * ghost[c[k]];
+    for (const std::uint64_t e = m.own_end[g]; k < e; ++k) s += v[k] * own[c[k]];
+    for (const std::uint64_t e = st[i + 1]; k < e; ++k) s += v[k] * ghost[c[k]];
     y[i] = s;
+    if constexpr (kDot) dot += own[i] * s;
+    ++i;
   }
+  return dot;
+}
+
+}  // namespace
+
+void LocalRows::multiply(const double* own, const double* ghost, double* y) const {
+  product<false>(*this, own, ghost, y);
+}
+
+double LocalRows::multiply_dot(const double* own, const double* ghost, double* y) const {
+  return product<true>(*this, own, ghost, y);
 }
 
 void agree(Runtime& rt, const std::string& problem) {
@@ -81,8 +110,6 @@ Matrix::Matrix(Runtime& rt, IndexMap map, std::vector<Rows> rows)
     l.first = b;
     const std::size_t n = r.rows();
     l.start = std::move(r.start);
-    l.own_begin.resize(n);
-    l.own_end.resize(n);
     l.diagonal.assign(n, 0.0);
     l.col.resize(r.col.size());
     l.val = std::move(r.val);
@@ -90,13 +117,18 @@ Matrix::Matrix(Runtime& rt, IndexMap map, std::vector<Rows> rows)
       std::uint64_t k = l.start[i];
       const std::uint64_t end = l.start[i + 1];
       for (; k < end && r.col[k] < b; ++k) l.col[k] = m.ghost_slot(p, r.col[k]);
-      l.own_begin[i] = k;
+      const std::uint64_t own_begin = k;
       for (; k < end && r.col[k] < e; ++k) {
         l.col[k] = std::uint32_t(r.col[k] - b);
         if (r.col[k] == b + i) l.diagonal[i] = l.val[k];
       }
-      l.own_end[i] = k;
+      const std::uint64_t own_end = k;
       for (; k < end; ++k) l.col[k] = m.ghost_slot(p, r.col[k]);
+      if (own_begin != l.start[i] || own_end != end) {
+        l.ghost_rows.push_back(std::uint32_t(i));
+        l.own_begin.push_back(own_begin);
+        l.own_end.push_back(own_end);
+      }
     }
     r = Rows{};
   }

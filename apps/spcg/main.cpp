@@ -55,16 +55,22 @@ void direction(double* p, const double* z, bool first, double beta, std::size_t 
 Dots update(double* x, double* r, double* z, const double* p, const double* q, const double* d,
             double alpha, std::size_t n) {
   Dots s;
+  if (z == nullptr) {
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] += alpha * p[i];
+      r[i] -= alpha * q[i];
+      s.rr += r[i] * r[i];
+    }
+    s.rz = s.rr;
+    return s;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     x[i] += alpha * p[i];
     r[i] -= alpha * q[i];
     s.rr += r[i] * r[i];
-    if (z != nullptr) {
-      z[i] = r[i] / d[i];
-      s.rz += r[i] * z[i];
-    }
+    z[i] = r[i] / d[i];
+    s.rz += r[i] * z[i];
   }
-  if (z == nullptr) s.rz = s.rr;
   return s;
 }
 Dots initial_dots(const double* b, const double* d, std::size_t n) {

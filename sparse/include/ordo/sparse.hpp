@@ -342,13 +342,18 @@ struct Rows {
 };
 
 // One part's rows in the part's own numbering, for y = A x from the part's owned values and
-// ghost slots: row i's entries [start[i], own_begin[i]) read ghost slots of columns below the
-// part, [own_begin[i], own_end[i]) owned entries, [own_end[i], start[i + 1]) ghost slots of
-// columns above it. So each row is summed in its global column order whatever the partition
-// or the placement: the bits of a sequential CSR product.
+// ghost slots. A row's columns are owned entries (col: the local index) or ghosts (col: the
+// ghost slot). Most rows of a well-partitioned matrix read no ghost; the rows that do are
+// listed in ghost_rows, and for the k-th of them, entries [start[i], own_begin[k]) read ghost
+// slots of columns below the part, [own_begin[k], own_end[k]) owned entries, and
+// [own_end[k], start[i + 1]) ghost slots of columns above it. So each row is summed in its
+// global column order whatever the partition or the placement: the bits of a sequential CSR
+// product, with no per-row bookkeeping on the rows that read no ghost.
 struct LocalRows {
   Index first = 0;
-  std::vector<std::uint64_t> start{0}, own_begin, own_end;
+  std::vector<std::uint64_t> start{0};
+  std::vector<std::uint32_t> ghost_rows;
+  std::vector<std::uint64_t> own_begin, own_end;  // per ghost row
   std::vector<std::uint32_t> col;
   std::vector<double> val;
   std::vector<double> diagonal;  // a_ii (0 when absent), for Jacobi preconditioning
@@ -356,6 +361,9 @@ struct LocalRows {
   std::uint64_t nonzeros() const { return start.back(); }
   // y[i] = sum_j a_ij x_j, each row from 0.0 adding a_ij * x_j left to right.
   void multiply(const double* own, const double* ghost, double* y) const;
+  // The same, returning own . y summed over the rows in order (CG's p . Ap) while y is in the
+  // registers: the bits of multiply() then a loop adding own[i] * y[i] from 0.0.
+  double multiply_dot(const double* own, const double* ghost, double* y) const;
 };
 
 // A square matrix split by rows over an index map's parts. Each rank holds the rows of its own
