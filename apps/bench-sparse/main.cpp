@@ -28,36 +28,56 @@ struct Run {
   std::string skip;  // why not run, or empty
 };
 
-// The median seconds of `reps` runs of `r` (its result line's seconds=), or nothing.
-std::optional<double> measure(const Run& r, unsigned reps, unsigned timeout_s,
-                              const char* key_line) {
-  if (!r.skip.empty()) {
-    std::printf("%s skipped reason=%s\n", r.label.c_str(), r.skip.c_str());
+// One run of `r`: its result line (the one with `key_line`) and its seconds=, or nothing.
+std::optional<double> once(const Run& r, unsigned timeout_s, const char* key_line) {
+  const ordo::bench::CommandOutput out = ordo::bench::run_command(r.argv, timeout_s);
+  std::optional<double> s;
+  std::string line_seen;
+  ordo::bench::for_each_line(out.text, [&](std::string_view line) {
+    if (line.find(key_line) == std::string_view::npos) return;
+    const auto f = ordo::bench::parse_fields(line);
+    if (auto it = f.find("seconds"); it != f.end()) {
+      s = ordo::bench::parse_number(it->second);
+      line_seen = std::string(line);
+    }
+  });
+  if (out.status != 0 || !s) {
+    std::printf("%s failed status=%d\n%s\n", r.label.c_str(), out.status,
+                ordo::bench::last_lines(out.text, 5).c_str());
     return std::nullopt;
   }
-  std::vector<double> seconds;
-  for (unsigned k = 0; k < reps; ++k) {
-    const ordo::bench::CommandOutput out = ordo::bench::run_command(r.argv, timeout_s);
-    std::optional<double> s;
-    std::string line_seen;
-    ordo::bench::for_each_line(out.text, [&](std::string_view line) {
-      if (line.find(key_line) == std::string_view::npos) return;
-      const auto f = ordo::bench::parse_fields(line);
-      if (auto it = f.find("seconds"); it != f.end()) {
-        s = ordo::bench::parse_number(it->second);
-        line_seen = std::string(line);
-      }
-    });
-    if (out.status != 0 || !s) {
-      std::printf("%s failed status=%d\n%s\n", r.label.c_str(), out.status,
-                  ordo::bench::last_lines(out.text, 5).c_str());
-      return std::nullopt;
+  std::printf("%s %s\n", r.label.c_str(), line_seen.c_str());
+  return s;
+}
+
+// The median seconds of `reps` runs of each of `runs`, taken in turns (one run of each, then
+// the next round), so that a machine whose load changes slows every system alike; nothing for
+// a run that is skipped or failed once.
+std::vector<std::optional<double>> measure(const std::vector<Run>& runs, unsigned reps,
+                                           unsigned timeout_s, const char* key_line) {
+  std::vector<std::vector<double>> seconds(runs.size());
+  std::vector<bool> ok(runs.size(), true);
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    if (!runs[i].skip.empty()) {
+      std::printf("%s skipped reason=%s\n", runs[i].label.c_str(), runs[i].skip.c_str());
+      ok[i] = false;
     }
-    std::printf("%s %s\n", r.label.c_str(), line_seen.c_str());
-    seconds.push_back(*s);
+  for (unsigned k = 0; k < reps; ++k)
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (!ok[i]) continue;
+      const std::optional<double> s = once(runs[i], timeout_s, key_line);
+      if (s)
+        seconds[i].push_back(*s);
+      else
+        ok[i] = false;
+    }
+  std::vector<std::optional<double>> out(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (!ok[i]) continue;
+    std::sort(seconds[i].begin(), seconds[i].end());
+    out[i] = seconds[i][seconds[i].size() / 2];
   }
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
+  return out;
 }
 
 void ratio(const char* name, const std::string& what, std::optional<double> other,
@@ -154,11 +174,10 @@ int run(int argc, char** argv) {
                 std::to_string(iters)};
       return r;
     };
-    const auto p1 = measure(petsc_cg(1), reps, timeout_s, "app=spcg");
-    const auto p2 = measure(petsc_cg(2), reps, timeout_s, "app=spcg");
-    const auto o11 = measure(ordo_cg(1, 1), reps, timeout_s, "app=spcg");
-    const auto o12 = measure(ordo_cg(1, workers), reps, timeout_s, "app=spcg");
-    const auto o21 = measure(ordo_cg(2, 1), reps, timeout_s, "app=spcg");
+    const auto t =
+        measure({petsc_cg(1), petsc_cg(2), ordo_cg(1, 1), ordo_cg(1, workers), ordo_cg(2, 1)}, reps,
+                timeout_s, "app=spcg");
+    const auto &p1 = t[0], &p2 = t[1], &o11 = t[2], &o12 = t[3], &o21 = t[4];
     const std::string what =
         "app=spcg matrix=laplace3d:" + laplace + " iters=" + std::to_string(iters);
     ratio("ordo_vs_petsc", what + " ordo=1x1 petsc=1", p1, o11);
@@ -185,8 +204,8 @@ int run(int argc, char** argv) {
       m.argv = {omp->string()};
       m.argv.insert(m.argv.end(), graph.begin(), graph.end());
     }
-    const auto om = measure(m, reps, timeout_s, "app=pagerank");
-    const auto oo = measure(o, reps, timeout_s, "app=pagerank");
+    const auto t = measure({m, o}, reps, timeout_s, "app=pagerank");
+    const auto &om = t[0], &oo = t[1];
     ratio("ordo_vs_openmp",
           "app=pagerank graph=rmat:" + std::to_string(scale) + "x" + std::to_string(edge_factor) +
               " iters=" + std::to_string(pr_iters) + " workers=" + w,

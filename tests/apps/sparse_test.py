@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """ordo-spcg and ordo-pagerank, the sparse layer's apps (stdlib only).
 
-  sparse_test.py hostile SPCG PAGERANK
+  sparse_test.py hostile SPCG PAGERANK [ORDORUN]
       Matrix Market files that lie (size, entry count), reach past n, repeat an entry, are not
       symmetric, or are not Matrix Market at all, and edge lists with ids past their count or
       the wrong edge count: each refused with exit 2 and its message, without a result line.
       Then a small general file that is symmetric, and the same matrix stored symmetric, must
-      both solve with verify=ok and the same residual.
+      both solve with verify=ok and the same residual. With ORDORUN: a duplicate entry in rank
+      0's rows only, on 2 ranks: rank 0 names it, rank 1 says rank 0 refused, both exit 2.
   sparse_test.py ranks ORDORUN BIN CONFIGS -- ARGS...
       CONFIGS: comma-separated RANKSxWORKERS:TLS[:private] (private: ORDO_SHARED_MEMORY=0).
       One rank with one worker writes the reference output; each config runs
@@ -69,7 +70,7 @@ HOSTILE_EDGES = [
 ]
 
 
-def cmd_hostile(spcg, pagerank):
+def cmd_hostile(spcg, pagerank, ordorun=None):
     with tempfile.TemporaryDirectory() as d:
         for name, text, message in HOSTILE_MM:
             path = os.path.join(d, "m.mtx")
@@ -103,6 +104,19 @@ def cmd_hostile(spcg, pagerank):
         if residuals[0] != residuals[1]:
             fail("symmetric and general files of one matrix solve differently: %s" % residuals)
         print("symmetric and general files: verify=ok, residual %s" % residuals[0])
+        if ordorun is None:
+            return
+        path = os.path.join(d, "dup.mtx")
+        with open(path, "w") as f:
+            f.write(mm_lines("symmetric", LAPLACE + [(1, 1, 2)]))
+        p, _ = run([ordorun, "--timeout", "60", "-n", "2", spcg, "--matrix", path, "--parts", "2",
+                    "--workers", "1"], env=mp.ucx_env("shm,self"), timeout=120)
+        out = p.stdout + p.stderr
+        if (p.returncode != 2 or not re.search(r"\[0\] .*entry \(1, 1\) is given twice", out)
+                or not re.search(r"\[1\] .*rank 0 refused its part of the input", out)):
+            fail("a bad row on rank 0 only: expected both ranks to stop with exit 2, got %d:\n%s"
+                 % (p.returncode, out))
+        print("a bad row on rank 0 only: rank 0 names it, rank 1 stops too")
 
 
 LINE = re.compile(r"^(?:\[(\d+)\] )?(app=(?:spcg|pagerank) .*)$")
@@ -157,7 +171,7 @@ def cmd_ranks(ordorun, binary, configs, args):
 
 def main():
     if sys.argv[1] == "hostile":
-        cmd_hostile(sys.argv[2], sys.argv[3])
+        cmd_hostile(*sys.argv[2:5])
     elif sys.argv[1] == "ranks":
         sep = sys.argv.index("--")
         cmd_ranks(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[sep + 1:])
