@@ -162,4 +162,37 @@ void* Context::bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
   return inst.graph->data(location);
 }
 
+void* Context::contribution(std::uint64_t graph, std::uint32_t partial,
+                            const std::type_info& type) const {
+  void* slot = bytes(graph, partial, Mode::write, type);
+  const rt::Instance& inst = impl_.instance;
+  const auto i = static_cast<std::uint64_t>(inst.graph->find_access(inst.accesses, partial));
+  if (i < 64)
+    impl_.made |= std::uint64_t{1} << i;
+  else
+    ++impl_.made_beyond;
+  return slot;
+}
+
+namespace detail {
+
+void check_contributions(const rt::Instance& inst, const std::function<bool(std::uint32_t)>& made) {
+  const rt::Graph& g = *inst.graph;
+  for (std::uint32_t i = 0; i < inst.accesses.size(); ++i) {
+    const std::optional<rt::ReductionPart> part = g.reduction_part(inst.accesses[i].location);
+    if (!part || part->role != rt::ReductionRole::partial || made(i)) continue;
+    const rt::Reduction& r = g.reductions()[part->reduction];
+    const std::string which = std::to_string(part->index);
+    throw Error("task '" + g.task_name(inst.task) + "' declared ordo::contribute(" + r.name + ", " +
+                which + ") but made no contribution " + which + " to reduction '" + r.name +
+                "' in iteration " + std::to_string(g.first_iteration() + inst.iteration) +
+                " (its value would be left from an earlier iteration); call ctx.contribute(r, " +
+                which +
+                ", value) in every iteration, with the operator's identity (0 for a sum) "
+                "where the task has nothing to add");
+  }
+}
+
+}  // namespace detail
+
 }  // namespace ordo

@@ -249,6 +249,7 @@ std::uint32_t Graph::task(const std::string& name, std::vector<Access> accesses,
       detail::ContextImpl ctx_impl{inst, serial};
       Context ctx(ctx_impl);
       (*user)(ctx);
+      detail::check_contributions(inst, ctx_impl);
     }, false);
   } catch (...) {
     impl->bodies.pop_back();  // keep bodies and tasks in step if the task was refused
@@ -266,6 +267,7 @@ std::uint32_t Graph::task_family(const std::string& name, std::uint32_t count,
     detail::ContextImpl ctx_impl{inst, serial};
     Context ctx(ctx_impl);
     body(ctx, inst.index);
+    detail::check_contributions(inst, ctx_impl);
   };
   detail::GraphImpl& impl = *impl_;
   impl.graph.begin_family(name, std::move(run));
@@ -307,6 +309,11 @@ std::uint32_t Graph::fiber_task(const std::string& name, std::vector<Access> acc
     detail::FiberContextImpl impl{inst, serial};
     FiberContext ctx(impl);
     body(ctx);
+    // A contribution's slot the body never acquired was not written this iteration.
+    if (inst.graph->contributions_of(inst.task) != 0)
+      detail::check_contributions(inst, [&](std::uint32_t i) {
+        return inst.engine->hold(inst, i) != rt::Engine::Hold::requested;
+      });
   }, true);
 }
 
@@ -319,6 +326,13 @@ void* Graph::data_bytes(std::uint64_t graph, std::uint32_t location,
                 "' holds another element type; read it through the Location<T> that "
                 "Graph::location returned (the same T)");
   const std::string& name = locs[location].name;
+  if (detail::tl_condition && detail::tl_condition->graph == impl_.get())
+    throw Error("run_until's stop condition reads location '" + name +
+                "' with Graph::data, but it lists its reads in Until::reads: such a condition "
+                "runs in the dataflow, where only the values of the reductions it lists are "
+                "final. Reduce what it needs of the location into a reduction and list that, "
+                "or leave Until::reads empty (the condition then runs between iterations, "
+                "with every task stopped)");
   // A body reading through the graph would bypass the locks that order its accesses.
   if (sched::Pool::current_worker() >= 0)
     throw Error("Graph::data of location '" + name + "' called from a task body; a body reads "

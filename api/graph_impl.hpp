@@ -77,7 +77,34 @@ class GraphImpl {
 struct ContextImpl {
   const rt::Instance& instance;
   std::uint64_t graph;  // GraphImpl::serial, to refuse handles of other graphs
+  // The contributions this instance made (Context::contribute): bit i for the task's access
+  // i below 64, a count for the others.
+  mutable std::uint64_t made = 0;
+  mutable std::uint32_t made_beyond = 0;
 };
+
+// After a body of a task that declared contributions: throws Error naming the first one the
+// instance did not make. `made(i)`: whether it made the one of access i.
+void check_contributions(const rt::Instance& inst, const std::function<bool(std::uint32_t)>& made);
+// The same from a Context's record, when the counts differ (else returns at once).
+inline void check_contributions(const rt::Instance& inst, const ContextImpl& ctx) {
+  const std::uint32_t declared = inst.graph->contributions_of(inst.task);
+  if (declared == 0) return;
+  if (static_cast<std::uint32_t>(__builtin_popcountll(ctx.made)) + ctx.made_beyond == declared)
+    return;
+  check_contributions(inst, [&](std::uint32_t i) { return i < 64 && ((ctx.made >> i) & 1) != 0; });
+}
+
+// Set on a thread while a stop condition that declared Until::reads runs: Graph::value reads
+// only the reductions it lists (their results' locations), and Graph::data nothing.
+struct ConditionScope {
+  const GraphImpl* graph;
+  const std::vector<std::uint32_t>* results;
+};
+extern thread_local const ConditionScope* tl_condition;
+// The reduction (its index in the graph's) that an entry of Until::reads names; throws Error
+// for anything but ordo::read(r) of a reduction of this graph.
+std::uint32_t condition_reduction(const GraphImpl& impl, const Access& access);
 
 struct FiberContextImpl {
   const rt::Instance& instance;  // its worker is updated by the engine at every resume

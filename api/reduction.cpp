@@ -1,5 +1,6 @@
 // Graph::reduction, combine and value, and the checks of a reduction's accesses
 // (runtime/reduction.hpp builds the graph; docs/api.md, "Reductions", is the tour).
+#include <algorithm>
 #include <exception>
 #include <string>
 
@@ -13,6 +14,8 @@ static_assert(kReductionFanIn == rt::kReductionFanIn,
               "combine_in_order must combine as the graph's tree does");
 
 namespace detail {
+
+thread_local const ConditionScope* tl_condition = nullptr;
 
 std::string refuse_reduction_access(const GraphImpl& impl, const Access& a) {
   const std::optional<rt::ReductionPart> part = impl.graph.reduction_part(a.location);
@@ -84,6 +87,27 @@ void check_reductions(const GraphImpl& impl) {
       throw Error("reduction '" + r.name +
                   "' is never combined; call Graph::combine on it after declaring its "
                   "contributors (and before the tasks that read its value)");
+}
+
+std::uint32_t condition_reduction(const GraphImpl& impl, const Access& a) {
+  if (a.graph == 0)
+    throw Error(
+        "Until::reads lists the access of a default-constructed handle, of no graph; "
+        "list ordo::read(r) of the reductions the condition reads, r as "
+        "Graph::reduction returned it");
+  const std::string why = foreign_handle(a.graph, impl.serial, a.location);
+  if (!why.empty()) throw Error("Until::reads lists a handle of another graph: " + why);
+  const std::optional<rt::ReductionPart> part = impl.graph.reduction_part(a.location);
+  if (!part || part->role != rt::ReductionRole::result || a.mode != Mode::read) {
+    const auto& locs = impl.graph.locations();
+    const std::string what = a.location < locs.size() ? "'" + locs[a.location].name + "'"
+                                                      : "#" + std::to_string(a.location);
+    throw Error("Until::reads lists location " + what +
+                ", which is no reduction's value: a condition in the dataflow reads reduced "
+                "values only; list ordo::read(r) of each reduction it reads (to test a "
+                "location, reduce it into a reduction, or leave Until::reads empty)");
+  }
+  return part->reduction;
 }
 
 }  // namespace detail
@@ -175,10 +199,16 @@ const void* Graph::reduction_value(std::uint64_t graph, std::uint32_t result,
   if (!impl_->engine)
     throw Error("reduction '" + r.name +
                 "' has no value before the graph's first run; run the graph first");
-  if (sched::Pool::current_worker() >= 0)
+  if (const detail::ConditionScope* c = detail::tl_condition; c && c->graph == impl_.get()) {
+    if (std::find(c->results->begin(), c->results->end(), result) == c->results->end())
+      throw Error("run_until's stop condition reads reduction '" + r.name +
+                  "', which Until::reads does not list; list ordo::read(" + r.name +
+                  ") there too (a condition in the dataflow sees only the values it declared)");
+  } else if (sched::Pool::current_worker() >= 0) {
     throw Error("Graph::value of reduction '" + r.name +
                 "' called from a task body; a body declares ordo::read(r) among its accesses "
                 "and calls Context::value(r)");
+  }
   // Across ranks each rank reads its own copy (runtime/reduction.hpp): never a replica.
   if (r.copies != 0) return impl_->graph.data(r.first_copy + impl_->net->rank());
   return impl_->graph.data(r.result);

@@ -397,11 +397,39 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
                              " iteration(s), checked every " + std::to_string(until.check_every));
   const bool agreed = impl_->agree_before_building(g, call);
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
+  // A condition that lists its reads is tested in the dataflow (docs/convergence.md), where it
+  // may read those reductions' values only.
+  std::optional<rt::Engine::Decision> decision;
+  std::vector<std::uint32_t> results;
+  if (!until.reads.empty()) {
+    decision.emplace();
+    for (const Access& a : until.reads) {
+      const std::uint32_t r = detail::condition_reduction(g, a);
+      decision->reductions.push_back(r);
+      results.push_back(g.graph.reductions()[r].result);
+    }
+    decision->test = [&](std::uint64_t) {
+      const detail::ConditionScope scope{&g, &results};
+      const detail::ConditionScope* outer = detail::tl_condition;
+      detail::tl_condition = &scope;
+      try {
+        const bool stop = until.done(graph);
+        detail::tl_condition = outer;
+        return stop;
+      } catch (...) {
+        detail::tl_condition = outer;
+        throw;
+      }
+    };
+  }
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   const auto pause = impl_->checkpoints(graph, engine);
   stats.iterations = impl_->checked(failing_typed([&] {
     return impl_->traced(graph, engine, until.max_iterations, agreed ? nullptr : &call, [&] {
+      if (decision)
+        return engine.run(impl_->pool, until.max_iterations, {}, until.check_every,
+                          impl_->stacks.get(), pause ? &*pause : nullptr, &*decision);
       return engine.run(impl_->pool, until.max_iterations,
                         [&](std::uint64_t) { return until.done(graph); }, until.check_every,
                         impl_->stacks.get(), pause ? &*pause : nullptr);

@@ -411,6 +411,9 @@ void Engine::execute_one(sched::Item item, unsigned worker, std::uint64_t& uncou
     }
     if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
   }
+  // Before the releases: a successor the gate lets through is then handed off by them.
+  if (decision_) [[unlikely]]
+    maybe_decide(task, k);
   const auto locks = plan_.task_locks_of(task);
   // Before the store below: the task's own state line may sit with another worker too.
   if (!dist_ && !locks.empty()) prefetch_release(task, locks);
@@ -641,9 +644,14 @@ void Engine::wait_step_done() {
 }
 
 std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
-                          const std::function<bool(std::uint64_t)>& until,
-                          std::uint64_t check_every, sched::StackPool* stacks,
-                          const Pause* pause) {
+                          const std::function<bool(std::uint64_t)>& given_until,
+                          std::uint64_t check_every, sched::StackPool* stacks, const Pause* pause,
+                          const Decision* decision) {
+  // A decision the dataflow cannot take is tested as `until` is, on this thread.
+  std::function<bool(std::uint64_t)> tested;
+  if (decision && !decides_in_dataflow()) tested = decision->test;
+  const std::function<bool(std::uint64_t)>& until = tested ? tested : given_until;
+  if (!decides_in_dataflow()) decision = nullptr;
   // Bad input, the same refusal on every rank (engine_storage.cpp).
   if (!storage_error_.empty()) throw std::runtime_error(storage_error_);
   if (has_failed()) rethrow_failure();  // e.g. the ranks did not build the same graph
@@ -668,7 +676,12 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
   if (pause && pause->every == 0) pause = nullptr;
   const std::uint64_t first = graph_.first_iteration();
   std::uint64_t next_check = until ? std::min(start + check_every, end) : end;
-  while (done_iterations_ < end) {
+  if (decision) {
+    decision_ = decision;
+    run_deciding(start, end, check_every, pause);
+    decision_ = nullptr;
+  }
+  while (!decision && done_iterations_ < end) {
     std::uint64_t stop = next_check;
     if (pause) {
       const std::uint64_t next_pause = ((first + done_iterations_) / pause->every + 1) * pause->every;

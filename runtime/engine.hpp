@@ -168,9 +168,26 @@ class Engine final : public sched::Executor {
     std::uint64_t every = 0;  // 0: never
     std::function<bool(std::uint64_t iteration)> at;
   };
+  // A stop condition on reduced values only, taken in the dataflow (docs/convergence.md): at
+  // a checked iteration k the gate stays at k + 1 until this rank's value of every reduction
+  // in `reductions` (indices in Graph::reductions()) is final here -- the instance of its last
+  // combining task (one process) or of this rank's copy (across ranks) has run -- and the
+  // worker that ran the last of them calls `test` with the iterations completed (k + 1):
+  // true ends the run there, false opens the gate to the next check. No thread stops and no
+  // rank votes: every rank computes the same bits, so every rank decides alike. `test` may
+  // throw: the exception is this rank's failure, as a body's. A run given `decision` takes
+  // no `until`. Where the dataflow cannot take it (tasks without locks, which run as range
+  // items over a whole step), `test` runs on the caller's thread as `until` would.
+  struct Decision {
+    std::vector<std::uint32_t> reductions;
+    std::function<bool(std::uint64_t iterations)> test;
+  };
   std::uint64_t run(sched::Pool& pool, std::uint64_t iterations,
                     const std::function<bool(std::uint64_t)>& until, std::uint64_t check_every,
-                    sched::StackPool* stacks = nullptr, const Pause* pause = nullptr);
+                    sched::StackPool* stacks = nullptr, const Pause* pause = nullptr,
+                    const Decision* decision = nullptr);
+  // Whether a run given a Decision takes it in the dataflow (else on the caller's thread).
+  bool decides_in_dataflow() const { return free_runs_.empty(); }
 
   // Across ranks, every rank's `mine` (in rank order), or nullopt when the run was stopped by a
   // failure; one process: {mine}. Collective: on the caller's thread, between runs, in `load`
@@ -356,6 +373,43 @@ class Engine final : public sched::Executor {
   // transport's thread handling a message).
   unsigned trace_buffer() const;
   void wait_step_done();
+
+  // --- the stop condition in the dataflow (Decision; engine_decision.cpp) ---
+  static constexpr std::uint64_t kNoCheck = ~std::uint64_t{0};
+  // Called after the body of every instance while a Decision runs: counts this rank's
+  // deciders of the checked iteration and decides after the last.
+  void maybe_decide(std::uint32_t task, std::uint64_t iteration) {
+    if (iteration != check_at_.load(std::memory_order_acquire)) return;
+    for (std::uint32_t d : deciders_)
+      if (d == task) {
+        // acq_rel: the last decider sees every other decider's value.
+        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) decide(iteration);
+        return;
+      }
+  }
+  void decide(std::uint64_t iteration);
+  // The check after `gate` iterations, if the gate is a check point of the run: gate - 1.
+  std::uint64_t check_of(std::uint64_t gate) const;
+  // The decider's: raises the gate while instances of the step before it still run.
+  void open_gate(std::uint64_t limit);
+  // A lane at the gate of a checked iteration: spins for the decision, then parks. Returns the
+  // new limit, or 0 when the lane's item ends (the run stops or the lane parked).
+  std::uint64_t wait_gate(unsigned lane, std::uint64_t iteration);
+  std::uint64_t run_deciding(std::uint64_t start, std::uint64_t end, std::uint64_t check_every,
+                             const Pause* pause);
+  const Decision* decision_ = nullptr;   // set for a run that decides in the dataflow
+  std::vector<std::uint32_t> deciders_;  // this rank's deciding tasks (one per reduction)
+  std::uint64_t decide_start_ = 0, decide_every_ = 1, decide_end_ = 0;  // the run's
+  std::uint64_t segment_end_ = 0;  // the caller's step: the run's end or the next pause
+  std::atomic<std::uint64_t> check_at_{kNoCheck};  // the checked iteration the gate waits on
+  std::atomic<std::uint32_t> pending_{0};          // its deciders still to run here
+  std::atomic<bool> stopped_{false};               // the test held at check_at_
+  std::uint64_t stopped_after_ = 0;                // iterations done when it held
+  // Per lane: parked at the gate of a checked iteration (the decider takes it and pins the
+  // lane's item again, as a producer does for a lane parked on its inputs).
+  std::unique_ptr<std::atomic<std::uint8_t>[]> gate_parked_;
+  unsigned gate_lanes_ = 0;
+  std::vector<std::uint32_t> gate_go_;  // open_gate's: the held instances it lets through
 
   // --- engine_storage.cpp (docs/distributed.md, "Memory") ---
   // Gives this rank's locations storage at construction (the first run); across ranks two

@@ -72,12 +72,13 @@ bool Engine::wait_lane_inputs(unsigned lane, std::uint32_t position, std::uint64
 void Engine::run_lane(unsigned lane, unsigned worker) {
   Lanes& lanes = *lanes_;
   // acquire: pairs with raise_limit's release store (the limit only rises while no lane runs).
-  const std::uint64_t limit = limit_.load(std::memory_order_acquire);
+  std::uint64_t limit = limit_.load(std::memory_order_acquire);
   std::uint64_t completed = 0;
   for (;;) {
     Lanes::Cursor& at = lanes.cursor(lane);
     const std::uint64_t k = at.iteration;
-    if (k >= limit) break;
+    // At the gate of a checked iteration the lane waits for the decision (engine_decision.cpp).
+    if (k >= limit && (!decision_ || (limit = wait_gate(lane, k)) == 0)) break;
     const std::uint32_t position = at.position;
     if (!lanes.has_inputs(position, k) && !wait_lane_inputs(lane, position, k)) {
       // Parked: a producer pushes the lane's item again, which may already run elsewhere.
@@ -95,6 +96,8 @@ void Engine::run_lane(unsigned lane, unsigned worker) {
         fail_body();
       }
     }
+    if (decision_) [[unlikely]]
+      maybe_decide(task, k);
     lanes.complete(position, k, [this](unsigned waiting) { pin_lane(waiting); });
     lanes.advance(lane);
     ++completed;

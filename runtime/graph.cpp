@@ -210,6 +210,8 @@ void Graph::abandon_family() {
         r.contributor[i] = Reduction::kNone;
         locations_[r.first_partial + i].follows = LocationDesc::kNoLocation;
       }
+  while (!contributions_.empty() && contributions_.back().first >= f.first)
+    contributions_.pop_back();
   families_.pop_back();
 }
 

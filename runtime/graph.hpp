@@ -6,6 +6,7 @@
 // exceptions at the public boundary.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -279,6 +280,13 @@ class Graph {
   // What `location` is to a reduction, or nullopt for any other location. O(log reductions).
   std::optional<ReductionPart> reduction_part(std::uint32_t location) const;
   const std::vector<Reduction>& reductions() const { return reductions_; }
+  // The contributions task `task` declared (0 for most tasks: one lookup in a short list).
+  std::uint32_t contributions_of(std::uint32_t task) const {
+    if (contributions_.empty()) return 0;
+    auto it = std::lower_bound(contributions_.begin(), contributions_.end(),
+                               std::pair<std::uint32_t, std::uint32_t>{task, 0});
+    return it != contributions_.end() && it->first == task ? it->second : 0;
+  }
 
  private:
   std::vector<LocationDesc> locations_;
@@ -311,6 +319,9 @@ class Graph {
     ReductionRole role;
   };
   std::vector<ReductionRange> reduction_ranges_;
+  // (task, contributions it declared), by task: set_contributor is called for the member just
+  // declared, so tasks come in order.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> contributions_;
   // The home (rank or node, out of `units`) of every location, given the explicit ones
   // (`chosen(l)`: -1 for none): chunks for the user's locations, following for internal ones.
   template <class Chosen>

@@ -101,13 +101,14 @@ void Graph::add_combine(std::uint32_t r) {
     const bool last = level + 1 == levels.size();
     const std::uint32_t out = last ? red.result : out_first;
     if (last) locations_[red.result].follows = in_first;  // with its first input
-    begin_family(red.name + ".combine" + std::to_string(level + 1),
-                 [op = red.op, elem = red.elem_size, in_first, in_count, out](const Instance& inst) {
-                   const std::uint32_t begin = inst.index * kReductionFanIn;
-                   const std::uint32_t end = std::min(begin + kReductionFanIn, in_count);
-                   fold(*inst.graph, op, elem, in_first + begin, end - begin,
-                        inst.graph->data(out + inst.index));
-                 });
+    const std::uint32_t family_first = begin_family(
+        red.name + ".combine" + std::to_string(level + 1),
+        [op = red.op, elem = red.elem_size, in_first, in_count, out](const Instance& inst) {
+          const std::uint32_t begin = inst.index * kReductionFanIn;
+          const std::uint32_t end = std::min(begin + kReductionFanIn, in_count);
+          fold(*inst.graph, op, elem, in_first + begin, end - begin,
+               inst.graph->data(out + inst.index));
+        });
     for (std::uint32_t j = 0; j < levels[level]; ++j) {
       const std::uint32_t begin = j * kReductionFanIn;
       const std::uint32_t end = std::min(begin + kReductionFanIn, in_count);
@@ -116,6 +117,7 @@ void Graph::add_combine(std::uint32_t r) {
       end_member();
     }
     end_family();
+    if (last) red.combine_task = family_first;
     in_first = out;
     in_count = levels[level];
     out_first += levels[level];
@@ -126,6 +128,10 @@ void Graph::add_combine(std::uint32_t r) {
 void Graph::set_contributor(std::uint32_t r, std::uint32_t index, std::uint32_t task,
                             std::uint32_t follows) {
   reductions_[r].contributor[index] = task;
+  if (!contributions_.empty() && contributions_.back().first == task)
+    ++contributions_.back().second;
+  else
+    contributions_.emplace_back(task, 1);
   locations_[reductions_[r].first_partial + index].follows = follows;
 }
 
@@ -159,7 +165,8 @@ void Graph::add_reduction_copies(unsigned ranks) {
     auto source = [result = red.result, first, rank_of](std::uint32_t v) {
       return v == 0 ? result : first + rank_of((v - 1) / 2);
     };
-    begin_family(red.name + ".copy", [elem = red.elem_size, first, source, rank_of](const Instance& inst) {
+    red.first_copy_task = begin_family(red.name + ".copy", [elem = red.elem_size, first, source,
+                                                            rank_of](const Instance& inst) {
       std::memcpy(inst.graph->data(first + rank_of(inst.index)), inst.graph->data(source(inst.index)),
                   elem);
     });

@@ -46,7 +46,9 @@ struct Reduction {
   std::uint32_t result = 0;                 // location
   std::vector<std::uint32_t> contributor;   // per partial: the task contributing it, or kNone
   bool combined = false;
+  std::uint32_t combine_task = kNone;       // the last level's task (it writes the result)
   std::uint32_t first_copy = kNone;         // rank r's copy is location first_copy + r
+  std::uint32_t first_copy_task = kNone;    // the copies' family (one member per rank)
   unsigned copies = 0;
 };
 

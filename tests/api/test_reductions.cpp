@@ -149,51 +149,56 @@ TEST_CASE("run_until on a reduced value stops where the sequential loop stops") 
   // x_b halves every iteration; stop once the sum of squares is below a threshold.
   constexpr std::uint32_t kBlocks = 12;
   for (unsigned workers : {1u, 2u, 4u})
-    for (std::uint64_t check_every : {1u, 3u}) {
-      INFO("workers " << workers << " check_every " << check_every);
-      ordo::Graph g;
-      auto x = g.location_family<double>("x", kBlocks, 1);
-      auto norm = g.reduction<double>("norm", kBlocks);
-      g.task_family("step", kBlocks, [&](std::uint32_t b, ordo::AccessList& acc) {
-        acc.add(ordo::write(x[b]));
-        acc.add(ordo::contribute(norm, b));
-      }, [=](ordo::Context& ctx, std::uint32_t b) {
-        auto v = ctx.write(x[b]);
-        if (ctx.iteration() == 0) v[0] = 1.0 + b;
-        v[0] *= 0.5;
-        ctx.contribute(norm, b, v[0] * v[0]);
-      });
-      g.combine(norm);
-      std::vector<double> seen;
-      ordo::Until until;
-      until.done = [&](const ordo::Graph& graph) {
-        seen.push_back(graph.value(norm));
-        return seen.back() < 1e-6;
-      };
-      until.check_every = check_every;
-      until.max_iterations = 1000;
-      ordo::Runtime rt({.workers = workers});
-      const auto stats = rt.run_until(g, until);
-      // The same computation, sequentially.
-      std::vector<double> xs(kBlocks);
-      for (std::uint32_t b = 0; b < kBlocks; ++b) xs[b] = 1.0 + b;
-      std::vector<double> want;
-      std::uint64_t k = 0;
-      while (true) {
-        std::vector<double> parts(kBlocks);
-        for (std::uint32_t b = 0; b < kBlocks; ++b) {
-          xs[b] *= 0.5;
-          parts[b] = xs[b] * xs[b];
+    for (std::uint64_t check_every : {1u, 3u})
+      for (bool dataflow : {false, true}) {
+        INFO("workers " << workers << " check_every " << check_every << " dataflow " << dataflow);
+        ordo::Graph g;
+        auto x = g.location_family<double>("x", kBlocks, 1);
+        auto norm = g.reduction<double>("norm", kBlocks);
+        g.task_family(
+            "step", kBlocks,
+            [&](std::uint32_t b, ordo::AccessList& acc) {
+              acc.add(ordo::write(x[b]));
+              acc.add(ordo::contribute(norm, b));
+            },
+            [=](ordo::Context& ctx, std::uint32_t b) {
+              auto v = ctx.write(x[b]);
+              if (ctx.iteration() == 0) v[0] = 1.0 + b;
+              v[0] *= 0.5;
+              ctx.contribute(norm, b, v[0] * v[0]);
+            });
+        g.combine(norm);
+        std::vector<double> seen;
+        ordo::Until until;
+        until.done = [&](const ordo::Graph& graph) {
+          seen.push_back(graph.value(norm));
+          return seen.back() < 1e-6;
+        };
+        until.check_every = check_every;
+        until.max_iterations = 1000;
+        if (dataflow) until.reads = {ordo::read(norm)};
+        ordo::Runtime rt({.workers = workers});
+        const auto stats = rt.run_until(g, until);
+        // The same computation, sequentially.
+        std::vector<double> xs(kBlocks);
+        for (std::uint32_t b = 0; b < kBlocks; ++b) xs[b] = 1.0 + b;
+        std::vector<double> want;
+        std::uint64_t k = 0;
+        while (true) {
+          std::vector<double> parts(kBlocks);
+          for (std::uint32_t b = 0; b < kBlocks; ++b) {
+            xs[b] *= 0.5;
+            parts[b] = xs[b] * xs[b];
+          }
+          ++k;
+          const double n = ordo::combine_in_order<double>(parts);
+          if (k % check_every != 0) continue;
+          want.push_back(n);
+          if (n < 1e-6) break;
         }
-        ++k;
-        const double n = ordo::combine_in_order<double>(parts);
-        if (k % check_every != 0) continue;
-        want.push_back(n);
-        if (n < 1e-6) break;
+        CHECK(stats.iterations == k);
+        CHECK(seen == want);
       }
-      CHECK(stats.iterations == k);
-      CHECK(seen == want);
-    }
 }
 
 TEST_CASE("a fiber task contributes and reads a reduction") {
@@ -228,7 +233,10 @@ TEST_CASE("an operator that throws stops the run with an Error naming the reduct
 
   ordo::Graph f;
   auto t = f.reduction<int>("t", 2, [](const int&, const int&) -> int { throw 42; });
-  f.task("c", {ordo::contribute(t, 0), ordo::contribute(t, 1)}, [](ordo::Context&) {});
+  f.task("c", {ordo::contribute(t, 0), ordo::contribute(t, 1)}, [t](ordo::Context& ctx) {
+    ctx.contribute(t, 0, 1);
+    ctx.contribute(t, 1, 2);
+  });
   f.combine(t);
   try {
     rt.run(f, 1);
@@ -336,7 +344,7 @@ TEST_CASE("misused reductions are refused with an Error saying what to do") {
   // Never combined: the graph does not run.
   ordo::Graph h;
   auto q = h.reduction<double>("q", 1);
-  h.task("c", {ordo::contribute(q, 0)}, [](ordo::Context&) {});
+  h.task("c", {ordo::contribute(q, 0)}, [q](ordo::Context& ctx) { ctx.contribute(q, 0, 1.0); });
   CHECK_THROWS_WITH(rt.run(h, 1), Contains("reduction 'q' is never combined"));
   CHECK_THROWS_WITH(h.validate(), Contains("reduction 'q' is never combined"));
   h.combine(q);
@@ -354,7 +362,7 @@ TEST_CASE("misused reductions are refused with an Error saying what to do") {
   // Graph::value from a task body.
   ordo::Graph b;
   auto v = b.reduction<int>("v", 1);
-  b.task("c", {ordo::contribute(v, 0)}, [](ordo::Context&) {});
+  b.task("c", {ordo::contribute(v, 0)}, [v](ordo::Context& ctx) { ctx.contribute(v, 0, 1); });
   b.combine(v);
   rt.run(b, 1);
   ordo::Graph body;
@@ -369,4 +377,181 @@ TEST_CASE("misused reductions are refused with an Error saying what to do") {
     acc.add(ordo::contribute(z, 0));
     inside.combine(z);
   }, [](ordo::Context&, std::uint32_t) {}), Contains("inside the access pattern of task family 'fam'"));
+}
+
+namespace {
+
+// x[b] halves every iteration from 1 + b; `norm` sums their squares. Built for the run_until
+// cases below.
+struct Halving {
+  static constexpr std::uint32_t kBlocks = 6;
+  ordo::Graph g;
+  std::vector<ordo::Location<double>> x;
+  ordo::Reduction<double> norm, other;
+  Halving() {
+    x = g.location_family<double>("x", kBlocks, 1);
+    norm = g.reduction<double>("norm", kBlocks);
+    other = g.reduction<double>("other", 1);
+    g.task_family(
+        "step", kBlocks,
+        [&](std::uint32_t b, ordo::AccessList& acc) {
+          acc.add(ordo::write(x[b]));
+          acc.add(ordo::contribute(norm, b));
+          if (b == 0) acc.add(ordo::contribute(other, 0));
+        },
+        [x = x, norm = norm, other = other](ordo::Context& ctx, std::uint32_t b) {
+          auto v = ctx.write(x[b]);
+          if (ctx.iteration() == 0) v[0] = 1.0 + b;
+          v[0] *= 0.5;
+          ctx.contribute(norm, b, v[0] * v[0]);
+          if (b == 0) ctx.contribute(other, 0, v[0]);
+        });
+    g.combine(norm);
+    g.combine(other);
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "run_until in the dataflow stops where between iterations does, on runs split by "
+    "max_iterations") {
+  // The same graph run to the tolerance in pieces (max_iterations 1..5, checks every 2): each
+  // piece's checks count from its start, as between iterations.
+  for (unsigned workers : {1u, 2u, 3u}) {
+    std::vector<std::uint64_t> ran[2];
+    std::vector<std::uint64_t> bits[2];
+    for (int dataflow = 0; dataflow < 2; ++dataflow) {
+      Halving h;
+      ordo::Runtime rt({.workers = workers});
+      for (std::uint64_t piece = 1; piece <= 5; ++piece) {
+        ordo::Until u{.done = [&](const ordo::Graph& g) { return g.value(h.norm) < 1e-3; },
+                      .check_every = 2,
+                      .max_iterations = piece};
+        if (dataflow) u.reads = {ordo::read(h.norm)};
+        ran[dataflow].push_back(rt.run_until(h.g, u).iterations);
+        bits[dataflow].push_back(std::bit_cast<std::uint64_t>(h.g.value(h.norm)));
+      }
+    }
+    INFO("workers " << workers);
+    CHECK(ran[0] == ran[1]);
+    CHECK(bits[0] == bits[1]);
+    // 91 / 4^k < 1e-3 first at k = 9; checks at totals 1, 3, 5-6, 8-10 (holds at 10), 12.
+    CHECK(ran[0] == std::vector<std::uint64_t>{1, 2, 3, 4, 2});
+  }
+}
+
+TEST_CASE("a condition in the dataflow reads only the reductions it lists") {
+  ordo::Runtime rt({.workers = 2});
+  {
+    Halving h;
+    ordo::Until u{.done = [&](const ordo::Graph& g) { return g.data(h.x[0])[0] < 0.1; },
+                  .reads = {ordo::read(h.norm)}};
+    CHECK_THROWS_WITH(rt.run_until(h.g, u),
+                      Contains("run_until's stop condition reads location 'x[0]' with Graph::data, "
+                               "but it lists its reads in Until::reads") &&
+                          Contains("leave Until::reads empty"));
+  }
+  {
+    Halving h;
+    ordo::Until u{.done = [&](const ordo::Graph& g) { return g.value(h.other) < 0.1; },
+                  .reads = {ordo::read(h.norm)}};
+    CHECK_THROWS_WITH(rt.run_until(h.g, u),
+                      Contains("reads reduction 'other', which Until::reads does not list"));
+  }
+  {
+    // Both listed: stops at the first check where both hold, as the sequential loop.
+    Halving h;
+    ordo::Until u{
+        .done =
+            [&](const ordo::Graph& g) { return g.value(h.other) < 0.01 && g.value(h.norm) < 1e-3; },
+        .reads = {ordo::read(h.norm), ordo::read(h.other)}};
+    double x0 = 1.0, n = 0;
+    std::uint64_t k = 0;
+    do {
+      x0 *= 0.5;
+      std::vector<double> parts;
+      for (std::uint32_t b = 0; b < Halving::kBlocks; ++b)
+        parts.push_back(std::ldexp(1.0 + b, -static_cast<int>(k + 1)) *
+                        std::ldexp(1.0 + b, -static_cast<int>(k + 1)));
+      n = ordo::combine_in_order<double>(parts);
+      ++k;
+    } while (!(x0 < 0.01 && n < 1e-3));
+    CHECK(rt.run_until(h.g, u).iterations == k);
+  }
+}
+
+TEST_CASE("Until::reads naming no reduction of the graph is refused, saying what to list") {
+  ordo::Runtime rt({.workers = 2});
+  Halving h, elsewhere;
+  auto never = [](const ordo::Graph&) { return false; };
+  CHECK_THROWS_WITH(rt.run_until(h.g, ordo::Until{.done = never, .reads = {ordo::read(h.x[1])}}),
+                    Contains("Until::reads lists location 'x[1]', which is no reduction's value") &&
+                        Contains("list ordo::read(r) of each reduction it reads"));
+  CHECK_THROWS_WITH(
+      rt.run_until(h.g,
+                   ordo::Until{.done = never, .reads = {ordo::read(ordo::Reduction<double>{})}}),
+      Contains("Until::reads lists the access of a default-constructed handle"));
+  CHECK_THROWS_WITH(
+      rt.run_until(h.g, ordo::Until{.done = never, .reads = {ordo::read(elsewhere.norm)}}),
+      Contains("Until::reads lists a handle of another graph"));
+  // The graph is still good: nothing ran.
+  CHECK(rt.run_until(h.g,
+                     ordo::Until{.done = never, .max_iterations = 3, .reads = {ordo::read(h.norm)}})
+            .iterations == 3);
+}
+
+TEST_CASE("a contribution declared but not made in an iteration stops the run with an Error") {
+  for (int form = 0; form < 3; ++form) {
+    INFO("form " << form);
+    ordo::Graph g;
+    auto r = g.reduction<double>("res", 2);
+    auto x = g.location<double>("x", 1);
+    // Contribution 1 is left out in iteration 3.
+    auto skips = [](std::uint64_t k) { return k == 3; };
+    g.task("c0", {ordo::contribute(r, 0), ordo::write(x)},
+           [=](ordo::Context& ctx) { ctx.contribute(r, 0, 1.0); });
+    if (form == 0)
+      g.task("c1", {ordo::contribute(r, 1)}, [=](ordo::Context& ctx) {
+        if (!skips(ctx.iteration())) ctx.contribute(r, 1, 2.0);
+      });
+    else if (form == 1)
+      g.task_family(
+          "fam", 1, [&](std::uint32_t, ordo::AccessList& acc) { acc.add(ordo::contribute(r, 1)); },
+          [=](ordo::Context& ctx, std::uint32_t) {
+            if (!skips(ctx.iteration())) ctx.contribute(r, 1, 2.0);
+          });
+    else
+      g.fiber_task("fib", {ordo::contribute(r, 1)}, [=](ordo::FiberContext& ctx) {
+        if (!skips(ctx.iteration())) ctx.contribute(r, 1, 2.0);
+      });
+    g.combine(r);
+    ordo::Runtime rt({.workers = 2});
+    CHECK(rt.run(g, 3).iterations == 3);
+    const char* task = form == 0 ? "task 'c1'" : form == 1 ? "task 'fam'" : "task 'fib'";
+    CHECK_THROWS_WITH(
+        rt.run(g, 2),
+        Contains(std::string(task) + " declared ordo::contribute(res, 1) "
+                                     "but made no contribution 1 to reduction 'res' in "
+                                     "iteration 3") &&
+            Contains("call ctx.contribute(r, 1, value) in every iteration"));
+  }
+}
+
+TEST_CASE("a stop condition that throws ends the run with its exception, in the dataflow or not") {
+  for (bool dataflow : {false, true})
+    for (unsigned workers : {1u, 2u}) {
+      INFO("dataflow " << dataflow << " workers " << workers);
+      Halving h;
+      ordo::Runtime rt({.workers = workers});
+      int calls = 0;
+      ordo::Until u{.done = [&](const ordo::Graph& g) -> bool {
+        if (++calls == 3) throw std::runtime_error("the residual is not a number");
+        return g.value(h.norm) < 0;
+      }};
+      if (dataflow) u.reads = {ordo::read(h.norm)};
+      CHECK_THROWS_WITH(rt.run_until(h.g, u), Contains("the residual is not a number"));
+      CHECK(calls == 3);
+      CHECK_THROWS_WITH(rt.run(h.g, 1), Contains("previous run failed"));
+    }
 }

@@ -298,10 +298,11 @@ class Context {
             loc.size()};
   }
 
-  // Writes contribution `index` to `r`; the task declared ordo::contribute(r, index).
+  // Writes contribution `index` to `r`; the task declared ordo::contribute(r, index), and
+  // calls this in every iteration (a contribution left out stops the run with an Error).
   template <class T>
   void contribute(Reduction<T> r, std::uint32_t index, const std::type_identity_t<T>& value) const {
-    *static_cast<T*>(bytes(r.graph_serial(), r.partial(index), Mode::write, typeid(T))) = value;
+    *static_cast<T*>(contribution(r.graph_serial(), r.partial(index), typeid(T))) = value;
   }
   // The value of `r`; the task declared ordo::read(r). Declared after Graph::combine(r), the
   // value combined from this iteration's contributions.
@@ -315,6 +316,8 @@ class Context {
  private:
   void* bytes(std::uint64_t graph, std::uint32_t location, Mode mode,
               const std::type_info& type) const;
+  // bytes() of a contribution's slot, noting that this instance made it.
+  void* contribution(std::uint64_t graph, std::uint32_t partial, const std::type_info& type) const;
   const detail::ContextImpl& impl_;
 };
 
@@ -699,15 +702,26 @@ struct RunStats {
 // Where a gather delivers: onto every rank of the job rather than one (Runtime::gather).
 inline constexpr unsigned kAllRanks = ~0u;
 
-// Stop rule for Runtime::run_until.
+// Stop rule for Runtime::run_until (docs/convergence.md).
+//   ordo::Until until{.done = [&](const ordo::Graph& g) { return g.value(residual) < tol; },
+//                     .reads = {ordo::read(residual)}};
 struct Until {
-  // Called between iterations, on the caller's thread, while no task runs; reads the graph's
-  // reduced values with Graph::value (the same bits on every rank) and, with Graph::data, the
-  // locations whose home is this rank (another rank's is refused). Returning true stops the
-  // run there.
+  // The condition, called after every `check_every` iterations (and after the last); returning
+  // true stops the run there, after that iteration on every rank.
+  //  - With `reads` empty: called between iterations, on the caller's thread, while no task
+  //    runs; it reads the graph's reduced values with Graph::value (the same bits on every
+  //    rank) and, with Graph::data, the locations whose home is this rank (another rank's is
+  //    refused). A check stops every worker and, across ranks, costs a quiescence and a vote.
+  //  - With `reads` listing ordo::read(r) of the reductions it reads: called in the dataflow,
+  //    on the worker that combined the last of their values of the checked iteration (across
+  //    ranks, on every rank, from its own copy), while the next iteration's tasks wait for it
+  //    as for a lock; it may read those reductions with Graph::value and nothing else. A check
+  //    costs what a barrier costs: nothing stops, and no rank votes.
+  // An exception it throws ends the run as a task body's would (on every rank).
   std::function<bool(const Graph&)> done;
   std::uint64_t check_every = 1;        // iterations between two checks
   std::uint64_t max_iterations = 1000;  // the run stops after this many in any case
+  std::vector<Access> reads{};          // ordo::read(r) of each reduction `done` reads
 };
 
 class Runtime;
@@ -738,6 +752,8 @@ class Runtime {
 
   // Runs until `until.done` holds after a checked iteration, or until.max_iterations.
   // The stop is deterministic: the graph holds exactly the contents after that iteration.
+  // Throws Error for an Until::reads entry that is no reduction of this graph.
+  // docs/convergence.md: where the condition runs and what a check costs.
   RunStats run_until(Graph& graph, const Until& until);
 
   // Collects `loc`'s contents from its home rank onto rank `to`, or onto every rank with
