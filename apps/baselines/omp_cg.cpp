@@ -129,8 +129,8 @@ int run(int argc, char** argv) {
       for (std::size_t i = lo; i < hi; ++i)
         ordo::cg::direction_row(p + (i + 1) * pm + 1, r + i * m, beta, m);
       ++k;
-      if (tol > 0 && ordo::cg::converged(rr_now, rr0, tol)) break;
-      // The next q = A p reads the neighbouring slabs' rows of the new p.
+      if (ordo::cg::stops(rr_now, rr0, tol)) break;
+        // The next q = A p reads the neighbouring slabs' rows of the new p.
 #pragma omp barrier
     }
 #pragma omp single

@@ -1,6 +1,7 @@
 // ordo-cg: conjugate gradient on the 2-D Poisson problem (apps/common/cg_kernels.hpp), any
 // size on any block grid, with its two dot products per iteration as deterministic reductions
-// (docs/api.md, "Reductions") and --tol as run_until on a reduced value: the same bits and the
+// (docs/api.md, "Reductions") and --tol as run_until on a reduced value in the dataflow
+// (docs/convergence.md), stopping at an exact solution too: the same bits and the
 // same iteration count for any number of workers or ranks, and as the sequential CG.
 //
 // Per block b (rows x cols of the grid, on rank b * ranks / blocks):
@@ -309,15 +310,13 @@ int run(int argc, char** argv) {
   const double rr0 = initial_rr(rt, pb);
   Solver s(pb, ranks, rr0);
   s.set_initial(rank);
-  ordo::RunStats stats;
-  if (tol > 0) {
-    ordo::Until until;
-    until.done = [&](const ordo::Graph& g) { return ordo::cg::converged(g.value(s.rr), rr0, tol); };
-    until.max_iterations = iters;
-    stats = rt.run_until(s.g, until);
-  } else {
-    stats = rt.run(s.g, iters);
-  }
+  // Every iteration is checked, with --tol or without (an exact solution stops CG either way),
+  // in the dataflow: the next iteration waits for r.r anyway (docs/convergence.md).
+  ordo::Until until;
+  until.done = [&](const ordo::Graph& g) { return ordo::cg::stops(g.value(s.rr), rr0, tol); };
+  until.reads = {ordo::read(s.rr)};
+  until.max_iterations = iters;
+  const ordo::RunStats stats = rt.run_until(s.g, until);
   const double rr = s.g.value(s.rr);
 
   // Each rank checks its own blocks, its iteration count and the reduced r.r.

@@ -122,6 +122,12 @@ inline void direction_row(double* __restrict p, const double* __restrict r, doub
 
 inline bool converged(double rr, double rr0, double tol) { return rr <= tol * tol * rr0; }
 
+// Whether CG stops after an iteration that left r.r = `rr`: at the tolerance when tol > 0, and
+// always at an exact solution (r.r = 0), where the next alpha and beta would be 0/0.
+inline bool stops(double rr, double rr0, double tol) {
+  return rr == 0 || (tol > 0 && converged(rr, rr0, tol));
+}
+
 // Rows [r0, r1) and columns [c0, c1) of block (bi, bj) of an N x M grid on a BI x BJ block grid.
 struct BlockRange {
   std::size_t r0, r1, c0, c1;
@@ -144,7 +150,7 @@ struct Result {
 
 // The plainest sequential CG: global arrays (p with a ring of zeros), one loop per step, the
 // dot products summed block by block in the order above. Stops after `max_iters` iterations,
-// or after the first whose rr meets the tolerance when tol > 0.
+// or after the first that stops() (the tolerance when tol > 0, an exact solution always).
 inline Result reference(std::size_t n, std::size_t m, std::size_t bi, std::size_t bj, double tol,
                         std::uint64_t max_iters) {
   const std::size_t pm = m + 2;  // padded row
@@ -182,7 +188,7 @@ inline Result reference(std::size_t n, std::size_t m, std::size_t bi, std::size_
     rr = next;
     for (std::size_t i = 0; i < n; ++i) direction_row(&p[(i + 1) * pm + 1], &r[i * m], beta, m);
     out.iterations = k + 1;
-    if (tol > 0 && converged(rr, out.rr0, tol)) break;
+    if (stops(rr, out.rr0, tol)) break;
   }
   out.rr = rr;
   out.x = std::move(x);

@@ -8,6 +8,11 @@
       apps/common/stencil_app.hpp's hash01) must have the norm the app reports, relative to
       |b|, and with --tol at most TOL (the app solves the Poisson problem, not only agrees
       with itself).
+  cg_test.py exact BIN
+      every grid from 1x1 to 4x4, on one block and on one block per point, with --iters 300
+      and no --tol: rounding takes r.r to exactly 0 within 300 iterations, and CG must
+      stop there, with verify=ok, fewer than 300 iterations, a finite residual and x, and
+      b - A x of the output (recomputed here) below 1e-12 of |b| (no 0/0 after r.r = 0).
   cg_test.py ranks ORDORUN BIN CONFIGS -- ARGS...
       CONFIGS: comma-separated RANKSxWORKERS:TLS[:private] (private: ORDO_SHARED_MEMORY=0 on
       shared memory too). One rank with one worker writes the reference x; each config runs
@@ -98,6 +103,30 @@ def cmd_verify(binary, args):
         print("%s\n|b - Ax|/|b| = %.6e" % (m.group(2), actual))
 
 
+def cmd_exact(binary):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "x.npy")
+        for n in range(1, 5):
+            for cols in range(1, 5):
+                for blocks in ("1x1", "%dx%d" % (n, cols)):
+                    what = "--size %dx%d --blocks %s" % (n, cols, blocks)
+                    p, _ = run([binary, "--size", "%dx%d" % (n, cols), "--blocks", blocks,
+                                "--iters", "300", "--verify", "--output", out])
+                    m = result(p, what)
+                    iters, reported = int(m.group(5)), float(m.group(6))
+                    _, x = app_test.read_npy(out)
+                    if not all(math.isfinite(v) for v in x) or not math.isfinite(reported):
+                        fail("%s: non-finite result: %s" % (what, m.group(2)))
+                    if iters >= 300:
+                        fail("%s: ran all 300 iterations, past the exact solution: %s"
+                             % (what, m.group(2)))
+                    actual = true_residual(n, cols, x)
+                    if not actual <= 1e-12:
+                        fail("%s: |b - Ax|/|b| = %r after %d iterations" % (what, actual, iters))
+                    print("%s: stopped after %d iteration(s), |b - Ax|/|b| = %.3e"
+                          % (what, iters, actual))
+
+
 def cmd_ranks(ordorun, binary, configs, args):
     with tempfile.TemporaryDirectory() as d:
         ref = os.path.join(d, "ref.npy")
@@ -127,6 +156,8 @@ def cmd_ranks(ordorun, binary, configs, args):
 def main():
     if sys.argv[1] == "verify":
         cmd_verify(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "exact":
+        cmd_exact(sys.argv[2])
     elif sys.argv[1] == "ranks":
         sep = sys.argv.index("--")
         cmd_ranks(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[sep + 1:])
