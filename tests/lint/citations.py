@@ -40,7 +40,7 @@ def tracked(root):
 
 
 def main(root):
-    me = os.path.relpath(os.path.abspath(__file__), os.path.abspath(root))
+    me = "tests/lint/citations.py"  # its patterns' examples are citations
     found = 0
     for path in sorted(tracked(root)):
         if path == me or path.startswith(SKIP_DIRS) or path.endswith(SKIP_SUFFIXES):
