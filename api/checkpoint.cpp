@@ -1,19 +1,24 @@
 #include "api/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
-#include "runtime/control_plane.hpp"
+#include <ordo/checkpoint.hpp>
 #include <ordo/ordo.hpp>
+#include "runtime/control_plane.hpp"
 
 namespace ordo::detail {
 
@@ -22,8 +27,11 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMagic[8] = {'O', 'R', 'D', 'O', 'C', 'K', 'P', 'T'};
-constexpr std::uint32_t kVersion = 1;
-constexpr const char* kManifestHead = "ordo checkpoint 1";
+// Format 2 names every location in the parts (format 1 held location indices and one part per
+// rank of the same rank count).
+constexpr std::uint32_t kVersion = 2;
+constexpr std::string_view kManifestHead = "ordo checkpoint 2";
+constexpr std::string_view kManifestOlder = "ordo checkpoint 1";
 constexpr std::size_t kMaxManifestBytes = 4096;
 
 // A part's header; integers in the host's byte order (a checkpoint is read back by the same
@@ -38,10 +46,14 @@ struct PartHeader {
   std::uint64_t iteration;
   std::uint64_t records;
 };
-struct RecordHeader {
-  std::uint32_t location;
-  std::uint32_t reserved;
+// After the header, one entry per location the part holds, then their names one after the
+// other, then their bytes in the entries' order: a rank reads the tables of every part and then
+// only the bytes of the locations it holds now, whatever the rank count that wrote them.
+struct TableEntry {
+  std::uint64_t offset;  // of the location's bytes in the file
   std::uint64_t bytes;
+  std::uint32_t name_bytes;
+  std::uint32_t reserved;
 };
 
 std::string errno_text() { return std::strerror(errno); }
@@ -148,6 +160,60 @@ bool is_home(const rt::Engine& engine, std::uint32_t location) {
   return engine.home(location) == engine.rank();
 }
 
+// A reduction's copy on one rank (runtime/reduction.hpp): the reduced value of the last
+// iteration, declared per rank of the job. Not saved: a restart fills it from the result.
+bool is_rank_copy(const rt::Graph& graph, std::uint32_t location) {
+  const auto part = graph.reduction_part(location);
+  return part && part->role == rt::ReductionRole::copy;
+}
+
+// What a checkpoint is of, independent of the rank count: every location but the per-rank
+// copies (name, element size, count) and every task but the copies' (name, and each access's
+// mode, position and location by name; a copy stands for its reduction). FNV-1a, 64 bits.
+std::uint64_t checkpoint_fingerprint(const rt::Graph& graph) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&h](const void* p, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= static_cast<const unsigned char*>(p)[i];
+      h *= 0x100000001b3ull;
+    }
+  };
+  auto add_u64 = [&add](std::uint64_t v) { add(&v, sizeof v); };
+  auto add_name = [&](const std::string& name) {
+    add_u64(name.size());
+    add(name.data(), name.size());
+  };
+  const auto& locs = graph.locations();
+  for (std::uint32_t l = 0; l < locs.size(); ++l) {
+    if (is_rank_copy(graph, l)) continue;
+    add_name(locs[l].name);
+    add_u64(locs[l].elem_size);
+    add_u64(locs[l].count);
+  }
+  for (std::uint32_t t = 0; t < graph.task_count(); ++t) {
+    const auto accesses = graph.accesses(t);
+    if (std::any_of(accesses.begin(), accesses.end(), [&](const rt::AccessDesc& a) {
+          return a.mode != rt::Mode::read && is_rank_copy(graph, a.location);
+        }))
+      continue;
+    add_name(graph.task_name(t));
+    for (const rt::AccessDesc& a : accesses) {
+      add_u64(static_cast<std::uint64_t>(a.mode));
+      add_u64(a.has_position ? static_cast<std::uint64_t>(a.position) : ~std::uint64_t{0});
+      const auto part = graph.reduction_part(a.location);
+      add_name(part && part->role == rt::ReductionRole::copy
+                   ? graph.reductions()[part->reduction].name
+                   : locs[a.location].name);
+    }
+  }
+  return h;
+}
+
+// The locations this rank writes into its part: its home locations but the per-rank copies.
+bool saved_here(const rt::Engine& engine, const rt::Graph& graph, std::uint32_t location) {
+  return is_home(engine, location) && !is_rank_copy(graph, location);
+}
+
 std::string write_part(const rt::Engine& engine, const rt::Graph& graph, const fs::path& sub,
                        std::uint64_t fingerprint, std::uint64_t iteration) {
   const auto& locs = graph.locations();
@@ -158,15 +224,28 @@ std::string write_part(const rt::Engine& engine, const rt::Graph& graph, const f
   h.ranks = engine.ranks();
   h.graph = fingerprint;
   h.iteration = iteration;
+  std::vector<std::uint32_t> saved;
+  std::uint64_t names = 0;
   for (std::uint32_t l = 0; l < locs.size(); ++l)
-    if (is_home(engine, l)) ++h.records;
+    if (saved_here(engine, graph, l)) saved.push_back(l), names += locs[l].name.size();
+  h.records = saved.size();
+  std::vector<TableEntry> table(saved.size());
+  std::uint64_t at = sizeof h + saved.size() * sizeof(TableEntry) + names;
+  std::string blob;
+  blob.reserve(names);
+  for (std::size_t i = 0; i < saved.size(); ++i) {
+    const rt::LocationDesc& d = locs[saved[i]];
+    table[i] = {at, graph.bytes_of(saved[i]), static_cast<std::uint32_t>(d.name.size()), 0};
+    at += table[i].bytes;
+    blob += d.name;
+  }
   return write_atomically(sub / ("rank-" + std::to_string(engine.rank()) + ".part"), [&](int fd) {
-    if (!write_all(fd, &h, sizeof h)) return false;
-    for (std::uint32_t l = 0; l < locs.size(); ++l) {
-      if (!is_home(engine, l)) continue;
-      const RecordHeader r{l, 0, locs[l].elem_size * locs[l].count};
-      if (!write_all(fd, &r, sizeof r) || !write_all(fd, graph.data(l), r.bytes)) return false;
-    }
+    if (!write_all(fd, &h, sizeof h) ||
+        !write_all(fd, table.data(), table.size() * sizeof(TableEntry)) ||
+        !write_all(fd, blob.data(), blob.size()))
+      return false;
+    for (std::size_t i = 0; i < saved.size(); ++i)
+      if (!write_all(fd, graph.data(saved[i]), table[i].bytes)) return false;
     return true;
   });
 }
@@ -234,14 +313,23 @@ std::optional<std::uint64_t> parse_decimal(std::string_view s, std::uint64_t max
   return v;
 }
 
-// Reads this rank's part of the checkpoint `m` from `file` into the graph's home locations.
+// What this rank needs from a checkpoint: each location it holds now (by index), and
+// whether it has been read; a reduction's per-rank copy is filled from its result's record.
+struct Wanted {
+  std::vector<bool> seen;                             // by location, over every part
+  std::vector<std::vector<std::uint32_t>> copies_of;  // by location: copies filled from it
+};
+
+// Reads the table of the part `file` of the checkpoint `m` (written by rank `writer`) and,
+// of the locations it names, the bytes of those this rank holds now, into them.
 std::string read_part(const rt::Engine& engine, rt::Graph& graph, const fs::path& file,
-                      const Manifest& m) {
+                      unsigned writer, const Manifest& m, Wanted& wanted) {
   std::string kind;
   Fd fd(open_regular(file, kind));
   if (fd.get() < 0)
-    return !kind.empty()      ? kind
-           : errno == ENOENT ? file.string() + " is missing (this rank's part of the checkpoint)"
+    return !kind.empty()     ? kind
+           : errno == ENOENT ? file.string() + " is missing (rank " + std::to_string(writer) +
+                                   "'s part of the checkpoint)"
                              : "cannot open " + file.string() + ": " + errno_text();
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return "cannot stat " + file.string() + ": " + errno_text();
@@ -250,48 +338,90 @@ std::string read_part(const rt::Engine& engine, rt::Graph& graph, const fs::path
   PartHeader h{};
   if (size < sizeof h || !read_all(fd.get(), &h, sizeof h, 0))
     return where + "is truncated (" + std::to_string(size) + " bytes, shorter than its header)";
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion)
-    return where + "is not an ordo checkpoint part (version 1)";
-  if (h.rank != engine.rank() || h.ranks != m.ranks || h.graph != m.graph ||
-      h.iteration != m.iteration)
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
+    return where + "is not an ordo checkpoint part";
+  if (h.version != kVersion)
+    return where + "is of checkpoint format " + std::to_string(h.version) +
+           "; this ordo reads format " + std::to_string(kVersion);
+  if (h.rank != writer || h.ranks != m.ranks || h.graph != m.graph || h.iteration != m.iteration)
     return where + "belongs to another checkpoint (rank " + std::to_string(h.rank) + " of " +
            std::to_string(h.ranks) + ", iteration " + std::to_string(h.iteration) + ")";
   const auto& locs = graph.locations();
-  std::uint64_t homes = 0;
-  for (std::uint32_t l = 0; l < locs.size(); ++l)
-    if (is_home(engine, l)) ++homes;
-  if (h.records != homes)
-    return where + "holds " + std::to_string(h.records) + " locations; this rank's home has " +
-           std::to_string(homes);
-  std::vector<bool> seen(locs.size(), false);
-  std::uint64_t at = sizeof h;
-  for (std::uint64_t i = 0; i < h.records; ++i) {
-    RecordHeader r{};
-    if (size - at < sizeof r || !read_all(fd.get(), &r, sizeof r, at))
-      return where + "is truncated at location record " + std::to_string(i);
-    at += sizeof r;
-    if (r.location >= locs.size() || !is_home(engine, r.location) || seen[r.location])
-      return where + "names location #" + std::to_string(r.location) +
-             ", which is not one of this rank's home locations (or twice)";
-    seen[r.location] = true;
-    const rt::LocationDesc& d = locs[r.location];
-    if (r.bytes != d.elem_size * d.count)
-      return where + "holds " + std::to_string(r.bytes) + " bytes for location '" + d.name +
-             "', which has " + std::to_string(d.elem_size * d.count);
-    if (size - at < r.bytes) return where + "is truncated in location '" + d.name + "'";
-    if (!read_all(fd.get(), graph.data(r.location), r.bytes, at))
+  // Sizes from the file are checked against the file before anything is read or allocated.
+  if (h.records > (size - sizeof h) / sizeof(TableEntry))
+    return where + "claims " + std::to_string(h.records) + " locations, more than its " +
+           std::to_string(size) + " bytes can describe";
+  if (h.records > locs.size())
+    return where + "holds " + std::to_string(h.records) + " locations; this graph has " +
+           std::to_string(locs.size());
+  std::vector<TableEntry> table(h.records);
+  if (!read_all(fd.get(), table.data(), table.size() * sizeof(TableEntry), sizeof h))
+    return "cannot read " + file.string() + ": " + errno_text();
+  std::uint64_t at = sizeof h + table.size() * sizeof(TableEntry), names = 0;
+  for (const TableEntry& e : table) {
+    if (e.name_bytes > size - at - names) return where + "is truncated in its names of locations";
+    names += e.name_bytes;
+  }
+  std::string blob(names, '\0');
+  if (!read_all(fd.get(), blob.data(), blob.size(), at))
+    return "cannot read " + file.string() + ": " + errno_text();
+  at += names;
+  std::uint64_t name_at = 0;
+  for (std::uint64_t i = 0; i < table.size(); ++i) {
+    const TableEntry& e = table[i];
+    const std::string_view name(blob.data() + name_at, e.name_bytes);
+    name_at += e.name_bytes;
+    if (e.offset != at)
+      return where + "is not laid out as ordo writes it (location record " + std::to_string(i) +
+             " at byte " + std::to_string(e.offset) + ", expected " + std::to_string(at) + ")";
+    const std::int64_t found = graph.find_location(name);
+    if (found < 0 || is_rank_copy(graph, static_cast<std::uint32_t>(found)))
+      return where + "holds location '" + std::string(name) + "', which this graph lacks";
+    const auto l = static_cast<std::uint32_t>(found);
+    if (wanted.seen[l]) return where + "holds location '" + std::string(name) + "' a second time";
+    wanted.seen[l] = true;
+    if (e.bytes != graph.bytes_of(l))
+      return where + "holds " + std::to_string(e.bytes) + " bytes for location '" + locs[l].name +
+             "', which has " + std::to_string(graph.bytes_of(l));
+    if (e.bytes > size - at) return where + "is truncated in location '" + std::string(name) + "'";
+    at += e.bytes;
+    if (is_home(engine, l) && !read_all(fd.get(), graph.data(l), e.bytes, e.offset))
       return "cannot read " + file.string() + ": " + errno_text();
-    at += r.bytes;
+    for (std::uint32_t copy : wanted.copies_of[l])
+      if (!read_all(fd.get(), graph.data(copy), e.bytes, e.offset))
+        return "cannot read " + file.string() + ": " + errno_text();
   }
   if (at != size)
     return where + "has " + std::to_string(size - at) + " bytes after its last location";
   return "";
 }
 
+// Fills this rank's locations from every part of the checkpoint `m` in `sub`: each part's
+// table, then only the bytes of what this rank holds. "" or what is wrong.
+std::string read_parts(const rt::Engine& engine, rt::Graph& graph, const fs::path& sub,
+                       const Manifest& m) {
+  const auto& locs = graph.locations();
+  Wanted wanted;
+  wanted.seen.assign(locs.size(), false);
+  wanted.copies_of.resize(locs.size());
+  for (std::uint32_t l = 0; l < locs.size(); ++l)
+    if (is_home(engine, l) && is_rank_copy(graph, l))
+      wanted.copies_of[graph.reductions()[graph.reduction_part(l)->reduction].result].push_back(l);
+  for (unsigned w = 0; w < m.ranks; ++w)
+    if (std::string e =
+            read_part(engine, graph, sub / ("rank-" + std::to_string(w) + ".part"), w, m, wanted);
+        !e.empty())
+      return e;
+  for (std::uint32_t l = 0; l < locs.size(); ++l)
+    if (!wanted.seen[l] && !is_rank_copy(graph, l))
+      return "no part holds location '" + locs[l].name + "'";
+  return "";
+}
+
 // The newest complete checkpoint in `dir`: its directory and manifest, or the reason there is
 // none.
-std::optional<std::pair<fs::path, Manifest>> newest_complete(const fs::path& dir,
-                                                             std::string& why) {
+std::optional<std::pair<fs::path, Manifest>> newest_complete(const fs::path& dir, std::string& why,
+                                                             bool* older = nullptr) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     why = "'" + dir.string() + "' is not a directory of checkpoints";
@@ -317,6 +447,14 @@ std::optional<std::pair<fs::path, Manifest>> newest_complete(const fs::path& dir
     if (auto m = read_manifest(sub / "manifest", incomplete)) {
       if (m->iteration != k) {
         incomplete = "its manifest names iteration " + std::to_string(m->iteration);
+      } else if (m->version != kVersion) {
+        // Not passed over for an older one: those are older still.
+        why = "the checkpoint of iteration " + std::to_string(k) + " in '" + dir.string() +
+              "' was written by an older ordo (checkpoint format " + std::to_string(m->version) +
+              "; this ordo reads format " + std::to_string(kVersion) +
+              "): run from the start, or finish the run with the ordo that wrote it";
+        if (older) *older = true;
+        return std::nullopt;
       } else {
         return std::make_pair(sub, *m);
       }
@@ -331,11 +469,34 @@ std::optional<std::pair<fs::path, Manifest>> newest_complete(const fs::path& dir
   return std::nullopt;
 }
 
+// Keeps the newest `keep` complete checkpoints up to `newest` (complete now) and removes the
+// older ones, complete or not: only now that a newer one is complete.
+void remove_older(const fs::path& dir, std::uint64_t newest, unsigned keep) {
+  std::vector<std::uint64_t> older;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (auto k = checkpoint_iteration(it->path().filename().string()); k && *k < newest)
+      older.push_back(*k);
+  std::sort(older.rbegin(), older.rend());
+  unsigned kept = 1;  // the newest
+  for (std::uint64_t k : older) {
+    const fs::path sub = dir / checkpoint_name(k);
+    std::string why;
+    const auto m = read_manifest(sub / "manifest", why);
+    if (kept < keep && m && m->iteration == k && m->version == kVersion) {
+      ++kept;
+      continue;
+    }
+    std::error_code ignored;  // a leftover is harmless: the newest complete one is read
+    fs::remove_all(sub, ignored);
+  }
+}
+
 }  // namespace
 
 std::string format_manifest(const Manifest& m) {
-  return std::string(kManifestHead) + "\ngraph " + hex(m.graph) + "\niteration " +
-         std::to_string(m.iteration) + "\nranks " + std::to_string(m.ranks) + "\n";
+  return "ordo checkpoint " + std::to_string(m.version) + "\ngraph " + hex(m.graph) +
+         "\niteration " + std::to_string(m.iteration) + "\nranks " + std::to_string(m.ranks) + "\n";
 }
 
 std::optional<Manifest> parse_manifest(std::string_view text, std::string& why) {
@@ -354,10 +515,11 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string& why) 
   };
   std::string_view line;
   Manifest m;
-  if (!next_line(line) || line != kManifestHead) {
+  if (!next_line(line) || (line != kManifestHead && line != kManifestOlder)) {
     why = "its first line is not '" + std::string(kManifestHead) + "'";
     return std::nullopt;
   }
+  if (line == kManifestOlder) m.version = 1;
   std::optional<std::string_view> v;
   if (!next_line(line) || !(v = value_of(line, "graph")) || v->size() != 16 ||
       v->find_first_not_of("0123456789abcdef") != std::string_view::npos) {
@@ -385,7 +547,21 @@ std::optional<Manifest> parse_manifest(std::string_view text, std::string& why) 
   return m;
 }
 
-void prepare_checkpoint_dir(const std::string& dir) {
+CheckpointLock::~CheckpointLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+CheckpointLock::CheckpointLock(CheckpointLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+
+CheckpointLock& CheckpointLock::operator=(CheckpointLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+  }
+  return *this;
+}
+
+CheckpointLock prepare_checkpoint_dir(const std::string& dir, bool lock) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || ::access(dir.c_str(), W_OK | X_OK) != 0)
@@ -393,11 +569,29 @@ void prepare_checkpoint_dir(const std::string& dir) {
                 (ec ? ": " + ec.message() : std::string()) +
                 " (RuntimeOptions::checkpoint_dir or ORDO_CHECKPOINT_DIR); give a writable "
                 "directory");
+  CheckpointLock held;
+  if (!lock) return held;
+  // flock, not a file's existence: the kernel drops it when the job dies, so a killed job
+  // leaves no stale lock for its restart.
+  const std::string path = (fs::path(dir) / "lock").string();
+  held.fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  struct stat st {};
+  if (held.fd_ < 0 || ::fstat(held.fd_, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error("checkpoint directory '" + dir + "': cannot open its lock file " + path + ": " +
+                (held.fd_ < 0 ? errno_text() : std::string("not a regular file")) +
+                "; give a directory this job can write");
+  if (::flock(held.fd_, LOCK_EX | LOCK_NB) != 0)
+    throw Error(errno == EWOULDBLOCK
+                    ? "checkpoint directory '" + dir + "' is in use by another job (it holds " +
+                          path + "); give each job a directory of its own"
+                    : "checkpoint directory '" + dir + "': cannot lock " + path + ": " +
+                          errno_text());
+  return held;
 }
 
 std::string write_checkpoint(rt::Engine& engine, const rt::Graph& graph, const std::string& dir,
-                             std::uint64_t iteration) {
-  const std::uint64_t fingerprint = rt::graph_fingerprint(graph);
+                             std::uint64_t iteration, unsigned keep) {
+  const std::uint64_t fingerprint = checkpoint_fingerprint(graph);
   const fs::path sub = fs::path(dir) / checkpoint_name(iteration);
   std::error_code ec;
   fs::create_directories(sub, ec);
@@ -410,16 +604,15 @@ std::string write_checkpoint(rt::Engine& engine, const rt::Graph& graph, const s
     const std::string text = format_manifest({fingerprint, iteration, engine.ranks()});
     mine = write_atomically(sub / "manifest",
                             [&](int fd) { return write_all(fd, text.data(), text.size()); });
-    if (mine.empty()) {
-      // Older checkpoints go only now that a newer one is complete.
-      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        const auto k = checkpoint_iteration(it->path().filename().string());
-        std::error_code ignored;  // a leftover is harmless: the newest complete one is read
-        if (k && *k < iteration) fs::remove_all(it->path(), ignored);
-      }
-    }
+    if (mine.empty()) remove_older(dir, iteration, keep);
   }
   return first_error(engine.gather(mine));
+}
+
+bool has_checkpoint_to_resume(const std::string& dir) {
+  std::string why;
+  bool older = false;
+  return newest_complete(dir, why, &older).has_value() || older;
 }
 
 std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::string& dir,
@@ -429,13 +622,17 @@ std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::str
   if (auto found = newest_complete(dir, mine)) {
     const auto& [sub, m] = *found;
     iteration = m.iteration;
-    const std::uint64_t fingerprint = rt::graph_fingerprint(graph);
+    const std::uint64_t fingerprint = checkpoint_fingerprint(graph);
     const std::string which = "the checkpoint of iteration " + std::to_string(m.iteration) +
                               " in '" + dir + "'";
-    if (m.ranks != engine.ranks())
-      mine = which + " was written by " + std::to_string(m.ranks) + " rank(s), and this job has " +
-             std::to_string(engine.ranks()) + "; restart on " + std::to_string(m.ranks) +
-             " rank(s)";
+    if (m.graph != fingerprint && m.ranks != engine.ranks())
+      // A layer's halo exchange (Stencil, Pipeline) declares locations and tasks by rank.
+      mine = which + " was written by " + std::to_string(m.ranks) + " rank(s), and this job's " +
+             std::to_string(engine.ranks()) + " rank(s) build another graph (fingerprint " +
+             hex(fingerprint) + ", the checkpoint's " + hex(m.graph) +
+             "): a graph whose locations depend on the rank count (a stencil's or pipeline's "
+             "halo exchange) restarts only on as many ranks; restart on " +
+             std::to_string(m.ranks) + " rank(s), or run from the start";
     else if (m.graph != fingerprint)
       mine = which + " belongs to another graph (fingerprint " + hex(m.graph) +
              ", this graph's " + hex(fingerprint) +
@@ -443,7 +640,7 @@ std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::str
              "version may change the size of a layer's locations); restart with the program, "
              "arguments and ordo that wrote it, or run from the start without restarting "
              "(docs/checkpoint.md)";
-    else if (std::string e = read_part(engine, graph, sub / ("rank-" + std::to_string(engine.rank()) + ".part"), m); !e.empty())
+    else if (std::string e = read_parts(engine, graph, sub, m); !e.empty())
       mine = which + " is incomplete: " + e;
     else if (std::string e = check ? check(engine, graph) : std::string(); !e.empty())
       mine = which + " is corrupt: " + e;
@@ -467,3 +664,27 @@ std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::str
 }
 
 }  // namespace ordo::detail
+
+namespace ordo {
+
+std::uint64_t resume(Runtime& runtime, Graph& graph, const std::string& dir) {
+  const unsigned attempt = detail::relaunch_setting();
+  if (attempt == 0 || dir.empty()) return 0;
+  if (!detail::has_checkpoint_to_resume(dir)) {
+    if (runtime.rank() == 0)
+      std::fprintf(stderr,
+                   "ordo: relaunch %u: no complete checkpoint in '%s' yet; running from "
+                   "the start on %u rank(s)\n",
+                   attempt, dir.c_str(), runtime.ranks());
+    return 0;
+  }
+  const std::uint64_t k = runtime.restart(graph, dir);
+  if (runtime.rank() == 0)
+    std::fprintf(stderr,
+                 "ordo: relaunch %u: resumed after iteration %llu from the checkpoint in "
+                 "'%s', on %u rank(s)\n",
+                 attempt, static_cast<unsigned long long>(k), dir.c_str(), runtime.ranks());
+  return k;
+}
+
+}  // namespace ordo

@@ -99,11 +99,16 @@ struct Runtime::Impl {
   explicit Impl(const detail::Settings& s) : Impl(s, bootstrap(s)) {}
   Impl(const detail::Settings& s, std::unique_ptr<comm::Bootstrap> boot)
       : settings(s),
+        // Before the ranks connect: a rank 0 that refuses the directory then leaves no rank
+        // waiting for it in a run.
+        checkpoint_lock(s.checkpoint_dir.empty()
+                            ? detail::CheckpointLock{}
+                            : detail::prepare_checkpoint_dir(s.checkpoint_dir, boot->rank() == 0)),
+        checkpoint_keep(s.checkpoint_dir.empty() ? 2 : detail::checkpoint_keep_setting()),
         stacks(make_stacks(s.fiber_stack_size)),
         pool_config(workers_config(s, *boot)),
         net(connect_ranks(std::move(boot), s)),
         pool(pool_config) {
-    if (!s.checkpoint_dir.empty()) detail::prepare_checkpoint_dir(s.checkpoint_dir);
     // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
     if (net) pool.set_poller(net.get());
     if (net) job = std::make_unique<rt::JobPlane>(*net);
@@ -210,8 +215,9 @@ struct Runtime::Impl {
     rt::Engine::Pause p;
     p.every = settings.checkpoint_every;
     p.at = [this, &graph, &engine](std::uint64_t iteration) {
-      checkpoint_error = detail::write_checkpoint(engine, detail::impl_of(graph).graph,
-                                                  settings.checkpoint_dir, iteration);
+      checkpoint_error =
+          detail::write_checkpoint(engine, detail::impl_of(graph).graph, settings.checkpoint_dir,
+                                   iteration, checkpoint_keep);
       if (!checkpoint_error.empty())
         checkpoint_error = "the checkpoint of iteration " + std::to_string(iteration) + " in '" +
                            settings.checkpoint_dir + "' failed: " + checkpoint_error +
@@ -239,6 +245,8 @@ struct Runtime::Impl {
   }
 
   detail::Settings settings;
+  detail::CheckpointLock checkpoint_lock;
+  unsigned checkpoint_keep;  // ORDO_CHECKPOINT_KEEP, read when the Runtime is built
   std::string checkpoint_error;
   // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
   // unparks recorded when the pool stops) still find them.

@@ -2,6 +2,8 @@
 // a setting; docs/configuration.md lists them for users).
 #include "api/settings.hpp"
 
+#include "api/checkpoint.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
@@ -207,6 +209,28 @@ Settings resolve(const RuntimeOptions& o) {
   // The user's own UCX_RNDV_THRESH is UCX's to apply; ordo's default threshold yields to it.
   s.transport.keep_ucx_rndv_threshold = env("UCX_RNDV_THRESH") != nullptr;
   return s;
+}
+
+unsigned checkpoint_keep_setting() {
+  const char* v = env("ORDO_CHECKPOINT_KEEP");
+  if (v == nullptr) return 2;
+  const auto n = number(v, 1000000);
+  if (!n || *n == 0)
+    throw Error(quoted("ORDO_CHECKPOINT_KEEP", v) +
+                " is not a number of checkpoints in [1, 1000000]; unset it to keep 2");
+  return static_cast<unsigned>(*n);
+}
+
+unsigned relaunch_setting() {
+  // Like ORDO_RANK it says how the process was started: a value that is not a count is the
+  // launcher's mistake, reported.
+  const char* v = env("ORDO_RELAUNCH");
+  if (v == nullptr) return 0;
+  const auto n = number(v, 1000000);
+  if (!n)
+    throw Error(quoted("ORDO_RELAUNCH", v) +
+                " is not a relaunch count (ordorun --restarts sets it); unset it");
+  return static_cast<unsigned>(*n);
 }
 
 bool shared_storage_default() {

@@ -18,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <ordo/checkpoint.hpp>
 #include <ordo/ordo.hpp>
 
 namespace {
@@ -31,6 +32,7 @@ struct Args {
   std::uint64_t every = 0;
   std::uint64_t die_at = 0;  // 0: never
   unsigned die_rank = 0;
+  std::string die_once;  // a file: die only while it does not exist (created just before)
   bool until = false;  // run_until, checking a condition that never holds every 3 iterations
 };
 
@@ -49,6 +51,8 @@ Args parse(int argc, char** argv) {
     else if (f == "--out") a.out = v;
     else if (f == "--die-at") a.die_at = std::stoull(v);
     else if (f == "--die-rank") a.die_rank = static_cast<unsigned>(std::stoul(v));
+    else if (f == "--die-once")
+      a.die_once = v;
     else if (f == "--until") a.until = v == "1";
     else throw std::runtime_error("unknown flag " + f);
   }
@@ -77,7 +81,14 @@ int run(const Args& a) {
   }, [=](ordo::Context& ctx, std::uint32_t b) {
     const std::uint64_t k = ctx.iteration();
     // A rank dies as a node would: no destructor, no message (ordorun then ends the job).
-    if (args.die_at != 0 && k == args.die_at && args.die_rank == rank) ::raise(SIGKILL);
+    // --die-once: a relaunched job (ordorun --restarts) passes the iteration it died in.
+    const bool dies = args.die_at != 0 && k == args.die_at && args.die_rank == rank &&
+                      (args.die_once.empty() || ::access(args.die_once.c_str(), F_OK) != 0);
+    if (dies) {
+      if (!args.die_once.empty())
+        if (std::FILE* f = std::fopen(args.die_once.c_str(), "w")) std::fclose(f);
+      ::raise(SIGKILL);
+    }
     auto v = ctx.write(x[b]);
     const double left = ctx.read(x[(b + n - 1) % n]).back();
     const double right = ctx.read(x[(b + 1) % n])[0];
@@ -96,6 +107,8 @@ int run(const Args& a) {
 
   std::uint64_t first = 0;
   if (!a.restart.empty()) first = rt.restart(g, a.restart);
+  else
+    first = ordo::resume(rt, g, a.checkpoint);  // 0 unless ordorun --restarts relaunched it
   std::uint64_t checks = 0;
   if (first < a.iters && a.until) {
     ordo::Until u;

@@ -141,8 +141,9 @@ def main():
                           ["--restart", ckpt], env, ["belongs to another graph"], "other --blocks")
         mp.expect_refusal([ordorun, "--timeout", "60", "-n", str(ranks + 1), binary] + args +
                           ["--restart", ckpt], env,
-                          ["rank(s), and this job has %d" % (ranks + 1)],
-                          "another number of ranks")
+                          ["rank(s), and this job's %d rank(s) build another graph" % (ranks + 1),
+                           "restart on %d rank(s)" % ranks],
+                          "another number of ranks (a stencil's exchange depends on it)")
         mp.expect_refusal(run + ["--checkpoint", ckpt], env,
                           ["--checkpoint needs --checkpoint-every"], "--checkpoint alone")
     finally:

@@ -35,14 +35,17 @@ def main():
                            capture_output=True, text=True, timeout=120)
         if p.returncode != 0:
             fail("the run that writes the checkpoint exited %d: %s" % (p.returncode, p.stderr))
-        (sub,) = os.listdir(good)
+        sub = sorted(d for d in os.listdir(good) if d.startswith("ckpt-"))[-1]
         with open(os.path.join(good, sub, "rank-0.part"), "rb") as f:
             part = f.read()
-        # docs/checkpoint.md: a 48-byte header, then (location u32, reserved u32, bytes u64).
-        location, _, size = struct.unpack_from("<IIQ", part, 48)
-        steps_at = 48 + 16
-        if location != 0 or struct.unpack_from("<d", part, steps_at)[0] != 10.0:
-            fail("the first record is not block 0's header after 10 steps")
+        # docs/checkpoint.md: a 48-byte header, then per location (offset u64, bytes u64,
+        # name bytes u32, reserved u32), the names, the bytes.
+        records = struct.unpack_from("<Q", part, 40)[0]
+        steps_at, size, name_bytes, _ = struct.unpack_from("<QQII", part, 48)
+        name_at = 48 + 24 * records
+        name = part[name_at:name_at + name_bytes].decode()
+        if name != "u[0,0]" or struct.unpack_from("<d", part, steps_at)[0] != 10.0:
+            fail("the first record is not block 0's header after 10 steps (%r)" % name)
 
         def restart(edit):
             case = os.path.join(tmp, "case")

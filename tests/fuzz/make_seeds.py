@@ -111,11 +111,12 @@ def main():
         h = struct.pack("<BBHII", 4, 0, flags, named, 0) + b"forged"
         return bytes([len(h) | (0x80 if to_rank1 else 0)]) + h
     # fuzz_manifest.cpp: a manifest as write_checkpoint writes it, and near misses.
-    put("manifest", "good", b"ordo checkpoint 1\ngraph 0d8b26157019b1af\niteration 10\nranks 1\n")
-    put("manifest", "big", b"ordo checkpoint 1\ngraph ffffffffffffffff\niteration 18446744073709551615\nranks 4294967295\n")
-    put("manifest", "negative", b"ordo checkpoint 1\ngraph 0000000000000000\niteration -4\nranks 2\n")
-    put("manifest", "leading_zero", b"ordo checkpoint 1\ngraph 0000000000000000\niteration 010\nranks 2\n")
-    put("manifest", "trailing", b"ordo checkpoint 1\ngraph 0000000000000000\niteration 4\nranks 2\nranks 3\n")
+    put("manifest", "good", b"ordo checkpoint 2\ngraph 0d8b26157019b1af\niteration 10\nranks 1\n")
+    put("manifest", "older", b"ordo checkpoint 1\ngraph 0d8b26157019b1af\niteration 10\nranks 1\n")
+    put("manifest", "big", b"ordo checkpoint 2\ngraph ffffffffffffffff\niteration 18446744073709551615\nranks 4294967295\n")
+    put("manifest", "negative", b"ordo checkpoint 2\ngraph 0000000000000000\niteration -4\nranks 2\n")
+    put("manifest", "leading_zero", b"ordo checkpoint 2\ngraph 0000000000000000\niteration 010\nranks 2\n")
+    put("manifest", "trailing", b"ordo checkpoint 2\ngraph 0000000000000000\niteration 4\nranks 2\nranks 3\n")
     put("remote_lock", "abort_body", abort(0, 0))
     put("remote_lock", "abort_fatal", abort(2, 0))
     put("remote_lock", "abort_relayed_rank2", abort(2 | 8, 2))

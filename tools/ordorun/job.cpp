@@ -501,6 +501,7 @@ void Job::blame(const Rank& r) {
   }
   blamed_ = r.place.rank;
   const std::string why = "rank " + who(r) + " " + describe_status(r.status) + rsh_hint(r);
+  loss_ = RankLoss{r.place.rank, r.status, why};
   say(why + (ranks_.size() > 1 ? "; stopping the other ranks" : ""));
   stop_ranks(exit_code_of(r.status), SIGTERM, why);
 }

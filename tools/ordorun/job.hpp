@@ -74,6 +74,17 @@ class Job {
   // Starts the ranks and runs the job to its end; returns ordorun's exit status.
   int run();
 
+  // The rank whose death ended the job, once one did (blamed for its own status): which, its
+  // wait status, and the sentence that said so. Unset when the job ended otherwise.
+  struct RankLoss {
+    int rank = -1;
+    int status = 0;
+    std::string why;
+  };
+  const std::optional<RankLoss>& loss() const { return loss_; }
+  // The number of ranks the job runs.
+  std::size_t ranks() const { return ranks_.size(); }
+
  private:
   struct Stream {
     Fd fd;
@@ -130,6 +141,7 @@ class Job {
   std::optional<int> unfinished_;  // first rank to exit 0 after its hello but unfinished
   std::optional<int> left_early_;  // first rank to exit 0 before its hello
   std::optional<int> blamed_;      // the rank the job's end is blamed on
+  std::optional<RankLoss> loss_;
   std::optional<EventLoop::TimerId> blame_timer_, drain_timer_;
 };
 

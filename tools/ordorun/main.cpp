@@ -8,6 +8,8 @@
 // started (spawner.hpp), the "[R] " prefixing of their output (prefixer.hpp), and the job's
 // policy — failures, signals, deadlines — on one event loop (job.hpp, event_loop.hpp). This
 // file reads the command line and hands over to Slurm when it should.
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -30,7 +32,47 @@ struct Options {
   ordorun::JobOptions job;
   bool srun = false;
   bool no_srun = false;
+  int restarts = 0;
 };
+
+// --restarts: runs the job, and after a rank died of a signal (a lost node, SIGKILL, a crash)
+// runs it again, up to `restarts` times, with ORDO_RELAUNCH=<attempt> in the ranks'
+// environment: a program that writes checkpoints resumes from its newest complete one
+// (ordo::resume, docs/checkpoint.md). A rank that exits with an error status (bad input,
+// a refused checkpoint) is not relaunched: the same command would fail again. Returns the last
+// attempt's status, or 2 when every attempt failed the same way.
+int run_with_restarts(const ordorun::JobOptions& base, int restarts) {
+  rlimit given{};
+  const bool have_limit = ::getrlimit(RLIMIT_NOFILE, &given) == 0;
+  std::string first_cause;
+  bool same = true;
+  for (int attempt = 0;; ++attempt) {
+    ordorun::JobOptions jo = base;
+    if (attempt > 0) {
+      ::setenv("ORDO_RELAUNCH", std::to_string(attempt).c_str(), 1);
+      if (!jo.hosts.empty()) jo.exports.push_back("ORDO_RELAUNCH");
+      if (have_limit) ::setrlimit(RLIMIT_NOFILE, &given);  // the ranks start with ordorun's
+    }
+    ordorun::Job job(std::move(jo));
+    const int rc = job.run();
+    const auto& loss = job.loss();
+    if (rc == 0 || restarts == 0 || !loss || !WIFSIGNALED(loss->status)) return rc;
+    // A rank and its signal: "rank 2 on host h killed by SIGKILL" names the same failure.
+    const std::string cause =
+        "rank " + std::to_string(loss->rank) + " " + ordorun::describe_status(loss->status);
+    if (attempt == 0) first_cause = cause;
+    same = same && cause == first_cause;
+    if (attempt == restarts) {
+      if (!same) return rc;
+      say("the job failed " + std::to_string(attempt + 1) + " times the same way (" + cause +
+          "); giving up after --restarts " + std::to_string(restarts));
+      return 2;
+    }
+    say(loss->why + "; relaunching the job on " + std::to_string(job.ranks()) +
+        " rank(s) from its newest complete checkpoint (relaunch " + std::to_string(attempt + 1) +
+        " of " + std::to_string(restarts) + ")");
+  }
+}
 
 // Slurm handoff: srun starts the ranks and provides PMIx; ordo's bootstrap picks it up.
 [[noreturn]] void exec_srun(const Options& o) {
@@ -84,6 +126,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-host-check{false}", j.check_host,
                "start the ranks even when this host looks too small for them (the check counts "
                "what an ordo rank needs at least: 5 threads and 16 MiB; smaller programs may fit)");
+  app.add_option("--restarts", o.restarts,
+                 "when a rank dies of a signal, relaunch the job up to this many times; a "
+                 "program that writes checkpoints resumes from its newest complete one "
+                 "(default 0)")
+      ->check(Integer(0, 1000));
   app.add_flag("--verbose", j.verbose,
                "when the job ends, say what the store sent (bytes in all, at most to one rank) "
                "and the most requests one rank made");
@@ -104,9 +151,12 @@ int main(int argc, char** argv) {
         if (o.srun && o.no_srun) throw UsageError("--srun and --no-srun contradict each other");
         if (o.srun && !j.hosts.empty())
           throw UsageError("--srun takes -n, not --hosts (Slurm places the ranks)");
+        if (o.restarts > 0 && (o.srun || slurm_fits(o)))
+          throw UsageError(
+              "--restarts relaunches ranks that ordorun starts; under Slurm, use "
+              "the relaunch recipe of docs/checkpoint.md, or --no-srun");
         if (o.srun || slurm_fits(o)) exec_srun(o);
-        ordorun::Job job(std::move(j));
-        return job.run();
+        return run_with_restarts(j, o.restarts);
       },
       ordo::cli::bad_input_if<UsageError>);
 }
