@@ -252,6 +252,10 @@ void Engine::raise_limit(std::uint64_t limit) {
     return;
   }
   std::vector<std::uint32_t> go;
+  release_held(limit, go);
+}
+
+void Engine::release_held(std::uint64_t limit, std::vector<std::uint32_t>& go) {
   {
     std::lock_guard lock(hold_mu_);
     limit_.store(limit, std::memory_order_release);  // pairs with the acquire in ready()

@@ -345,6 +345,9 @@ class Engine final : public sched::Executor {
   // of every lock granted, the instances it makes ready held.
   void grant_initial();
   void raise_limit(std::uint64_t limit);
+  // The phase machine's part of raising the gate: stores the limit and pushes the instances
+  // held below it (collected in `go`, the caller's buffer).
+  void release_held(std::uint64_t limit, std::vector<std::uint32_t>& go);
   static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
   // A release of `location` at its home: true (the phase it advanced to) when it was the
   // phase's last holder, which then grants that phase.

@@ -71,17 +71,7 @@ void Engine::open_gate(std::uint64_t limit) {
     return;
   }
   // One decider at a time (the next check's cannot run before this gate opens): its buffer.
-  std::vector<std::uint32_t>& go = gate_go_;
-  {
-    std::lock_guard lock(hold_mu_);
-    limit_.store(limit, std::memory_order_release);  // pairs with the acquire in ready()
-    auto keep = std::partition(held_.begin(), held_.end(),
-                               [&](std::uint32_t t) { return tasks_[t].iteration >= limit; });
-    go.assign(keep, held_.end());
-    held_.erase(keep, held_.end());
-  }
-  if (dist_) inflight_.fetch_add(static_cast<std::int64_t>(go.size()), std::memory_order_relaxed);
-  for (std::uint32_t t : go) pool_->push(t, node_of(t));
+  release_held(limit, gate_go_);
 }
 
 std::uint64_t Engine::wait_gate(unsigned lane, std::uint64_t iteration) {

@@ -2,9 +2,9 @@
 // property test of convergence checks (docs/convergence.md). Run alone (one process) or under
 // ordorun (every rank builds the same graphs). For each seed it builds a random graph
 // (tests/common/graph_spec.hpp) with one to three reductions (sums and a maximum) whose
-// contributions read the graph's locations and shrink with the iteration, a task before them
-// that reads the previous iteration's first value, and one after the combines that mixes this
-// iteration's values into a location; it stops on a random condition over the values with a
+// contributions read the graph's locations and shrink with the iteration, a task after the
+// graph's own and before the combines that reads the previous iteration's first value, and one
+// after the combines that mixes this iteration's values into a location; it stops on a
 // random tolerance, check_every and max_iterations. It runs the graph with the condition in
 // the dataflow (Until::reads) and, on a fresh graph, between iterations (no reads); with
 // --checkpoint DIR also in two parts, the second restarted from the first's newest checkpoint.
@@ -103,9 +103,9 @@ Result sequential(const Case& c) {
   const std::size_t n = data.size();
   std::vector<double> values(c.parts.size(), 0.0);
   for (std::uint64_t k = 0; k < c.max; ++k) {
-    pre_body(data[n - 1], values[0]);
     for (std::uint32_t t = 0; t < spec.tasks.size(); ++t)
       run_body(spec, t, k, [&](std::uint32_t l) { return std::span<std::uint64_t>(data[l]); });
+    pre_body(data[n - 1], values[0]);
     for (std::uint32_t j = 0; j < c.parts.size(); ++j) {
       std::vector<double> parts;
       for (std::uint32_t i = 0; i < c.parts[j]; ++i)
@@ -132,9 +132,7 @@ struct Built {
 
 Built build_case(Graph& g, const Case& c) {
   Built b;
-  const GraphSpec& spec = c.spec;
-  for (std::size_t l = 0; l < spec.sizes.size(); ++l)
-    b.locs.push_back(g.location<std::uint64_t>("L" + std::to_string(l), spec.sizes[l]));
+  b.locs = build(g, c.spec);  // the spec's locations and tasks (random_graph.hpp)
   for (std::uint32_t j = 0; j < c.parts.size(); ++j)
     b.red.push_back(c.is_max[j] ? g.reduction<double>("r" + std::to_string(j), c.parts[j], Max{})
                                 : g.reduction<double>("r" + std::to_string(j), c.parts[j]));
@@ -144,19 +142,6 @@ Built build_case(Graph& g, const Case& c) {
   // Before the combines: the previous iteration's value.
   g.task("pre", {write(last), read(red[0])},
          [=](Context& ctx) { pre_body(ctx.write(last), ctx.value(red[0])); });
-  for (std::uint32_t t = 0; t < spec.tasks.size(); ++t) {
-    std::vector<Access> acc;
-    for (const AccessSpec& a : spec.tasks[t].accesses)
-      acc.push_back(a.write ? write(locs[a.location]) : read(locs[a.location]));
-    g.task("T" + std::to_string(t), std::move(acc), [&spec, locs, t](Context& ctx) {
-      run_body(spec, t, ctx.iteration(), [&](std::uint32_t l) -> std::span<std::uint64_t> {
-        for (const AccessSpec& a : spec.tasks[t].accesses)
-          if (a.location == l && a.write) return ctx.write(locs[l]);
-        auto r = ctx.read(locs[l]);
-        return {const_cast<std::uint64_t*>(r.data()), r.size()};  // safety: only read
-      });
-    });
-  }
   for (std::uint32_t j = 0; j < c.parts.size(); ++j) {
     g.task_family(
         "c" + std::to_string(j), c.parts[j],
