@@ -4,9 +4,10 @@
 // (tests/common/graph_spec.hpp) with one to three reductions (sums and a maximum) whose
 // contributions read the graph's locations and shrink with the iteration, a task after the
 // graph's own and before the combines that reads the previous iteration's first value, and one
-// after the combines that mixes this iteration's values into a location; it stops on a
-// random tolerance, check_every and max_iterations. It runs the graph with the condition in
-// the dataflow (Until::reads) and, on a fresh graph, between iterations (no reads); with
+// after the combines that mixes this iteration's values into a location; it stops on a random
+// condition over the values with a random tolerance, check_every and max_iterations. It runs
+// the graph with the condition in the dataflow (Until::reads) and, on a fresh graph, between
+// iterations (no reads); with
 // --checkpoint DIR also in two parts, the second restarted from the first's newest checkpoint.
 // Every rank checks the stop iteration, the values the condition saw at every check, the
 // values after the run and every location whose home it is against the sequential loop, bit
