@@ -195,6 +195,7 @@ void Stencil::Impl::declare_exchange() {
     std::vector<Access> acc{write(locs[b].main)};
     if (spec.aux_grids > 0) acc.push_back(read(locs[b].aux));
     for (const core::Import& i : halo.imports[b]) acc.push_back(read(i.loc));
+    reds.add_accesses(acc, static_cast<std::uint32_t>(b), {});
     g.task(spec.name + ".compute[" + std::to_string(b) + "]", std::move(acc),
            [this, b](Context& ctx) { compute(ctx, b); });
   };
@@ -236,6 +237,7 @@ void Stencil::Impl::declare_exchange() {
     for (std::size_t b = 0; b < n; ++b) declare_compute(b);
     for (std::size_t b = 0; b < n; ++b) declare_sends(b);
   }
+  reds.combine(g);
 }
 
 void Stencil::Impl::check_level(std::size_t level) const {
@@ -332,6 +334,9 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.in_place_groups.resize(m.grid.count());
   m.read_dirs = read_directions(m.spec);
   m.declare_blocks();
+  m.reds.who = "stencil '" + m.spec.name + "'";
+  m.reds.specs = m.spec.reductions;
+  m.reds.declare(graph, m.spec.name, static_cast<std::uint32_t>(m.grid.count()));
   // A restart fills the blocks from a checkpoint, headers included: the steps done and where
   // the buffers' blocks lie become pointer offsets (buffer_data), so a checkpoint whose headers
   // no run could have written is refused before any sweep reads them.
@@ -538,6 +543,33 @@ RunStats Stencil::run(Runtime& runtime, std::uint64_t steps) {
   }
   return total;
 }
+
+RunStats Stencil::run_until(Runtime& runtime, const StopCondition& done, std::uint64_t max_steps) {
+  Impl& m = *impl_;
+  m.reds.check_can_stop(done);
+  RunStats total;
+  place(runtime);
+  if (max_steps == 0) return total;
+  const std::uint64_t D = m.spec.tb_depth;
+  // A graph iteration is a group of D steps whose last contributes (Block::contributes), so
+  // the condition is tested every D steps; a last, shorter group tests at the run's end.
+  bool met = false;
+  if (max_steps >= D) {
+    m.shared->steps_per_iteration = D;
+    RunStats s = runtime.run_until(*m.graph, m.reds.until(done, max_steps / D, met));
+    total.iterations += s.iterations * D;
+    total.seconds += s.seconds;
+  }
+  if (!met && max_steps % D != 0) {
+    m.shared->steps_per_iteration = max_steps % D;
+    RunStats s = runtime.run_until(*m.graph, m.reds.until(done, 1, met));
+    total.iterations += max_steps % D;
+    total.seconds += s.seconds;
+  }
+  return total;
+}
+
+Values Stencil::values() const { return Values(impl_->reds); }
 
 std::uint64_t Stencil::steps_done() const {
   const Impl& m = *impl_;

@@ -164,6 +164,15 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   blk.stride = pad.stride;
   blk.ahead = pad.stride[0];
   blk.origin = geo.origin;
+  // The group's last step contributes to the reductions (its range is the block).
+  detail::Partials part = reds.partials({}, rot + S - 1);
+  if (!reds.empty()) blk.partials = &part;
+  auto contribute = [&] {
+    if (!reds.empty())
+      reds.contribute(ctx, static_cast<std::uint32_t>(b), part, {}, b, "step", rot + S - 1,
+                      "the kernel must call Block::contribute(r, value) for each reduction r "
+                      "in every call where Block::contributes()");
+  };
   if (spec.aux_grids > 0) {
     std::span<const double> aux = ctx.read(locs[b].aux);
     for (std::size_t a = 0; a < spec.aux_grids; ++a)
@@ -200,6 +209,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   if (spec.traversal == Traversal::jacobi_in_place) {
     run_in_place(b, main, blk, rot, S, slo, shi, late);
     main[0] = static_cast<double>(rot + S);
+    contribute();
     return;
   }
   Ix padded{};
@@ -260,6 +270,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   }
   if (streaming && S == 1) detail_stencil::stream_fence();
   main[0] = static_cast<double>(rot + S);
+  contribute();
 }
 
 void Stencil::Impl::run_range(std::size_t b, Block& blk, bool stream) const {

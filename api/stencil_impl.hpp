@@ -55,6 +55,7 @@
 #include <ordo/stencil.hpp>
 
 #include "api/blocked_grid.hpp"
+#include "api/stencil_reductions.hpp"
 
 namespace ordo::stencil {
 
@@ -180,6 +181,9 @@ struct Stencil::Impl {
     Location<double> main, aux;
   };
   std::vector<Locations> locs;  // per block
+  // Spec::reductions: block b's compute task contributes its kernel's partial of the group's
+  // last step as contribution b.
+  detail::ReductionSet reds;
   std::shared_ptr<detail_stencil::Shared> shared = std::make_shared<detail_stencil::Shared>();
   core::Placement placement;
 

@@ -47,6 +47,7 @@
 
 #include "api/blocked_grid.hpp"
 #include "api/grid_gather.hpp"
+#include "api/stencil_reductions.hpp"
 
 namespace ordo::stencil {
 
@@ -74,6 +75,10 @@ struct Pipeline::Impl {
   };
   std::vector<StageIx> stages;
   core::Placement placement;
+  // PipelineSpec::reductions; stage s's task of block b contributes contribution b of each of
+  // stage_reds[s] (indices into reds, in the order of Stage::contributes).
+  detail::ReductionSet reds;
+  std::vector<std::vector<std::size_t>> stage_reds;
 
   const Grid& grid_named(const std::string& name) const {
     auto it = index.find(name);
@@ -157,6 +162,30 @@ void Pipeline::Impl::build_from_spec() {
     for (const std::string& w : st.writes) ix.writes.push_back(index[w]);
     stages.push_back(std::move(ix));
   }
+  // Each reduction has one contributing stage: one task per block and contribution.
+  reds.who = who;
+  reds.specs = spec.reductions;
+  std::vector<std::ptrdiff_t> contributor(spec.reductions.size(), -1);
+  stage_reds.assign(spec.stages.size(), {});
+  for (std::size_t s = 0; s < spec.stages.size(); ++s)
+    for (const std::string& name : spec.stages[s].contributes) {
+      std::size_t r = spec.reductions.size();
+      for (std::size_t i = 0; i < spec.reductions.size(); ++i)
+        if (spec.reductions[i].name == name) r = i;
+      if (r == spec.reductions.size())
+        throw Error(who + ": stage '" + spec.stages[s].name + "' contributes to reduction '" +
+                    name + "', which the pipeline does not declare; add it to reductions");
+      if (contributor[r] >= 0)
+        throw Error(who + ": reduction '" + name + "' has two contributing stages, '" +
+                    spec.stages[static_cast<std::size_t>(contributor[r])].name + "' and '" +
+                    spec.stages[s].name + "'; give each reduction one (declare two reductions)");
+      contributor[r] = static_cast<std::ptrdiff_t>(s);
+      stage_reds[s].push_back(r);
+    }
+  for (std::size_t r = 0; r < contributor.size(); ++r)
+    if (contributor[r] < 0 && !spec.reductions[r].name.empty())
+      throw Error(who + ": no stage contributes to reduction '" + spec.reductions[r].name +
+                  "'; name it in the contributes of the stage whose kernel computes it");
   const auto [smallest, dim] = grid.smallest_block();
   for (const Grid& g : grids)
     if (g.halo > smallest)
@@ -220,11 +249,14 @@ void Pipeline::Impl::declare() {
           for (const core::Export& e : grids[w].exchange.exports[b]) acc.push_back(write(e.loc));
       }
       for (std::size_t r : stages[s].reads) acc.push_back(read(grids[r].block[b]));
+      if (!stage_reds[s].empty())
+        reds.add_accesses(acc, static_cast<std::uint32_t>(b), stage_reds[s]);
       gr.task(spec.name + "." + spec.stages[s].name + "[" + grid.block(b).tag + "]",
               std::move(acc), [this, s, b](Context& ctx) { run_stage(ctx, s, b); });
     }
   }
   declare_imports(ns);
+  reds.combine(gr);
 }
 
 void Pipeline::Impl::run_stage(Context& ctx, std::size_t s, std::size_t b) const {
@@ -241,7 +273,17 @@ void Pipeline::Impl::run_stage(Context& ctx, std::size_t s, std::size_t b) const
   for (std::size_t j = 0; j < ix.writes.size(); ++j)
     blk.out[j] = ctx.write(grids[ix.writes[j]].block[b]).data() + pad.base;
   blk.iteration = ctx.iteration();
+  const std::vector<std::size_t>& which = stage_reds[s];
+  detail::Partials part;
+  if (!which.empty()) {
+    part = reds.partials(which, 0);
+    blk.partials = &part;
+  }
   spec.stages[s].kernel(blk);
+  if (!which.empty())
+    reds.contribute(ctx, static_cast<std::uint32_t>(b), part, which, b, "iteration", blk.iteration,
+                    "the stage's kernel must call StageBlock::contribute(j, value) for each "
+                    "reduction j of its contributes in every call");
   // Local Update: the edges of what this stage wrote, for the neighbours' imports.
   for (std::size_t j = 0; j < ix.writes.size(); ++j) {
     const Grid& g = grids[ix.writes[j]];
@@ -278,6 +320,7 @@ Pipeline::Pipeline(Graph& graph, PipelineSpec spec) : impl_(std::make_unique<Imp
   m.graph = &graph;
   m.spec = std::move(spec);
   m.build_from_spec();
+  m.reds.declare(graph, m.spec.name, static_cast<std::uint32_t>(m.grid.count()));
   m.declare();
   // Every grid starts at 0 inside and the fixed value outside (locations start zeroed).
   if (m.spec.fixed_value && m.spec.boundary == Boundary::fixed)
@@ -387,5 +430,17 @@ RunStats Pipeline::run(Runtime& runtime, std::uint64_t iterations) {
   if (iterations == 0) return {};
   return runtime.run(*impl_->graph, iterations);
 }
+
+RunStats Pipeline::run_until(Runtime& runtime, const StopCondition& done,
+                             std::uint64_t max_iterations) {
+  Impl& m = *impl_;
+  m.reds.check_can_stop(done);
+  place(runtime);
+  if (max_iterations == 0) return {};
+  bool met = false;
+  return runtime.run_until(*m.graph, m.reds.until(done, max_iterations, met));
+}
+
+Values Pipeline::values() const { return Values(impl_->reds); }
 
 }  // namespace ordo::stencil

@@ -83,6 +83,22 @@ enum class Stores {
   streaming,
 };
 
+// Reductions a kernel contributes to (Spec::reductions, PipelineSpec::reductions): a residual,
+// a norm, the largest change of a step. Each block's kernel folds its contributions of a step
+// into one partial (Block::contribute), and the layer combines the blocks' partials in
+// ordo::combine_in_order's order over the blocks, so a value has the same bits on any worker
+// and rank count (docs/stencil.md, "Reductions and stopping on convergence").
+inline constexpr std::size_t kMaxReductions = 8;
+enum class Reduce {
+  sum,  // a + b, folded in the order of the kernel's calls (see Block::contribute)
+  max,  // the larger; of equal values the first, as ordo::Max
+  min,  // the smaller; of equal values the first, as ordo::Min
+};
+struct ReductionSpec {
+  std::string name;  // unique among the stencil's (or pipeline's) reductions
+  Reduce op = Reduce::max;
+};
+
 // A global coordinate, slowest dimension first.
 using Coord = std::span<const std::int64_t>;
 
@@ -130,7 +146,52 @@ bool previous_row(std::array<T, kMaxDims>& x, const std::array<T, kMaxDims>& lo,
   }
   return false;
 }
+// One block's contributions of one step, as the kernel makes them (Block::contribute): the
+// layer hands the kernel one, reads it after the step and contributes its values to the graph's
+// reductions. Not for programs.
+struct Partials {
+  std::size_t count = 0;  // the reductions declared
+  std::array<Reduce, kMaxReductions> op{};
+  std::array<double, kMaxReductions> value{};
+  std::uint32_t made = 0;  // bit r: reduction r has a contribution in this step
+  std::uint64_t step = 0;  // Block::step whose contributions count
+  [[noreturn]] void refuse(std::size_t r) const;
+  void add(std::size_t r, double v) {
+    if (r >= count) refuse(r);
+    const std::uint32_t bit = std::uint32_t{1} << r;
+    if ((made & bit) == 0) {
+      value[r] = v;
+      made |= bit;
+      return;
+    }
+    double& a = value[r];
+    switch (op[r]) {
+      case Reduce::sum: a = a + v; break;
+      case Reduce::max: a = a < v ? v : a; break;
+      case Reduce::min: a = v < a ? v : a; break;
+    }
+  }
+};
+struct ReductionSet;  // a stencil's or pipeline's reductions (api/stencil_reductions.hpp)
 }  // namespace detail
+
+// The values of a stencil's or pipeline's reductions after the last step run, for a stop
+// condition (Stencil::run_until) and after a run: the same bits on every rank.
+//   st.run_until(rt, [](const ordo::stencil::Values& v) { return v["change"] <= 1e-6; }, 10000);
+class Values {
+ public:
+  explicit Values(const detail::ReductionSet& set) : set_(&set) {}
+  // The value of the reduction of that name; Error for a name the spec does not declare (no
+  // kernel contributes to it), naming those it does.
+  double operator[](const std::string& name) const;
+  // The value of reduction `index`, in the order of the spec's reductions.
+  double operator[](std::size_t index) const;
+  std::size_t size() const;
+
+ private:
+  const detail::ReductionSet* set_;
+};
+using StopCondition = std::function<bool(const Values&)>;
 
 // Calls f(row, first, len) for every row of box b along its last dimension, in lexicographic
 // order: `len` consecutive values at `row` (T* into b.data), the first at global coordinate
@@ -199,6 +260,11 @@ struct Spec {
   // many rows of a plane in one call instead of one row per call (docs/stencil.md). The
   // results are the same bits either way.
   bool rows_in_order = false;
+  // Reductions the kernel contributes to, per block and step (Block::contribute), combined in
+  // the fixed order over the blocks; run_until stops on a condition on their values. With
+  // temporal blocking only each group's last step contributes (Block::contributes() says
+  // which), so a condition is tested every tb_depth steps (docs/stencil.md).
+  std::vector<ReductionSpec> reductions;
 };
 
 // What the kernel sees for one step of one block. Coordinates are block-local: 0 is the
@@ -253,6 +319,21 @@ struct Block {
   // The row (counted over every dimension but the last) whose range starts at offset `at`.
   std::ptrdiff_t row_of(std::ptrdiff_t at) const {
     return (at - lo[dims - 1]) / stride[dims - 2];
+  }
+  // Where this call's contributions go (Spec::reductions); null when there are none.
+  detail::Partials* partials = nullptr;
+  // Whether this call's contributions count: every step, but with temporal blocking only a
+  // group's last (its range is the block; the earlier steps recompute the overlap). A kernel
+  // may skip computing what it would contribute where this is false.
+  bool contributes() const { return partials != nullptr && partials->step == step; }
+  // Contributes v to reduction r (the index in Spec::reductions) for this block and step;
+  // ignored where contributes() is false. A step of a block may come as several calls (cache
+  // tiles, in-place sweeps, streaming pieces): their contributions are folded in the order of
+  // the calls, which the spec and the tile budget fix (the same for any worker or rank
+  // count); max and min do not depend on it, a sum's last bits do. Every step that counts
+  // must contribute to every reduction at least once, else the run stops with an Error.
+  void contribute(std::size_t r, double v) const {
+    if (contributes()) partials->add(r, v);
   }
 };
 
@@ -336,6 +417,14 @@ class Stencil {
   // Runs `steps` time steps (temporal blocking groups them by tb_depth); places the blocks on
   // the first run if place() was not called.
   RunStats run(Runtime& runtime, std::uint64_t steps);
+  // Runs steps until `done` holds for the reductions' values after a step that contributes
+  // (every step; every tb_depth-th with temporal blocking, and the last of a run), or until
+  // max_steps have run; returns the steps run (RunStats::iterations). The stencil then holds
+  // exactly the state after that step, on every rank. Throws Error when the spec declares no
+  // reduction, or for a condition that asks for one it does not declare.
+  RunStats run_until(Runtime& runtime, const StopCondition& done, std::uint64_t max_steps);
+  // The reductions' values after the last step that contributed (Values), between runs.
+  Values values() const;
   std::size_t block_count() const;
   // The rank holding block b's results, after placement.
   unsigned home_rank(std::size_t block) const;
@@ -401,7 +490,9 @@ std::vector<std::vector<double>> reference(const Spec& spec, const Kernel& kerne
 //   pipe.run(rt, 1);
 //   std::vector<double> sq = pipe.get("sq");
 
-inline constexpr std::size_t kMaxStageGrids = 8;  // grids one stage reads, and writes
+// Grids one stage reads, and writes: a D2Q9 Lattice-Boltzmann collision reads and writes 9
+// populations at a point, a D3Q27 one 27.
+inline constexpr std::size_t kMaxStageGrids = 32;
 
 // What a stage's kernel sees for one block. Like Block: coordinates are block-local, the
 // pointers point at local point 0 of each grid, and every grid of the pipeline has the same
@@ -415,6 +506,13 @@ struct StageBlock {
   std::array<const double*, kMaxStageGrids> in{};   // Stage::reads, in that order
   std::array<double*, kMaxStageGrids> out{};        // Stage::writes, in that order
   std::uint64_t iteration = 0;                      // counted over every run
+  detail::Partials* partials = nullptr;             // Stage::contributes; null: none
+  // Contributes v to the stage's reduction j (the index in Stage::contributes) for this block
+  // and iteration, folded as Block::contribute folds. Every call must contribute to each of
+  // the stage's reductions at least once, else the run stops with an Error.
+  void contribute(std::size_t j, double v) const {
+    if (partials != nullptr) partials->add(j, v);
+  }
 };
 
 using StageKernel = std::function<void(const StageBlock&)>;
@@ -425,6 +523,9 @@ struct Stage {
   std::vector<std::string> writes;    // grids written (new names), order of StageBlock::out
   std::vector<Offset> neighbourhood;  // offsets read in every grid of `reads`; {}: pointwise
   StageKernel kernel;                 // computes every point of the block (for_each_row)
+  // Reductions of PipelineSpec::reductions the kernel contributes to, in the order of
+  // StageBlock::contribute's index; each reduction has exactly one contributing stage.
+  std::vector<std::string> contributes{};
 };
 
 struct PipelineSpec {
@@ -437,6 +538,9 @@ struct PipelineSpec {
   std::function<double(const std::string& grid, Coord)> fixed_value;
   std::vector<std::string> inputs;  // grids no stage writes; load them with set()
   std::vector<Stage> stages;        // run in this order every iteration
+  // Reductions the stages contribute to (Stage::contributes), combined over the blocks in the
+  // fixed order every iteration; run_until stops on a condition on their values.
+  std::vector<ReductionSpec> reductions{};
 };
 
 // A pipeline declared into a Graph (the Graph must outlive it; declare everything before the
@@ -475,6 +579,12 @@ class Pipeline {
                              unsigned to = kAllRanks) const;
   // Runs `iterations` iterations of the whole pipeline (placing the blocks on the first).
   RunStats run(Runtime& runtime, std::uint64_t iterations);
+  // Runs iterations until `done` holds for the reductions' values after one, or until
+  // max_iterations; returns the iterations run. Throws Error when the spec declares no
+  // reduction, or for a condition that asks for one it does not declare.
+  RunStats run_until(Runtime& runtime, const StopCondition& done, std::uint64_t max_iterations);
+  // The reductions' values after the last iteration run, between runs.
+  Values values() const;
   std::size_t points() const;
   std::size_t block_count() const;
   // The rank holding block `block` (row-major over the block grid) of `grid`, after placement.
