@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -131,6 +132,19 @@ inline void update_run(const Grid<D>& g, const double* u, double* v, std::size_t
     row3d(v + x, u + x, u + x - g.stride[0], u + x + g.stride[0], u + x - g.stride[1],
           u + x + g.stride[1], n);
   }
+}
+
+// update_run, returning the run's largest change |new - old| (--tol).
+template <int D>
+inline double update_run_change(const Grid<D>& g, const double* u, double* v, std::size_t row,
+                                std::size_t lo, std::size_t hi) {
+  update_run<D>(g, u, v, row, lo, hi);
+  double big = 0;
+  for (std::size_t x = row + lo; x <= row + hi; ++x) {
+    const double c = std::fabs(v[x] - u[x]);
+    big = big < c ? c : big;
+  }
+  return big;
 }
 
 // Copies the interior of a ghosted buffer out, row-major.

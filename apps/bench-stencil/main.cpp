@@ -21,6 +21,13 @@
 // triad measured next to it, and bandwidth_fraction is the median of those per-round ratios
 // (the triad line shows the median triad).
 //
+// --app lbm runs ordo-lbm (D2Q9 Lattice-Boltzmann, a pipeline stage per step) against
+// ordo-omp-lbm: no ordo-tb or MPI system (skipped with the reason); the bound counts the 144
+// bytes a step streams per point (nine populations read and written).
+// --tol T passes --tol T to ordo and OpenMP (both stop after the same step: the ratios compare
+// time per step of runs that check their convergence every step); the MPI baselines take no
+// --tol and are skipped then. The new user's case: --app heat2d --size 96x64 --tol 1e-5.
+//
 // --app cg runs ordo-cg (conjugate gradient, two reductions per iteration) against ordo-omp-cg
 // the same way: no ordo-tb or MPI system there (skipped with the reason), and the bound counts
 // the 80 bytes per point an iteration of ordo-cg streams (kBytesPerPoint's counting, per sweep:
@@ -62,6 +69,7 @@ namespace fs = std::filesystem;
 
 constexpr double kBytesPerPoint = 16;  // one read and one write of a double per grid point
 constexpr double kCgBytesPerPoint = 80;  // per iteration of ordo-cg (see the top of this file)
+constexpr double kLbmBytesPerPoint = 144;  // per step of ordo-lbm: 9 populations in and out
 
 struct System {
   std::string name;                // ordo, ordo-tb, openmp, mpi
@@ -81,7 +89,7 @@ int run(int argc, char** argv) {
   unsigned workers = 2, tb = 4, reps = 0, timeout_s = 600;
   bool quick = false, ranks = false, divisible = false, dry_run = false;
   std::vector<std::string> also;
-  std::string halo_bytes;
+  std::string halo_bytes, tol;
   unsigned halo_window = 8;
   double halo_mib = 0;
   cli.add_flag("--ranks", ranks, "compare 2 ranks x 1 worker with 1 rank x 2 workers and MPI "
@@ -94,7 +102,11 @@ int run(int argc, char** argv) {
   cli.add_option("--halo-mib", halo_mib, "--ranks: MiB moved per size and run (default 256; "
                  "--quick: 8)")
       ->check(ordo::cli::Real(0, 1e6));
-  cli.add_option("--app", app, "heat2d, heat3d or cg")->capture_default_str();
+  cli.add_option("--app", app, "heat2d, heat3d, cg or lbm")->capture_default_str();
+  cli.add_option("--tol", tol,
+                 "pass --tol T to ordo and OpenMP: they stop on convergence, "
+                 "checked every step (--iters is then the most)")
+      ->check(ordo::cli::Real(0, 1e300));
   cli.add_option("--size", size,
                  "grid size (default heat2d 8192x8192, heat3d 512x512x512, cg 4096x4096; "
                  "--quick: 3072x3072, 192x192x192, 1024x1024)");
@@ -129,22 +141,24 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
-  if (app != "heat2d" && app != "heat3d" && app != "cg")
-    throw ordo::Error("--app " + app + ": expected heat2d, heat3d or cg");
+  if (app != "heat2d" && app != "heat3d" && app != "cg" && app != "lbm")
+    throw ordo::Error("--app " + app + ": expected heat2d, heat3d, cg or lbm");
   const std::size_t dims = app == "heat3d" ? 3 : 2;
-  const bool cg = app == "cg";
+  const bool cg = app == "cg", lbm = app == "lbm";
   if (size.empty())
-    size = cg ? (quick ? "1024x1024" : "4096x4096")
-              : dims == 2 ? (quick ? "3072x3072" : "8192x8192")
-                          : (quick ? "192x192x192" : "512x512x512");
+    size = lbm         ? (quick ? "512x512" : "1024x1024")
+           : cg        ? (quick ? "1024x1024" : "4096x4096")
+           : dims == 2 ? (quick ? "3072x3072" : "8192x8192")
+                       : (quick ? "192x192x192" : "512x512x512");
   ordo::app::parse_shape(size, dims, "--size");  // validates; the apps parse it again
   // Default steps rounded up to whole temporal-blocking groups: a last group of 2 steps at
   // depth 8 moves a whole group's bytes for a quarter of its work, which would charge the
   // ordo-tb run for the choice of step count (heat3d x 10 at D=8: 1.8x OpenMP; x 16: 2.5x).
   if (iters == 0) {
     iters = quick ? 10 : (dims == 2 ? 20 : 10);
-    if (!cg) iters = (iters + tb - 1) / tb * tb;
+    if (!cg && !lbm) iters = (iters + tb - 1) / tb * tb;
   }
+  if (lbm && iters % 2 != 0) ++iters;  // ordo-lbm runs its steps in pairs
   if (reps == 0) reps = quick && !ranks ? 1 : 3;
   if (!bin_dir.empty() && !fs::is_directory(bin_dir))
     throw ordo::Error("--bin-dir " + bin_dir + " is not a folder");
@@ -158,7 +172,7 @@ int run(int argc, char** argv) {
                                   timeout_s, halo_window, halo_mib, quick});
   }
 
-  const double bytes_per_point = cg ? kCgBytesPerPoint : kBytesPerPoint;
+  const double bytes_per_point = cg ? kCgBytesPerPoint : lbm ? kLbmBytesPerPoint : kBytesPerPoint;
   // --divisible: each extent rounded to the nearest multiple of its block count (up on a tie).
   std::string divisible_size;
   if (divisible) {
@@ -190,8 +204,8 @@ int run(int argc, char** argv) {
   }
 
   const std::string w = std::to_string(workers);
-  const std::vector<std::string> common{"--size", size, "--iters", std::to_string(iters),
-                                        "--workers", w};
+  std::vector<std::string> common{"--size", size, "--iters", std::to_string(iters), "--workers", w};
+  if (!tol.empty()) common.insert(common.end(), {"--tol", tol});
   auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
@@ -241,7 +255,9 @@ int run(int argc, char** argv) {
     System s{"mpi", {}, {}, {}, {}};
     auto bin = find_binary("ordo-mpi-" + app, bin_dir);
     auto launcher = find_in_path(mpirun);
-    if (!bin) {
+    if (!tol.empty()) {
+      s.skip_reason = "ordo-mpi-" + app + "_takes_no_--tol";
+    } else if (!bin) {
       s.skip_reason = "ordo-mpi-" + app + "_not_built_(no_MPI?)";
     } else if (!launcher) {
       s.skip_reason = mpirun + "_not_found";

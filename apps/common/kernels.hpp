@@ -16,6 +16,14 @@ inline V8 load8(const double* p) {
   return v;
 }
 inline void store8(double* p, V8 v) { std::memcpy(p, &v, sizeof v); }
+// For a kernel's largest change (a max reduction): |v| and the larger of two, lane by lane,
+// and the largest lane. A lane's -0 stays -0, which no max of values from 0 up returns.
+inline V8 abs8(V8 v) { return v < 0 ? -v : v; }
+inline V8 max8(V8 a, V8 b) { return a < b ? b : a; }
+inline double max_lane(V8 v, double m) {
+  for (int i = 0; i < 8; ++i) m = m < v[i] ? v[i] : m;
+  return m;
+}
 
 // 2-D 5-point heat (Jacobi). Dirichlet boundary: the row above the grid (row -1) is held at
 // kHeatTop, every other side at kHeatOther.

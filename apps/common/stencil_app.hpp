@@ -2,6 +2,7 @@
 // verification against the sequential reference, and the one result line
 //   app=<name> size=<NxM..> blocks=<BxC..> iters=I workers=W seconds=S gstencils=G
 //   verify=ok|fail|skipped [bandwidth_fraction=F] [tb=D when D > 1]
+//   [tol=T when --tol T: iters is then the steps run]
 //   [ranks=R control_messages=M when R > 1: M is rank 0's control messages in the run]
 //   peak_rss=B0,B1,.. (each rank's peak resident bytes, VmHWM, at the end)
 // (bandwidth_fraction only with --bandwidth and a grid larger than the last-level cache: the
@@ -35,6 +36,7 @@
 #include "npy.hpp"
 #include "output_file.hpp"
 #include "peak_rss.hpp"
+#include "stop_test.hpp"
 #include "stream.hpp"
 
 namespace ordo::app {
@@ -99,6 +101,12 @@ struct AppDesc {
   // stencil::reference with the app's kernel over one global array.
   std::function<std::vector<double>(const AppParams&, const std::vector<double>& u0,
                                     std::uint64_t iters)> reference;
+  // For --tol T (an app without it refuses the flag): the same loop stopping as stop says
+  // (stop_test.hpp). The app's kernel contributes the largest change of a step to the
+  // stencil's reduction 0 ("change", a max) wherever Block::contributes().
+  std::function<std::vector<double>(const AppParams&, const std::vector<double>& u0,
+                                    std::uint64_t iters, StopTest& stop)>
+      reference_until;
   // For an app that is not a single-stage stencil (harris: a pipeline): builds and runs its
   // own graph instead of the layer's. It fills its blocks from u0, runs `steps` steps on
   // `runtime` (calling progress(done) between pieces), and returns the seconds and a visitor
@@ -210,6 +218,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   std::size_t tb = 1;
   int order = 2;
   std::string input, output, trace_path, dataset;
+  double tol = -1;
   auto* size_opt =
       cli.add_option("--size", size_text,
                      app.dims == 1 ? "grid size N" : "grid size NxM.. (slowest first)")
@@ -220,6 +229,13 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   auto* iters_opt = cli.add_option("--iters", iters, "time steps")
                         ->check(ordo::cli::Integer(1, max_iters))
                         ->capture_default_str();
+  CLI::Option* tol_opt = nullptr;
+  if (app.reference_until)
+    tol_opt = cli.add_option("--tol", tol,
+                             "stop after the first step whose largest change |new - old| is at "
+                             "most T (--iters is then the most steps; with --tb D the test "
+                             "comes every D steps)")
+                  ->check(ordo::cli::Real(0, 1e300));
   if (!app.datasets.empty()) {
     std::vector<std::string> names;
     std::string sizes;
@@ -340,6 +356,8 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   check_blocks_fit(p.size, p.blocks, size_text, blocks_text);
 
   stencil::Spec spec = app.spec(p);
+  const bool until = tol_opt != nullptr && tol_opt->count() > 0;
+  if (until) spec.reductions = {{"change", stencil::Reduce::max}};
   // Every time level and coefficient grid, and --verify's result: their sizes in bytes at all.
   // Whether a rank's share fits is judged once the ranks are known (below).
   const std::uint64_t grids = spec.time_levels + spec.aux_grids;
@@ -435,8 +453,13 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     }
     if (steps_left > 0) {
       try {
-        seconds = run_in_pieces(steps_left, tb,
-                                [&](std::uint64_t n) { return st->run(rt, n).seconds; }, show);
+        if (until)
+          seconds = st->run_until(
+                          rt, [tol](const stencil::Values& v) { return v[0] <= tol; }, steps_left)
+                        .seconds;
+        else
+          seconds = run_in_pieces(
+              steps_left, tb, [&](std::uint64_t n) { return st->run(rt, n).seconds; }, show);
       } catch (const PeerFailure& e) {
         if (checkpoint_dir.empty() || dynamic_cast<const ProtocolError*>(&e)) throw;
         // What was computed is not lost: say how to go on from it.
@@ -446,12 +469,19 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     visit_blocks = [&](const stencil::BoxVisit& f, std::size_t level) { st->get_blocks(f, level); };
   }
   const std::uint64_t control_messages = bench::control_messages(rt) - control_before;
+  // With --tol the steps run, which the result line's iters reports.
+  const std::uint64_t steps_run = fast ? steps : st->steps_done();
+  if (until) iters = steps_run / app.steps_per_iter;
 
   // Each rank checks its own blocks against the whole sequential reference (small grids).
   int outcome = 0;  // 1: this rank's blocks differ from the reference
   if (verify) {  // bytes, not operator==: bit-identical means signed zeros and NaNs too
     std::vector<double> want;
-    if (app.reference) {
+    if (until) {
+      StopTest stop{tol, tb, 0};
+      want = app.reference_until(p, global_grid(p, levels[0]), steps, stop);
+      if (stop.steps != steps_run) outcome |= 1;
+    } else if (app.reference) {
       want = app.reference(p, global_grid(p, levels[0]), iters);
     } else {
       std::vector<std::vector<double>> level_grids, aux_grids;
@@ -513,10 +543,11 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       triad = r == 0 ? all[0] : (triad < 0 || all[r] < 0 ? -1 : triad + all[r]);
   }
   if (measure && triad > 0) {
-    const double moved = app.bytes_per_point * pts * static_cast<double>(steps) / seconds;
+    const double moved = app.bytes_per_point * pts * static_cast<double>(steps_run) / seconds;
     line += fmt::format(" bandwidth_fraction={:.3f}", moved / triad);
   }
   if (tb > 1) line += fmt::format(" tb={}", tb);
+  if (until) line += fmt::format(" tol={}", tol);
   if (ranks > 1) line += fmt::format(" ranks={} control_messages={}", ranks, control_messages);
   // Each rank's peak resident memory, read last (after the output and any triad), so that it
   // is the process's whole peak, the figure /usr/bin/time and the batch system report.

@@ -4,6 +4,7 @@
 // (apps/common/kernels.hpp, shared with the OpenMP and MPI baselines). --verify compares with
 // the sequential loop of apps/common/heat_reference.hpp.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "heat_reference.hpp"
@@ -23,9 +24,13 @@ using ordo::app::store8;
 using ordo::app::V8;
 inline V8 point8(V8 c, V8 n, V8 s, V8 w, V8 e) { return c + 0.2 * ((n + s) + (w + e) - 4.0 * c); }
 
-void row(double* __restrict out, const double* __restrict u, const double* __restrict up,
-         const double* __restrict down, std::size_t c) {
+// With Track, it also returns the row's largest change |new - old| (--tol), else 0.
+template <bool Track = false>
+double row(double* __restrict out, const double* __restrict u, const double* __restrict up,
+           const double* __restrict down, std::size_t c) {
   std::size_t k = 0;
+  V8 big8{};
+  double big = 0;
   if (c >= 16) {
     V8 prev = V8{} + u[-1];  // lane 7: the value left of the chunk
     V8 old = load8(u);
@@ -33,13 +38,22 @@ void row(double* __restrict out, const double* __restrict u, const double* __res
       const V8 next = load8(u + k + 8);
       const V8 w = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
       const V8 e = __builtin_shufflevector(old, next, 1, 2, 3, 4, 5, 6, 7, 8);
-      store8(out + k, point8(old, load8(up + k), load8(down + k), w, e));
+      const V8 r = point8(old, load8(up + k), load8(down + k), w, e);
+      store8(out + k, r);
+      if constexpr (Track) big8 = ordo::app::max8(big8, ordo::app::abs8(r - old));
       prev = old;
       old = next;
     }
   }
-  for (; k < c; ++k)
-    out[k] = ordo::app::heat2d_point(u[k], up[k], down[k], u[k - 1], u[k + 1]);
+  for (; k < c; ++k) {
+    const double r = ordo::app::heat2d_point(u[k], up[k], down[k], u[k - 1], u[k + 1]);
+    out[k] = r;
+    if constexpr (Track) {
+      const double d = std::fabs(r - u[k]);
+      big = big < d ? d : big;
+    }
+  }
+  return Track ? ordo::app::max_lane(big8, big) : 0;
 }
 
 }  // namespace
@@ -64,6 +78,17 @@ int main(int argc, char** argv) {
   app.kernel = [](const ordo::app::AppParams&) -> st::Kernel {
     return [](const st::Block& b) {
       const std::ptrdiff_t n = b.stride[0];
+      // --tol: the step's largest change, the rows eight points at a time (the same bits).
+      if (b.contributes()) {
+        double big = 0;
+        st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+          const double* u = b.in[0] + at;
+          const double r = row<true>(b.out + at, u, u - n, u + n, len);
+          big = big < r ? r : big;
+        });
+        b.contribute(0, big);
+        return;
+      }
       st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
         const double* u = b.in[0] + at;
         double* v = b.out + at;
@@ -91,6 +116,10 @@ int main(int argc, char** argv) {
   app.reference = [](const ordo::app::AppParams& p, const std::vector<double>& u0,
                      std::uint64_t iters) {
     return ordo::app::reference_heat2d(p.size[0], p.size[1], iters, u0);
+  };
+  app.reference_until = [](const ordo::app::AppParams& p, const std::vector<double>& u0,
+                           std::uint64_t iters, ordo::app::StopTest& stop) {
+    return ordo::app::reference_heat2d(p.size[0], p.size[1], iters, u0, &stop);
   };
   app.bytes_per_point = 16;
   return ordo::app::guarded_main("ordo-heat2d",

@@ -3,6 +3,7 @@
 // Boundary (Dirichlet): the plane before the first one along the slowest dimension (i = -1) is
 // held at 1.0, every other face at 0.0 (apps/common/kernels.hpp, shared with the baselines).
 // --verify compares with the sequential loop of apps/common/heat_reference.hpp.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -25,10 +26,14 @@ inline V8 point8(V8 c, V8 im, V8 ip, V8 jm, V8 jp, V8 km, V8 kp) {
 }
 
 // `west` and `east`: the values left of the row's first point and right of its last.
-void row(double* __restrict out, const double* __restrict u, const double* __restrict im,
-         const double* __restrict ip, const double* __restrict jm, const double* __restrict jp,
-         double west, double east, std::size_t c) {
+// With Track, it also returns the row's largest change |new - old| (--tol), else 0.
+template <bool Track = false>
+double row(double* __restrict out, const double* __restrict u, const double* __restrict im,
+           const double* __restrict ip, const double* __restrict jm, const double* __restrict jp,
+           double west, double east, std::size_t c) {
   std::size_t k = 0;
+  V8 big8{};
+  double big = 0;
   if (c >= 16) {
     V8 prev = V8{} + west;  // lane 7: the value left of the chunk (the halo value at first)
     V8 old = load8(u);
@@ -36,20 +41,31 @@ void row(double* __restrict out, const double* __restrict u, const double* __res
       const V8 next = load8(u + k + 8);
       const V8 km = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
       const V8 kp = __builtin_shufflevector(old, next, 1, 2, 3, 4, 5, 6, 7, 8);
-      store8(out + k, point8(old, load8(im + k), load8(ip + k), load8(jm + k), load8(jp + k), km, kp));
+      const V8 r = point8(old, load8(im + k), load8(ip + k), load8(jm + k), load8(jp + k), km, kp);
+      store8(out + k, r);
+      if constexpr (Track) big8 = ordo::app::max8(big8, ordo::app::abs8(r - old));
       prev = old;
       old = next;
     }
     if (k + 8 == c) {  // the last chunk: its right neighbour is the halo value
       const V8 km = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
       const V8 kp = __builtin_shufflevector(old, V8{} + east, 1, 2, 3, 4, 5, 6, 7, 8);
-      store8(out + k, point8(old, load8(im + k), load8(ip + k), load8(jm + k), load8(jp + k), km, kp));
-      return;
+      const V8 r = point8(old, load8(im + k), load8(ip + k), load8(jm + k), load8(jp + k), km, kp);
+      store8(out + k, r);
+      if constexpr (Track) big8 = ordo::app::max8(big8, ordo::app::abs8(r - old));
+      return Track ? ordo::app::max_lane(big8, big) : 0;
     }
   }
-  for (; k < c; ++k)
-    out[k] = ordo::app::heat3d_point(u[k], im[k], ip[k], jm[k], jp[k], k == 0 ? west : u[k - 1],
-                                     k + 1 == c ? east : u[k + 1]);
+  for (; k < c; ++k) {
+    const double r = ordo::app::heat3d_point(
+        u[k], im[k], ip[k], jm[k], jp[k], k == 0 ? west : u[k - 1], k + 1 == c ? east : u[k + 1]);
+    out[k] = r;
+    if constexpr (Track) {
+      const double d = std::fabs(r - u[k]);
+      big = big < d ? d : big;
+    }
+  }
+  return Track ? ordo::app::max_lane(big8, big) : 0;
 }
 
 }  // namespace
@@ -76,6 +92,18 @@ int main(int argc, char** argv) {
   app.kernel = [](const ordo::app::AppParams&) -> st::Kernel {
     return [](const st::Block& b) {
       const std::ptrdiff_t si = b.stride[0], sj = b.stride[1];
+      // --tol: the step's largest change too, without the prefetches (the same bits).
+      if (b.contributes()) {
+        double big = 0;
+        st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+          const double* u = b.in[0] + at;
+          const double r = row<true>(b.out + at, u, u - si, u + si, u - sj, u + sj,
+                                     b.before(at)[-1], b.after(at, len)[0], len);
+          big = big < r ? r : big;
+        });
+        b.contribute(0, big);
+        return;
+      }
       st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
         const double* u = b.in[0] + at;
         // The row two rows on (the sweep runs up the rows when it runs up the planes) in the
@@ -104,6 +132,10 @@ int main(int argc, char** argv) {
   app.reference = [](const ordo::app::AppParams& p, const std::vector<double>& u0,
                      std::uint64_t iters) {
     return ordo::app::reference_heat3d(p.size[0], p.size[1], p.size[2], iters, u0);
+  };
+  app.reference_until = [](const ordo::app::AppParams& p, const std::vector<double>& u0,
+                           std::uint64_t iters, ordo::app::StopTest& stop) {
+    return ordo::app::reference_heat3d(p.size[0], p.size[1], p.size[2], iters, u0, &stop);
   };
   app.bytes_per_point = 16;
   return ordo::app::guarded_main("ordo-heat3d",
