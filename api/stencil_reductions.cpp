@@ -93,6 +93,9 @@ Until ReductionSet::until(const StopCondition& done, std::uint64_t max_iteration
   Until u;
   u.check_every = 1;
   u.max_iterations = max_iterations;
+  // The condition reads these reductions alone, so the runtime takes it in the dataflow where
+  // their values are combined: a check costs what a barrier does, and nothing stops.
+  for (const auto& h : handles) u.reads.push_back(ordo::read(h));
   u.done = [this, &done, &met](const Graph&) {
     met = done(Values(*this));
     return met;
