@@ -19,6 +19,7 @@
 #include <ordo/checkpoint.hpp>
 #include <ordo/ordo.hpp>
 #include "runtime/control_plane.hpp"
+#include "runtime/regular_file.hpp"
 
 namespace ordo::detail {
 
@@ -140,8 +141,12 @@ bool sync_dir(const fs::path& dir) {
 template <class Fill>
 std::string write_atomically(const fs::path& path, Fill&& fill) {
   const fs::path tmp = path.string() + ".tmp";
+  if (const std::string why = files::output_refusal(path.string()); !why.empty())
+    return "cannot write " + path.string() + ": " + why;
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0) return "cannot create " + tmp.string() + ": " + errno_text();
+  if (!files::keep_mode(tmp.string(), path.string()))
+    return "cannot give " + tmp.string() + " the mode of " + path.string() + ": " + errno_text();
   if (!fill(fd.get()) || ::fsync(fd.get()) != 0 || !fd.close()) {
     const std::string e = "cannot write " + tmp.string() + ": " + errno_text();
     ::unlink(tmp.c_str());
@@ -258,18 +263,12 @@ std::string first_error(const std::optional<std::vector<std::string>>& all) {
   return "";
 }
 
-// Opens a file of a checkpoint for reading, refusing anything but a regular file: a FIFO put
-// in its place would block open() (O_NONBLOCK) or read() for ever, a device would be read
-// without end. -1 with errno, or with `why` set for a file of another kind.
+// Opens a file of a checkpoint for reading, refusing anything but a regular file without
+// blocking on it (runtime/regular_file.hpp). -1 with errno, or with `why` set for a file of
+// another kind.
 int open_regular(const fs::path& path, std::string& why) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return -1;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = path.string() + " is not a regular file";
-    ::close(fd);
-    return -1;
-  }
+  const int fd = files::open_regular(path.string(), why);
+  if (fd < 0 && !why.empty()) why = path.string() + ": " + why;
   return fd;
 }
 

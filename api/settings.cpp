@@ -82,6 +82,7 @@ Settings resolve(const RuntimeOptions& o) {
     if (const char* v = env("ORDO_PUS")) {
       try {
         s.pool.pus = sched::parse_unit_list(v);
+        s.pool.pus_origin = "ORDO_PUS=" + std::string(v);
       } catch (const std::invalid_argument&) {
         throw Error(quoted("ORDO_PUS", v) +
                     " is not a list of processing units; write OS indices and ranges separated "

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/regular_file.hpp"
+
 namespace ordo::rt::trace {
 
 namespace {
@@ -52,9 +54,8 @@ std::unique_ptr<Recorder> Recorder::open(const RecorderConfig& config, std::stri
             " events is too small; use at least 2";
     return nullptr;
   }
-  struct stat st {};
-  if (::stat(config.path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    error = "cannot create trace file '" + config.path + "': it is a directory";
+  if (const std::string why = files::output_refusal(config.path); !why.empty()) {
+    error = "cannot create trace file '" + config.path + "': " + why;
     return nullptr;
   }
   // Beside the path (the rename must not cross file systems), under a name no other process
@@ -125,6 +126,10 @@ void Recorder::publish() {
     why = std::string("fsync: ") + std::strerror(errno);
   if (std::fclose(file_) != 0 && why.empty()) why = std::string("close: ") + std::strerror(errno);
   file_ = nullptr;
+  // Checked again now: what the path names may have changed during the run.
+  if (why.empty()) why = files::output_refusal(path_);
+  if (why.empty() && !files::keep_mode(temporary_, path_))
+    why = std::string("chmod: ") + std::strerror(errno);
   if (why.empty() && ::rename(temporary_.c_str(), path_.c_str()) != 0)
     why = std::string("rename: ") + std::strerror(errno);
   if (!why.empty()) {

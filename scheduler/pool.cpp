@@ -128,9 +128,11 @@ Pool::Pool(PoolConfig config) : topo_(std::make_unique<Topology>(config.topology
       auto it = std::find_if(pus.begin(), pus.end(),
                              [&](const ProcessingUnit& u) { return u.os_index == os; });
       if (it == pus.end())
-        throw std::invalid_argument("processing unit " + std::to_string(os) +
-                                    " is not in the topology (" + topo_->describe() +
-                                    "); list OS indices that lstopo shows as PU P#");
+        throw std::invalid_argument(
+            "processing unit " + std::to_string(os) +
+            (config.pus_origin.empty() ? "" : " (" + config.pus_origin + ")") +
+            " is not in the topology (" + topo_->describe() +
+            "); list OS indices that lstopo shows as PU P#");
       units.push_back(static_cast<std::size_t>(it - pus.begin()));
     }
     // Worker i runs on the i-th listed unit, cycling when there are more workers.

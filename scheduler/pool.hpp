@@ -115,6 +115,8 @@ struct PoolConfig {
   // workers == 0, one worker per listed unit. Empty: the spread over the cores. An index the
   // topology lacks is refused (std::invalid_argument). parse_unit_list() reads taskset's syntax.
   std::vector<unsigned> pus{};
+  // Where pus came from, for the message that refuses one ("ORDO_PUS=0,2"); empty: the caller.
+  std::string pus_origin{};
   // Where the machine description comes from: empty for this machine, "synthetic:<hwloc
   // synthetic description>" or "xml:<lstopo XML file>" (tests; nothing is bound then).
   std::string topology{};

@@ -28,8 +28,10 @@ ALLOWED = {
     "sparse": {"sparse"},
     "sparse/include": set(),
     "apps": set(),
+    # Outputs and inputs only onto regular files: one mechanism for every program.
+    "apps/common": {"runtime/regular_file.hpp"},
     "tools/ordorun": {"comm/store_protocol.hpp"},
-    "tools/ordo-trace": {"runtime/trace_format.hpp"},
+    "tools/ordo-trace": {"runtime/trace_format.hpp", "runtime/regular_file.hpp"},
     "tests": set(LAYERS),
 }
 # Third-party headers (include prefix) and the only files that may include them.

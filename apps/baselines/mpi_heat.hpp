@@ -277,7 +277,8 @@ int mpi_heat_body(int argc, char** argv, int rank, int ranks) {
         want = app::reference_heat2d(o.size[0], o.size[1], o.iters);
       else
         want = app::reference_heat3d(o.size[0], o.size[1], o.size[2], o.iters);
-      failed = std::memcmp(got.data(), want.data(), got.size() * sizeof(double)) != 0;
+      failed = std::memcmp(got.data(), want.data(), got.size() * sizeof(double)) != 0 ||
+               !app::is_finite_result(got);
     }
     check_mpi(MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
     verdict = failed ? "fail" : "ok";

@@ -146,7 +146,9 @@ int run(int argc, char** argv) {
     const ordo::cg::Result want =
         ordo::cg::reference(n, m, static_cast<std::size_t>(threads), 1, tol, iters);
     const bool same = want.iterations == done && std::memcmp(&want.rr, &rr, sizeof rr) == 0 &&
-                      std::memcmp(want.x.data(), x, n * m * sizeof(double)) == 0;
+                      std::memcmp(want.x.data(), x, n * m * sizeof(double)) == 0 &&
+                      std::isfinite(rr) &&
+                      ordo::app::is_finite_result(std::span<const double>(x, n * m));
     verdict = same ? "ok" : "fail";
   }
   fmt::print("app=cg size={} blocks={}x1 iters={} workers={} seconds={:.6f} gstencils={:.4f} "

@@ -132,7 +132,8 @@ int omp_heat_main(int argc, char** argv) {
       want = app::reference_heat3d(ext[0], ext[1], ext[2], o.iters, {}, &stop);
     std::vector<double> got = interior<D>(g, result);
     verdict = stop.steps == iters &&
-                      std::memcmp(got.data(), want.data(), got.size() * sizeof(double)) == 0
+                      std::memcmp(got.data(), want.data(), got.size() * sizeof(double)) == 0 &&
+                      app::is_finite_result(got)
                   ? "ok"
                   : "fail";
   }

@@ -280,9 +280,11 @@ int run(int argc, char** argv) {
       ->check(ordo::cli::Integer(1, ordo::app::max_workers));
   cli.add_flag("--verify", verify,
                "compare x, the iteration count and r.r bit for bit with a sequential CG");
-  cli.add_option("--output", output, "write the solution x (.npy, float64, NxM)");
+  cli.add_option("--output", output, "write the solution x (.npy, float64, NxM)")
+      ->check(ordo::cli::Path());
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
+      ->check(ordo::cli::Path())
       ->type_name("FILE");
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
@@ -335,6 +337,9 @@ int run(int argc, char** argv) {
                         br.cols() * sizeof(double)) != 0)
           outcome = 1;
     }
+    for (std::size_t b = 0; b < pb.blocks(); ++b)
+      if (s.home[b] == rank && !ordo::app::is_finite_result(s.g.data(s.x[b]))) outcome |= 2;
+    if (!std::isfinite(rr)) outcome |= 2;
   }
   // One verdict for the job, and every rank's iteration count (which must agree).
   const std::vector<int> outcomes = rt.gather_values(outcome);
@@ -361,6 +366,8 @@ int run(int argc, char** argv) {
     verdict = "ok";
     for (int o : outcomes)
       if (o != 0) verdict = "fail";
+    if (const std::string why = ordo::app::non_finite_message(outcomes); !why.empty() && rank == 0)
+      std::fprintf(stderr, "ordo-cg: %s\n", why.c_str());
   }
   const double pts = static_cast<double>(pb.n * pb.m);
   std::string line = fmt::format(

@@ -14,6 +14,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace ordo::cli {
 
@@ -23,6 +24,20 @@ inline constexpr int kFailed = 1;
 // Parses the command line; returns -1 to go on, or the exit status to return now. `quiet`
 // prints nothing (for the ranks of an MPI program other than the one that speaks).
 inline int parse(CLI::App& cli, int argc, char** argv, bool quiet = false) {
+  // CLI11 reads "--iters= --size 8x8" as --iters with the value "--size", and the message
+  // then quotes the wrong flag: an empty "--NAME=" is refused here, naming NAME.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") break;
+    if (a.size() > 3 && a.substr(0, 2) == "--" && a.back() == '=' && a.find('=') == a.size() - 1) {
+      if (!quiet)
+        std::fprintf(stderr,
+                     "%s: error: %.*s: the value after '=' is empty; give %.*sVALUE\n"
+                     "Run with --help for the list of flags.\n",
+                     cli.get_name().c_str(), int(a.size() - 1), a.data(), int(a.size()), a.data());
+      return kBadInput;
+    }
+  }
   try {
     cli.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -61,4 +61,14 @@ inline CLI::Validator Real(double min, double max) {
                         "Real");
 }
 
+// A path option's value: an empty one (`--output ""`, a variable that was not set) names no
+// file, and is refused rather than taken as "no --output".
+inline CLI::Validator Path() {
+  return CLI::Validator(
+      [](std::string& text) {
+        return text.empty() ? std::string("is empty; give a path") : std::string();
+      },
+      "PATH", "Path");
+}
+
 }  // namespace ordo::cli

@@ -27,6 +27,8 @@
 
 #include <ordo/ordo.hpp>
 
+#include "runtime/regular_file.hpp"
+
 namespace ordo::app {
 
 struct NpyArray {
@@ -165,6 +167,28 @@ inline NpyHeader parse_npy_header(std::string_view bytes, std::uint64_t file_siz
                            static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8;
   if (bytes.size() < 10 + hlen || file_size < 10 + hlen) throw bad("truncated header");
   const std::string_view dict = bytes.substr(10, hlen);
+  // numpy reads the dict with ast.literal_eval, where a key given twice takes its last value,
+  // and ordo's lookup below its first: a header that says two things is refused, whichever.
+  {
+    std::vector<std::string_view> keys;
+    int depth = 0;
+    for (std::size_t i = 0; i < dict.size(); ++i) {
+      const char ch = dict[i];
+      if (ch == '(' || ch == '[') ++depth;
+      if (ch == ')' || ch == ']') --depth;
+      if (ch != '\'' && ch != '"') continue;
+      const std::size_t end = dict.find(ch, i + 1);
+      if (end == std::string_view::npos) throw bad("corrupt header (an unclosed quote)");
+      const std::size_t after = dict.find_first_not_of(' ', end + 1);
+      if (depth == 0 && after != std::string_view::npos && dict[after] == ':') {
+        const std::string_view key = dict.substr(i + 1, end - i - 1);
+        if (std::find(keys.begin(), keys.end(), key) != keys.end())
+          throw bad("header gives '" + std::string(key) + "' twice");
+        keys.push_back(key);
+      }
+      i = end;
+    }
+  }
   // The value of 'key' in the dict: a quoted string, a word, or a parenthesised tuple.
   auto field = [&](std::string_view key) -> std::string_view {
     const std::string quoted = "'" + std::string(key) + "'";
@@ -252,12 +276,18 @@ inline std::size_t pread_full(int fd, char* p, std::size_t n, std::uint64_t offs
 class NpyFile {
  public:
   explicit NpyFile(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw Error("cannot open '" + path + "': no such file or not readable");
+    // Checked before a byte is read, without blocking: a FIFO would wait for a writer for ever.
+    std::string kind;
+    fd_ = files::open_regular(path, kind);
+    if (fd_ < 0 && !kind.empty())
+      throw Error("'" + path + "' cannot be read: " + kind + "; give a .npy file");
+    if (fd_ < 0)
+      throw Error("cannot open '" + path + "' (" + std::strerror(errno) +
+                  "); give a readable .npy file");
     struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (::fstat(fd_, &st) != 0) {
       ::close(fd_);
-      throw Error("'" + path + "' is not a regular file; give a .npy file");
+      throw Error("cannot read '" + path + "' (" + std::strerror(errno) + ")");
     }
     std::string head(10 + 65535, '\0');
     head.resize(detail::pread_full(fd_, head.data(), head.size(), 0));

@@ -11,12 +11,12 @@
 // A rank that dies before step 3 leaves `path` as it was (and a `<path>.tmp-<nonce>` file
 // beside it, which nothing reads); a rank that cannot write makes every rank throw, and rank 0
 // removes the temporary. The rename is atomic on a POSIX file system; across hosts the
-// directory must be on a file system all ranks share.
+// directory must be on a file system all ranks share. Only a regular file is replaced, and it
+// keeps its permission bits (runtime/regular_file.hpp).
 #pragma once
 
 #include <fcntl.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,18 +30,19 @@
 #include <ordo/ordo.hpp>
 
 #include "npy.hpp"
+#include "runtime/regular_file.hpp"
 
 namespace ordo::app {
 
 class OutputFile {
  public:
-  // Throws ordo::Error when `path` is a directory or no file can be created beside it.
+  // Throws ordo::Error when `path` is not a regular file (a directory, a device, a FIFO, a
+  // socket) or no file can be created beside it.
   explicit OutputFile(std::string path) : path_(std::move(path)) {
     const std::size_t slash = path_.rfind('/');
     dir_ = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-      throw Error("cannot write '" + path_ + "': it is a directory; give a file name");
+    if (const std::string why = files::output_refusal(path_); !why.empty())
+      throw Error("cannot write '" + path_ + "': " + why);
     const std::string probe = path_ + ".probe-" + std::to_string(::getpid());
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -75,13 +76,18 @@ class OutputFile {
     if (rank == 0) {
       bool all = true;
       for (int w : wrote) all = all && w == 1;
-      if (all && ::rename(temp.c_str(), path_.c_str()) == 0) {
+      // Checked again now: what `path` names may have changed during the run.
+      if (all) rename_error = files::output_refusal(path_);
+      if (all && rename_error.empty() && !files::keep_mode(temp, path_))
+        rename_error =
+            std::string("cannot give it the mode of the file it replaces: ") + std::strerror(errno);
+      if (all && rename_error.empty() && ::rename(temp.c_str(), path_.c_str()) == 0) {
         renamed = 1;
         sync_directory();
       } else {
         if (all) {
           renamed = -1;
-          rename_error = std::strerror(errno);
+          if (rename_error.empty()) rename_error = std::strerror(errno);
         }
         ::unlink(temp.c_str());
       }

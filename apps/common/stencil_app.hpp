@@ -209,6 +209,16 @@ inline stencil::PointValue hashed_values(const AppParams& p, std::uint64_t scale
   return [p, scale, offset](stencil::Coord c) { return hash01(global_index(p, c) * scale + offset); };
 }
 
+// What --verify says when a rank's result is not finite (bit 1 of its outcome), or "".
+inline std::string non_finite_message(const std::vector<int>& outcomes) {
+  for (std::size_t r = 0; r < outcomes.size(); ++r)
+    if (outcomes[r] & 2)
+      return "the result on rank " + std::to_string(r) +
+             " holds a NaN or an infinity: --verify "
+             "fails it whatever the reference says";
+  return "";
+}
+
 inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   CLI::App cli{app.summary, "ordo-" + app.name};
   std::string size_text = app.default_size, blocks_text = app.default_blocks;
@@ -266,17 +276,21 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--input", input,
                  "initial grid (.npy, float64, C order; each rank reads its own blocks only); "
                  "apps with several time levels also take them stacked along a first axis, "
-                 "newest first");
+                 "newest first")
+      ->check(ordo::cli::Path());
   cli.add_option("--output", output,
                  "write the final grid (.npy; each rank writes its own blocks); apps with "
-                 "several time levels write them all, stacked along a first axis, newest first");
+                 "several time levels write them all, stacked along a first axis, newest first")
+      ->check(ordo::cli::Path());
   cli.add_option("--trace", trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
+      ->check(ordo::cli::Path())
       ->type_name("FILE");
   std::string checkpoint_dir, restart_dir;
   std::uint64_t checkpoint_every = 0;
   cli.add_option("--checkpoint", checkpoint_dir,
                  "write checkpoints into DIR (docs/checkpoint.md); needs --checkpoint-every")
+      ->check(ordo::cli::Path())
       ->type_name("DIR");
   cli.add_option("--checkpoint-every", checkpoint_every,
                  "iterations of the graph between two checkpoints (with --tb D: D steps each)")
@@ -284,6 +298,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   cli.add_option("--restart", restart_dir,
                  "resume from the newest complete checkpoint in DIR, written by the same "
                  "command on as many ranks; the result is the uninterrupted run's")
+      ->check(ordo::cli::Path())
       ->type_name("DIR");
   std::string stores = "cached";
   std::size_t tile_bytes = 0;
@@ -343,6 +358,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       throw Error("--input '" + input + "' has " + std::to_string(in_shape.size()) +
                   " dimension(s) (" + join_shape(in_shape) + "); " + app.name + " needs " +
                   std::to_string(app.dims) + " (or one more for several time levels)");
+    for (std::size_t e : in_shape)
+      if (e == 0)
+        throw Error("--input '" + input + "' has shape " + join_shape(in_shape) +
+                    ", an empty grid; give a grid of at least one point along each dimension");
     if (!size_given) size_text = join_shape(in_shape);
   }
   p.size = parse_shape(size_text, app.dims, "--size");
@@ -447,9 +466,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
                     " steps asked; give the --iters of the run that wrote it");
       steps_left = steps - done;
       if (rt.rank() == 0)
-        std::fprintf(stderr, "ordo-%s: resumed after step %llu of %llu from '%s'\n",
+        std::fprintf(stderr, "ordo-%s: resumed after step %llu of %llu from '%s'%s\n",
                      app.name.c_str(), static_cast<unsigned long long>(done),
-                     static_cast<unsigned long long>(steps), restart_dir.c_str());
+                     static_cast<unsigned long long>(steps), restart_dir.c_str(),
+                     done == steps ? "; nothing left to run" : "");
     }
     if (steps_left > 0) {
       try {
@@ -494,11 +514,12 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       visit_blocks([&](const stencil::ConstBox& b) {
         stencil::for_each_box_row(b, [&](const double* row, stencil::Coord c, std::size_t len) {
           if (std::memcmp(&want[global_index(p, c)], row, len * sizeof(double)) != 0) outcome |= 1;
+          if (!is_finite_result(std::span<const double>(row, len))) outcome |= 2;
         });
       }, 0);
   }
   // One verdict for the job: every rank learns every rank's outcome (bit 0: this rank's blocks
-  // differ from the reference).
+  // differ from the reference; bit 1: they hold a value that is not finite).
   const std::vector<int> outcomes = rt.gather_values(outcome);
   // Each rank writes the rows of its own blocks, every time level (newest first, so that
   // --input restarts the run exactly), straight from the blocks; the file appears whole or not
@@ -520,11 +541,14 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   if (verify) {
     verdict = "ok";
     for (int o : outcomes)
-      if (o & 1) verdict = "fail";
+      if (o != 0) verdict = "fail";
+    if (const std::string why = non_finite_message(outcomes); !why.empty() && rank == 0)
+      std::fprintf(stderr, "ordo-%s: %s\n", app.name.c_str(), why.c_str());
   }
 
   const double pts = static_cast<double>(p.points());
-  const double gst = pts * static_cast<double>(iters) / seconds / 1e9;
+  // A restart with no step left ran nothing in no time: a rate of 0, not 0/0 or infinity.
+  const double gst = seconds > 0 ? pts * static_cast<double>(iters) / seconds / 1e9 : 0.0;
   std::string line = fmt::format(
       "app={} size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} verify={}",
       app.name, join_shape(p.size), join_shape(p.blocks), iters, workers, seconds, gst, verdict);
@@ -542,7 +566,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     for (unsigned r = 0; r < ranks; ++r)
       triad = r == 0 ? all[0] : (triad < 0 || all[r] < 0 ? -1 : triad + all[r]);
   }
-  if (measure && triad > 0) {
+  if (measure && triad > 0 && seconds > 0) {
     const double moved = app.bytes_per_point * pts * static_cast<double>(steps_run) / seconds;
     line += fmt::format(" bandwidth_fraction={:.3f}", moved / triad);
   }

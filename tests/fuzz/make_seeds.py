@@ -17,8 +17,8 @@ def put(target, name, data):
         f.write(data)
 
 
-def npy(shape_text, data_bytes, claimed_size=None):
-    d = "{'descr': '<f8', 'fortran_order': False, 'shape': %s, }" % shape_text
+def npy(shape_text, data_bytes, claimed_size=None, dict_text=None):
+    d = dict_text or "{'descr': '<f8', 'fortran_order': False, 'shape': %s, }" % shape_text
     d += " " * ((64 - (10 + len(d) + 1) % 64) % 64) + "\n"
     head = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(d)) + d.encode("latin1")
     size = len(head) + data_bytes if claimed_size is None else claimed_size
@@ -65,6 +65,11 @@ def main():
     put("npy", "levels", npy("(2, 3, 4)", 192))
     put("npy", "lying", npy("(8000, 8000)", 64, claimed_size=192))
     put("npy", "huge", npy("(4294967296, 4294967296, 16)", 64))
+    # A key given twice (numpy takes the last, ordo refuses): the parser's key scan.
+    put("npy", "twice", npy(None, 128, dict_text="{'descr': '<f8', 'fortran_order': False, "
+                                                 "'shape': (4, 4), 'shape': (2, 8), }"))
+    put("npy", "quoted", npy(None, 128, dict_text="{\"descr\": '<f8', 'fortran_order': False, "
+                                                  "'shape': (4, 4), 'x': ('shape', 1), }"))
     hello0 = request(1, b"0", b"tok")
     hello1 = request(1, b"1", b"tok")
     put("store", "put_get", script((0, hello0 + request(2, b"k", b"value")), (1, hello1 + request(3, b"k"))))
@@ -72,6 +77,9 @@ def main():
     put("store", "stranger", script((2, request(2, b"k", b"v")), (0, hello0), (2, request(1, b"0", b"bad"))))
     put("store", "big_hello", script((2, struct.pack(">BII", 1, 1, 1 << 20) + b"0" + b"t" * 600)))
     put("store", "lifeline", script((0, hello0), (1, hello0), (2, hello0)))
+    # A refused hello is answered bad_request, then dropped: nothing after it is read.
+    put("store", "refused", script((2, request(1, b"0", b"bad") + request(2, b"k", b"v")), (0, hello0),
+                                   (1, request(1, b"2", b"tok") + request(3, b"k"))))
     # A rank spelt otherwise than std::to_string does is no rank: each hello must be refused.
     put("store", "rank_spelling", script((0, request(1, b"01", b"tok") + request(2, b"k", b"v")),
                                          (1, request(1, b"00", b"tok")),
