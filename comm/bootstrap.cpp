@@ -2,6 +2,7 @@
 // The store protocol is described in store_protocol.hpp.
 #include "comm/bootstrap.hpp"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -37,6 +39,9 @@ class SingleBootstrap final : public Bootstrap {
 
 using Clock = std::chrono::steady_clock;
 
+// How long one connect to the store may wait before a fresh one starts (see connect_and_hello).
+constexpr std::chrono::milliseconds connect_attempt{1000};
+
 int remaining_ms(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return left.count() > 0 ? int(left.count()) : 0;
@@ -53,12 +58,18 @@ class StoreBootstrap final : public Bootstrap {
                       " is not a valid rank; check ORDO_RANK and ORDO_SIZE");
     if (local_rank < 0 || local_size < 1 || local_rank >= local_size || local_size > size)
       throw CommError("comm: local rank " + std::to_string(local_rank) + " of " +
-                      std::to_string(local_size) + " is not a valid rank of this host in a job of " +
-                      std::to_string(size) + "; check ORDO_LOCAL_RANK and ORDO_LOCAL_SIZE");
-    fd_ = connect_with_retry();
+                      std::to_string(local_size) +
+                      " is not a valid rank of this host in a job of " + std::to_string(size) +
+                      "; check ORDO_LOCAL_RANK and ORDO_LOCAL_SIZE");
     const auto secret = std::as_bytes(std::span(token.data(), token.size()));
-    request(fd_, store::Op::hello, std::to_string(rank_), secret, "saying hello");
-    start_lifeline(secret);
+    const auto deadline = Clock::now() + timeout_;
+    fd_ = connect_and_hello(secret, deadline, "saying hello");
+    try {
+      start_lifeline(secret, deadline);
+    } catch (...) {
+      ::close(fd_);  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
   ~StoreBootstrap() override {
     if (lifeline_.joinable()) {
@@ -150,9 +161,8 @@ class StoreBootstrap final : public Bootstrap {
   // not pass signals on). The rank then exits at once instead of living on as an orphan that
   // waits for peers forever.
   // The lifeline says hello too: the store drops a connection that does not authenticate.
-  void start_lifeline(std::span<const std::byte> secret) {
-    lifeline_fd_ = connect_with_retry();
-    request(lifeline_fd_, store::Op::hello, std::to_string(rank_), secret, "saying hello on the lifeline");
+  void start_lifeline(std::span<const std::byte> secret, Clock::time_point deadline) {
+    lifeline_fd_ = connect_and_hello(secret, deadline, "saying hello on the lifeline");
     lifeline_ = std::thread([this] {
       char b;
       for (;;) {
@@ -169,7 +179,13 @@ class StoreBootstrap final : public Bootstrap {
     });
   }
 
-  int connect_with_retry() {
+  // A connection to the store that has said hello, by `deadline`. Every step is bounded: a
+  // connect waits at most connect_attempt (the store may be unreachable for a while, or its
+  // backlog full, and the kernel's own SYN retries stretch to minutes), then starts afresh. A
+  // connection the store closes before answering the hello (it made room for newer ones under
+  // a stranger's flood, tools/ordorun/store_server.hpp) is tried again; a refused hello is not.
+  int connect_and_hello(std::span<const std::byte> secret, Clock::time_point deadline,
+                        const std::string& doing) {
     const auto colon = where_.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == where_.size())
       throw CommError("comm: ORDO_STORE='" + where_ + "' is not host:port");
@@ -181,29 +197,90 @@ class StoreBootstrap final : public Bootstrap {
     if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0)
       throw CommError("comm: cannot resolve the store address '" + where_ + "': " +
                       ::gai_strerror(rc));
-    const auto deadline = Clock::now() + timeout_;
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> owned(res, ::freeaddrinfo);
     std::string last = "no address";
-    // The store is listening before any rank starts, but a remote rank may reach it through a
-    // network that is still coming up: retry until the bootstrap timeout.
+    auto pause = std::chrono::milliseconds(10);
     for (;;) {
       for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-        int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        const int fd = connect_once(*a, deadline, last);
         if (fd < 0) continue;
-        if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
-          int one = 1;
-          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          ::freeaddrinfo(res);
-          return fd;
+        bool answered = false;
+        try {
+          answered = say_hello(fd, secret, deadline, doing);
+        } catch (...) {
+          ::close(fd);
+          throw;
         }
-        last = std::strerror(errno);
+        if (answered) return fd;
+        last = "the store closed the connection before answering its hello";
         ::close(fd);
       }
-      if (remaining_ms(deadline) == 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const int left = remaining_ms(deadline);
+      if (left == 0) break;
+      std::this_thread::sleep_for(std::min(pause, std::chrono::milliseconds(left)));
+      pause = std::min(pause * 2, std::chrono::milliseconds(200));
     }
-    ::freeaddrinfo(res);
     throw CommError("comm: rank " + std::to_string(rank_) + " cannot reach ordorun's store at " +
-                    where_ + " (" + last + ") within " + std::to_string(timeout_.count()) + " ms");
+                    where_ + " (" + last + ") within " + std::to_string(timeout_.count()) +
+                    " ms, " + doing +
+                    " (bootstrap timeout: ORDO_TIMEOUT / ordorun "
+                    "--timeout-startup)");
+  }
+
+  // A non-blocking connect to `a`, waited for at most connect_attempt and never past
+  // `deadline`: the connected descriptor (blocking again, as the lifeline's recv needs), or -1
+  // with `last` saying why not.
+  static int connect_once(const addrinfo& a, Clock::time_point deadline, std::string& last) {
+    const int fd =
+        ::socket(a.ai_family, a.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a.ai_protocol);
+    if (fd < 0) {
+      last = std::strerror(errno);
+      return -1;
+    }
+    int err = 0;
+    if (::connect(fd, a.ai_addr, a.ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        const auto until = std::min(deadline, Clock::now() + connect_attempt);
+        pollfd p{fd, POLLOUT, 0};
+        int rc;
+        do rc = ::poll(&p, 1, remaining_ms(until));
+        while (rc < 0 && errno == EINTR);
+        socklen_t len = sizeof err;
+        if (rc <= 0)
+          err = rc == 0 ? ETIMEDOUT : errno;
+        else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+          err = errno;
+      }
+    }
+    if (err != 0) {
+      last = std::strerror(err);
+      ::close(fd);
+      return -1;
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+  }
+
+  // Says hello on `fd`: true once answered ok, false when the store closed the connection
+  // first. Throws CommError when the store refused it or `deadline` passed.
+  bool say_hello(int fd, std::span<const std::byte> secret, Clock::time_point deadline,
+                 const std::string& doing) {
+    const auto msg = store::encode_request(store::Op::hello, std::to_string(rank_), secret.data(),
+                                           secret.size());
+    std::byte head[5];
+    if (!send_all(fd, msg.data(), msg.size(), deadline, doing) ||
+        !recv_all(fd, head, 5, deadline, doing))
+      return false;
+    if (std::uint8_t(head[0]) != std::uint8_t(store::Status::ok) || store::get_u32(head + 1) != 0)
+      throw CommError("comm: ordorun's store at " + where_ + " refused rank " +
+                      std::to_string(rank_) +
+                      "'s hello: its ORDO_STORE_TOKEN or ORDO_RANK is not of the job that store "
+                      "serves, or the rank already holds as many connections as the store allows; "
+                      "start every rank with the ordorun that serves ORDO_STORE");
+    return true;
   }
 
   // Where part `part` of the ranks' own start-up records is kept: "pub/<part>/<rank>".
@@ -254,11 +331,12 @@ class StoreBootstrap final : public Bootstrap {
     const auto deadline = bound   ? *bound
                           : timed ? Clock::now() + timeout_
                                   : Clock::time_point::max();
-    send_all(fd, msg.data(), msg.size(), deadline, doing);
     std::byte head[5];
-    recv_all(fd, head, 5, deadline, doing);
+    if (!send_all(fd, msg.data(), msg.size(), deadline, doing) ||
+        !recv_all(fd, head, 5, deadline, doing))
+      lost(doing);
     Blob out(store::get_u32(head + 1));
-    recv_all(fd, out.data(), out.size(), deadline, doing);
+    if (!recv_all(fd, out.data(), out.size(), deadline, doing)) lost(doing);
     if (std::uint8_t(head[0]) == std::uint8_t(store::Status::job_stopping))
       throw CommError("comm: rank " + std::to_string(rank_) + " stopped " + doing +
                       ": ordorun is stopping the job (" +
@@ -291,28 +369,31 @@ class StoreBootstrap final : public Bootstrap {
     }
   }
 
-  void send_all(int fd, const std::byte* p, std::size_t n, Clock::time_point deadline,
+  // Both return false when the connection is gone, and throw CommError past `deadline`.
+  bool send_all(int fd, const std::byte* p, std::size_t n, Clock::time_point deadline,
                 const std::string& doing) {
     while (n > 0) {
       wait_fd(fd, POLLOUT, deadline, doing);
-      const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
+      const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (k <= 0) lost(doing);
+      if (k <= 0) return false;
       p += k;
       n -= std::size_t(k);
     }
+    return true;
   }
 
-  void recv_all(int fd, std::byte* p, std::size_t n, Clock::time_point deadline,
+  bool recv_all(int fd, std::byte* p, std::size_t n, Clock::time_point deadline,
                 const std::string& doing) {
     while (n > 0) {
       wait_fd(fd, POLLIN, deadline, doing);
-      const ssize_t k = ::recv(fd, p, n, 0);
+      const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
       if (k < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (k <= 0) lost(doing);
+      if (k <= 0) return false;
       p += k;
       n -= std::size_t(k);
     }
+    return true;
   }
 
   [[noreturn]] void lost(const std::string& doing) {

@@ -489,7 +489,12 @@ struct Transport::Impl {
     p.failure = Status::endpoint_failed;
     PeerFailure f{p.rank, FailureScope::endpoint,
                   std::string("cannot reach it: UCX endpoint creation failed: ") +
-                      ucs_status_string(s)};
+                      ucs_status_string(s) +
+                      (s == UCS_ERR_UNREACHABLE
+                           ? " (no transport UCX_TLS allows joins the two ranks on the devices "
+                             "UCX_NET_DEVICES or ORDO_NET_DEVICES names: check both; a device "
+                             "missing on a host leaves it none)"
+                           : "")};
     if (!first_failure) first_failure = f;
     // Reported from the next progress(), as every failure is, not inside the caller's send.
     std::lock_guard lock(posted_mu);
@@ -558,7 +563,14 @@ Transport::Transport(Bootstrap& bootstrap, TransportOptions options)
   params.estimated_num_eps = std::size_t(bootstrap.size());
   const ucs_status_t s = ucp_init(&params, config, &m.context);
   ucp_config_release(config);
-  if (s != UCS_OK) fail("context initialisation (check UCX_TLS)", s);
+  // No device: one that UCX_NET_DEVICES (or ORDO_NET_DEVICES) names is missing here, or none
+  // of those present carries a transport UCX_TLS allows.
+  if (s == UCS_ERR_NO_DEVICE)
+    throw CommError(std::string("comm: UCX found no network device to use (") +
+                    ucs_status_string(s) +
+                    "): every device UCX_NET_DEVICES or ORDO_NET_DEVICES names must exist on this "
+                    "host (`ucx_info -d` lists them), and UCX_TLS must allow a transport on one");
+  if (s != UCS_OK) fail("context initialisation (check UCX_TLS and UCX_NET_DEVICES)", s);
 
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_EVENTS;

@@ -40,12 +40,15 @@ ordo::comm::Blob blob(const std::string& s) {
   return out;
 }
 
-// A store that answers every request of `op` with `answer` (what no ordorun sends), and any
-// other request with ok and nothing. Serves each connection on a thread of its own until the
-// client closes it.
+// A store that answers every request of `op` with `answer` and `status` (what no ordorun
+// sends), and any other request with ok and nothing. Serves each connection on a thread of its
+// own until the client closes it; the first `drop_first` connections it closes at once, as
+// ordorun's store does to make room under a stranger's flood.
 class ScriptedStore {
  public:
-  ScriptedStore(store::Op op, std::vector<std::byte> answer) : op_(op), answer_(std::move(answer)) {
+  ScriptedStore(store::Op op, std::vector<std::byte> answer, int drop_first = 0,
+                store::Status status = store::Status::ok)
+      : op_(op), answer_(std::move(answer)), drop_first_(drop_first), status_(status) {
     listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(listener_ >= 0);
     sockaddr_in a{};
@@ -60,6 +63,11 @@ class ScriptedStore {
       for (;;) {
         const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
         if (fd < 0) return;  // the listener was shut down
+        if (drop_first_ > 0) {
+          --drop_first_;
+          ::close(fd);
+          continue;
+        }
         connections_.emplace_back([this, fd] { serve(fd); });
       }
     });
@@ -84,8 +92,9 @@ class ScriptedStore {
       bool bad = false;
       while (std::optional<store::Request> r = store::parse_request(in, used, bad)) {
         in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(used));
-        const auto reply = store::encode_response(
-            store::Status::ok, r->op == op_ ? answer_ : std::vector<std::byte>{});
+        const auto reply =
+            store::encode_response(r->op == op_ ? status_ : store::Status::ok,
+                                   r->op == op_ ? answer_ : std::vector<std::byte>{});
         if (::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) != ssize_t(reply.size())) break;
       }
       if (bad) break;
@@ -95,6 +104,8 @@ class ScriptedStore {
 
   store::Op op_;
   std::vector<std::byte> answer_;
+  int drop_first_;  // the acceptor's only
+  store::Status status_;
   int listener_ = -1;
   std::string endpoint_;
   std::thread acceptor_;
@@ -198,4 +209,76 @@ TEST_CASE("a get_list reply whose entry claims more bytes than it holds is refus
   CHECK_THROWS_WITH(boot->fetch(0, std::span(&one, 1)),
                     "comm: ordorun's store answered rank 0's request for 1 record(s) with a "
                     "malformed reply (7 bytes); is ordorun the same ordo build as the program?");
+}
+
+// A connection closed before its hello is answered is the store making room under a flood of
+// strangers: the rank connects again (its request connection and its lifeline both), instead
+// of giving up at the first drop.
+TEST_CASE("a rank whose connection is dropped before its hello is answered connects again",
+          "[ordorun][bootstrap]") {
+  ScriptedStore s(store::Op::get_list, {}, 3);
+  std::unique_ptr<ordo::comm::Bootstrap> b;
+  REQUIRE_NOTHROW(b = ordo::comm::Bootstrap::store(0, 1, s.endpoint(), 10s, token));
+  CHECK(b->rank() == 0);
+}
+
+// A refused hello (a wrong token, a rank outside the job) is said so at once: not retried until
+// the bootstrap timeout, and not mistaken for a drop.
+TEST_CASE("a hello the store refuses ends the rank at once, saying so", "[ordorun][bootstrap]") {
+  ScriptedStore s(store::Op::hello, {}, 0, store::Status::bad_request);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(
+      ordo::comm::Bootstrap::store(0, 2, s.endpoint(), 10s, token),
+      Catch::Contains("refused rank 0's hello") && Catch::Contains("ORDO_STORE_TOKEN"));
+  CHECK(std::chrono::steady_clock::now() - start < 5s);
+}
+
+// A store whose backlog is full (a stranger holds every slot and the store does not accept):
+// the kernel drops the rank's SYNs and a blocking connect would wait through its retries, two
+// minutes, whatever the bootstrap timeout. The rank's connects are bounded by it.
+TEST_CASE("connecting to a store that accepts nothing ends within the bootstrap timeout",
+          "[ordorun][bootstrap]") {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const std::string endpoint = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  // The stranger: connections that fill the accept queue, never accepted.
+  std::vector<int> stranger;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    REQUIRE(fd >= 0);
+    ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    stranger.push_back(fd);
+  }
+  std::this_thread::sleep_for(200ms);
+  // On a thread, so that a connect that ignores the timeout fails the test instead of hanging it.
+  struct Outcome {
+    std::atomic<bool> done{false};
+    std::string error;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  const auto start = std::chrono::steady_clock::now();
+  std::thread([outcome, endpoint] {
+    try {
+      auto b = ordo::comm::Bootstrap::store(0, 2, endpoint, 1500ms, token);
+    } catch (const std::exception& e) {
+      outcome->error = e.what();
+    }
+    outcome->done.store(true, std::memory_order_release);  // pairs with the acquire load below
+  }).detach();
+  while (!outcome->done.load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now() - start < 20s)
+    std::this_thread::sleep_for(10ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (int fd : stranger) ::close(fd);
+  ::close(listener);
+  REQUIRE(outcome->done.load(std::memory_order_acquire));
+  CHECK(took < 6s);
+  CHECK_THAT(outcome->error, Catch::Contains("rank 0") && Catch::Contains("1500 ms"));
 }

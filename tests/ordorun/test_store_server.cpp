@@ -55,7 +55,8 @@ struct Client {
   std::vector<std::byte> got;
   bool closed = false;
 
-  explicit Client(const std::string& endpoint) {
+  // `from`: the local address to connect from (any of 127/8 is this host's), else the kernel's.
+  explicit Client(const std::string& endpoint, const char* from = nullptr) {
     const auto colon = endpoint.rfind(':');
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -63,6 +64,12 @@ struct Client {
     ::inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &a.sin_addr);
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     REQUIRE(fd >= 0);
+    if (from != nullptr) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      ::inet_pton(AF_INET, from, &local.sin_addr);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+    }
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   }
   ~Client() {
@@ -462,13 +469,18 @@ TEST_CASE("the store drops a client that does not say hello with the job's token
       {"an unknown operation", {{std::byte{9}, std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0},
                                  std::byte{0}, std::byte{0}, std::byte{0}, std::byte{0}}}},
   };
+  std::vector<std::byte> refusal;
+  append_refusals(refusal, 1);
   for (auto& [what, msgs] : cases) {
     INFO(what);
     Client c(f.at());
     for (auto& m : msgs) c.send(m);
     c.send(request(store::Op::put, "k", "v"));
     CHECK(f.drive([&] { c.poll_in(); return c.closed; }));
-    CHECK(c.got.empty());
+    // A refused hello is answered so before the drop (a rank reports it rather than retrying);
+    // anything else gets nothing.
+    const bool is_hello = msgs.front().front() == std::byte(store::Op::hello);
+    CHECK(c.got == (is_hello ? refusal : std::vector<std::byte>{}));
   }
   CHECK(f.hellos.empty());
   {
@@ -540,25 +552,77 @@ TEST_CASE("a client that does not authenticate in time is dropped", "[ordorun][s
   CHECK(f.hellos == std::vector<int>{0});
 }
 
-TEST_CASE("pending connections are capped; a rank still gets in once strangers time out", "[ordorun][store]") {
+TEST_CASE(
+    "pending connections are capped; a rank gets in at once, the oldest strangers making room",
+    "[ordorun][store]") {
   StoreLimits limits;
   limits.max_pending = 4;
-  limits.auth_timeout = 300ms;
+  limits.auth_timeout = 10s;  // longer than the test: no stranger leaves by its deadline
   Fixture f(limits);
   std::vector<std::unique_ptr<Client>> strangers;
   for (int i = 0; i < 12; ++i) strangers.push_back(std::make_unique<Client>(f.at()));
   std::size_t most = 0;
   f.drive([&] { most = std::max(most, f.server->pending_count()); return false; }, 200ms);
   CHECK(most == 4);
-  Client rank(f.at());  // behind the strangers in the kernel's backlog
+  Client rank(f.at());  // behind the strangers
   rank.send(request(store::Op::hello, "1", token));
+  const auto start = EventLoop::Clock::now();
   REQUIRE(f.drive([&] {
     most = std::max(most, f.server->pending_count());
     rank.poll_in();
     return rank.got.size() >= 5;
   }, 10s));
+  CHECK(EventLoop::Clock::now() - start < 2s);
   CHECK(rank.got == ok());
   CHECK(most <= 4);
+  // The oldest strangers made room (8 for the strangers, one for the rank), the newest are
+  // still held.
+  int closed = 0;
+  for (auto& s : strangers) {
+    s->poll_in();
+    closed += s->closed ? 1 : 0;
+  }
+  CHECK(closed == 9);
+  CHECK_FALSE(strangers.back()->closed);
+}
+
+TEST_CASE("one address's flood pushes out its own pending connections, not another's",
+          "[ordorun][store]") {
+  StoreLimits limits;
+  limits.max_pending = 8;
+  limits.max_pending_per_address = 4;
+  limits.auth_timeout = 10s;
+  Fixture f(limits);
+  // Two connections from 127.0.0.3, then a flood from 127.0.0.2 (loopback: both this host).
+  Client quiet_a(f.at(), "127.0.0.3"), quiet_b(f.at(), "127.0.0.3");
+  f.drive([&] { return f.server->pending_count() == 2; });
+  std::vector<std::unique_ptr<Client>> flood;
+  for (int i = 0; i < 20; ++i) flood.push_back(std::make_unique<Client>(f.at(), "127.0.0.2"));
+  std::size_t most = 0;
+  f.drive(
+      [&] {
+        most = std::max(most, f.server->pending_count());
+        return false;
+      },
+      300ms);
+  quiet_a.poll_in();
+  quiet_b.poll_in();
+  CHECK_FALSE(quiet_a.closed);
+  CHECK_FALSE(quiet_b.closed);
+  CHECK(most <= 2 + 4);
+  CHECK(f.server->pending_count() == 6);
+  // Past the cap in all, the address with the most pending gives one up.
+  std::vector<std::unique_ptr<Client>> others;
+  for (const char* from : {"127.0.0.4", "127.0.0.5", "127.0.0.6"})
+    others.push_back(std::make_unique<Client>(f.at(), from));
+  f.drive([&] { return false; }, 300ms);
+  CHECK(f.server->pending_count() == 8);
+  quiet_a.poll_in();
+  CHECK_FALSE(quiet_a.closed);
+  for (auto& o : others) {
+    o->poll_in();
+    CHECK_FALSE(o->closed);
+  }
 }
 
 TEST_CASE("each rank may hold only a few authenticated connections", "[ordorun][store]") {
@@ -573,11 +637,13 @@ TEST_CASE("each rank may hold only a few authenticated connections", "[ordorun][
   CHECK(a.got == ok());
   CHECK(b.got == ok());
   CHECK(c.closed);
-  CHECK(c.got.empty());
+  std::vector<std::byte> refusal;
+  append_refusals(refusal, 1);
+  CHECK(c.got == refusal);
   // One of them gone, the rank may connect again.
   ::close(a.fd);
   a.fd = -1;
-  f.drive([&] { return f.server->client_count() == 2; });
+  REQUIRE(f.drive([&] { return f.server->client_count() == 1; }));  // the store saw a go
   Client d(f.at());
   d.send(request(store::Op::hello, "0", token));
   REQUIRE(f.drive([&] { d.poll_in(); return d.got.size() >= 5 || d.closed; }));

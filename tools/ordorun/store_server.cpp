@@ -46,7 +46,7 @@ StoreServer::StoreServer(EventLoop& loop, std::string token, int ranks,
       throw std::runtime_error("the store address '" + address + "' is not an IPv4 address");
     if (::bind(l.fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
       throw std::runtime_error("cannot bind the store to " + address + ": " + errno_text(errno));
-    if (::listen(l.fd.get(), 128) != 0)
+    if (::listen(l.fd.get(), SOMAXCONN) != 0)
       throw std::runtime_error("cannot listen on " + address + ": " + errno_text(errno));
     socklen_t len = sizeof a;
     ::getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&a), &len);
@@ -67,10 +67,7 @@ StoreServer::~StoreServer() {
 
 std::string StoreServer::endpoint(std::size_t i) const { return listeners_.at(i).endpoint; }
 
-std::size_t StoreServer::pending_count() const {
-  return std::size_t(std::count_if(clients_.begin(), clients_.end(),
-                                   [](const auto& kv) { return kv.second->rank < 0; }));
-}
+std::size_t StoreServer::pending_count() const { return pending_; }
 
 std::size_t StoreServer::buffered_bytes() const {
   std::size_t n = 0;
@@ -79,8 +76,11 @@ std::size_t StoreServer::buffered_bytes() const {
 }
 
 void StoreServer::accept_clients(Listener& l) {
-  while (pending_count() < limits_.max_pending) {
-    const int fd = ::accept4(l.fd.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  for (std::size_t turn = 0; turn < limits_.accepts_per_turn && !backing_off_; ++turn) {
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof peer;
+    const int fd = ::accept4(l.fd.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       const int err = errno;
       if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
@@ -103,9 +103,12 @@ void StoreServer::accept_clients(Listener& l) {
     }
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const std::uint32_t address = peer.sin_family == AF_INET ? peer.sin_addr.s_addr : 0;
+    make_room(address);
     auto c = std::make_unique<Client>();
     c->fd.reset(fd);
     c->order = accepted_++;
+    c->address = address;
     c->auth_timer = loop_.at(EventLoop::Clock::now() + limits_.auth_timeout, [this, fd] {
       auto it = clients_.find(fd);
       if (it == clients_.end()) return;
@@ -113,14 +116,36 @@ void StoreServer::accept_clients(Listener& l) {
       if (it->second->rank < 0) drop(fd);
     });
     clients_.emplace(fd, std::move(c));
+    ++pending_;
+    ++pending_by_address_[address];
     loop_.watch(fd, POLLIN, [this, fd](short revents) { on_client(fd, revents); });
+    // A rank sends its hello right after connecting: read it now, before more strangers come.
+    on_client(fd, POLLIN);
   }
   update_accepting();
 }
 
+void StoreServer::make_room(std::uint32_t address) {
+  const auto mine = pending_by_address_.find(address);
+  if (mine != pending_by_address_.end() && mine->second >= limits_.max_pending_per_address) {
+    drop_oldest_pending(address);
+    return;
+  }
+  if (pending_ < limits_.max_pending || pending_by_address_.empty()) return;
+  auto most = pending_by_address_.begin();
+  for (auto it = pending_by_address_.begin(); it != pending_by_address_.end(); ++it)
+    if (it->second > most->second) most = it;
+  drop_oldest_pending(most->first);
+}
+
+void StoreServer::forget_pending(const Client& c) {
+  --pending_;
+  auto it = pending_by_address_.find(c.address);
+  if (it != pending_by_address_.end() && --it->second == 0) pending_by_address_.erase(it);
+}
+
 void StoreServer::update_accepting() {
-  const bool accepting = !backing_off_ && pending_count() < limits_.max_pending;
-  for (Listener& l : listeners_) loop_.set_events(l.fd.get(), accepting ? POLLIN : 0);
+  for (Listener& l : listeners_) loop_.set_events(l.fd.get(), backing_off_ ? 0 : POLLIN);
 }
 
 void StoreServer::on_client(int fd, short revents) {
@@ -180,7 +205,14 @@ bool StoreServer::serve(Client& c) {
     if (c.rank >= 0) ++requests_[std::size_t(c.rank)];
     switch (req->op) {
       case store::Op::hello:
-        if (c.rank >= 0 || !authenticate(c, req->key, req->value)) return false;
+        if (c.rank >= 0) return false;
+        if (!authenticate(c, req->key, req->value)) {
+          // Said before the drop, best effort: a rank reports a refusal instead of retrying.
+          const auto no = store::encode_response(store::Status::bad_request, {});
+          [[maybe_unused]] ssize_t k =
+              ::send(c.fd.get(), no.data(), no.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          return false;
+        }
         break;
       case store::Op::put: {
         if (c.rank < 0) return false;
@@ -236,6 +268,7 @@ bool StoreServer::authenticate(Client& c, const std::string& key, const std::vec
   if (r >= ranks_) return false;
   if (std::size_t(per_rank_[std::size_t(r)]) >= limits_.connections_per_rank) return false;
   ++per_rank_[std::size_t(r)];
+  forget_pending(c);
   c.rank = int(r);
   if (c.auth_timer != 0) loop_.cancel(c.auth_timer);
   c.auth_timer = 0;
@@ -382,17 +415,20 @@ void StoreServer::drop(int fd) {
   if (it == clients_.end()) return;
   Client& c = *it->second;
   if (c.auth_timer != 0) loop_.cancel(c.auth_timer);
-  if (c.rank >= 0) --per_rank_[std::size_t(c.rank)];
+  if (c.rank >= 0)
+    --per_rank_[std::size_t(c.rank)];
+  else
+    forget_pending(c);
   loop_.unwatch(fd);
   clients_.erase(it);
   update_accepting();
 }
 
-void StoreServer::drop_oldest_pending() {
+void StoreServer::drop_oldest_pending(std::optional<std::uint32_t> address) {
   int oldest = -1;
   std::uint64_t order = 0;
   for (const auto& [fd, c] : clients_)
-    if (c->rank < 0 && (oldest < 0 || c->order < order)) {
+    if (c->rank < 0 && (!address || c->address == *address) && (oldest < 0 || c->order < order)) {
       oldest = fd;
       order = c->order;
     }

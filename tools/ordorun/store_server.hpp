@@ -3,14 +3,26 @@
 //
 // Who may use it: a connection is *pending* until its first request, a hello with the job's
 // token and a rank of the job, has arrived; only then may it put and get. The store may listen
-// where strangers reach it (--hosts), so what a stranger can make it hold is bounded:
+// where strangers reach it (--hosts), and strangers may share the ranks' address (loopback,
+// another user of a rank's host), so what a stranger can make it hold, and how long it can
+// keep a rank waiting, are bounded:
 //   - a pending connection is read only as far as a hello can reach (max_hello_bytes): its
 //     first 9 bytes must announce a hello of plausible size, or it is dropped at once;
 //   - it is dropped unless it authenticates within auth_timeout;
-//   - at most max_pending connections are pending at once; beyond that the store stops
-//     accepting (the kernel's backlog holds the rest) until one authenticates or goes;
-//   - each rank may hold connections_per_rank authenticated ones (its request connection and
-//     its lifeline, with room for a program that bootstraps twice);
+//   - the store accepts whatever the kernel has queued (accepts_per_turn at a time), and reads
+//     a new connection at once: a rank's hello follows its connect, so it is usually there;
+//   - at most max_pending_per_address connections from one address are pending at once, and
+//     max_pending in all: a new one beyond them takes the place of the oldest pending one of
+//     its address (of the address with the most, beyond max_pending). A stranger's flood so
+//     pushes out its own idle connections, not a rank's hello, and the kernel's backlog never
+//     fills up with connections the store will not accept;
+//   - authenticated connections (the ranks') count against none of these: they are never
+//     dropped to make room, each rank may hold connections_per_rank of them (its request
+//     connection and its lifeline, with room for a program that bootstraps twice);
+//   - a hello that is refused (a wrong token, a rank outside the job or over its connections)
+//     is answered bad_request before the drop, so a rank tells a refusal, which it reports,
+//     from a connection dropped to make room, after which it connects again
+//     (comm/bootstrap.cpp);
 //   - when accept() fails for want of descriptors or memory, the store drops its oldest
 //     pending connection and stops accepting for accept_backoff, instead of polling a listener
 //     it cannot serve in a tight loop.
@@ -38,8 +50,10 @@ namespace ordorun {
 namespace store = ordo::comm::store;
 
 struct StoreLimits {
-  std::size_t max_pending = 64;
-  std::chrono::milliseconds auth_timeout{10'000};
+  std::size_t max_pending = 256;
+  std::size_t max_pending_per_address = 64;
+  std::size_t accepts_per_turn = 64;
+  std::chrono::milliseconds auth_timeout{5'000};
   std::size_t connections_per_rank = 4;
   std::chrono::milliseconds accept_backoff{100};
 };
@@ -105,6 +119,7 @@ class StoreServer {
     Fd fd;
     std::uint64_t order = 0;  // accept order: the oldest pending goes first under pressure
     int rank = -1;            // -1 while pending
+    std::uint32_t address = 0;  // the peer's IPv4 address (network order), for the cap on it
     std::vector<std::byte> in, out;
     std::deque<Parked> waiting;  // parked gets, answered in order
     EventLoop::TimerId auth_timer = 0;
@@ -158,7 +173,12 @@ class StoreServer {
   void reply(Client& c, const std::vector<std::byte>& response);
   void flush(Client& c);
   void drop(int fd);
-  void drop_oldest_pending();
+  // Drops the oldest pending connection, of `address` when given, else of any.
+  void drop_oldest_pending(std::optional<std::uint32_t> address = std::nullopt);
+  // Makes room for a new pending connection from `address` (see the top of this file).
+  void make_room(std::uint32_t address);
+  // A connection stops being pending (authenticated or dropped).
+  void forget_pending(const Client& c);
   void update_accepting();
 
   EventLoop& loop_;
@@ -177,6 +197,8 @@ class StoreServer {
   mutable std::uint64_t key_lookups_ = 0;
   std::optional<std::string> stopping_;  // why the job stops, once it does
   std::uint64_t accepted_ = 0;
+  std::size_t pending_ = 0;
+  std::map<std::uint32_t, std::size_t> pending_by_address_;
   bool backing_off_ = false;
   bool said_accept_failure_ = false;
 };
