@@ -2,6 +2,7 @@
 // token goes).
 #include <catch2/catch.hpp>
 #include <string>
+#include <string_view>
 
 #include "prefixer.hpp"
 #include "spawner.hpp"
@@ -19,6 +20,39 @@ TEST_CASE("the prefixer passes whole lines on, each with its prefix", "[ordorun]
   CHECK(p.finish() == "");
   CHECK(p.feed("x\n") == "[3] x\n");
   CHECK(p.finish() == "");
+}
+
+// One 200 KB line held whole cost ordorun its size in memory (and, fed 64 KiB at a time, a
+// scan of all of it per read): it is passed on in pieces of at most max_line bytes, each a
+// prefixed line, which put together are the line.
+TEST_CASE("the prefixer splits an overlong line into bounded pieces", "[ordorun]") {
+  constexpr std::size_t most = LinePrefixer::max_line;
+  LinePrefixer p("[1] ");
+  std::string line;
+  for (std::size_t i = 0; line.size() < 3 * most + 100; ++i) line += char('a' + i % 26);
+  std::string out;
+  for (std::size_t at = 0; at < line.size(); at += 4096) {
+    out += p.feed(std::string_view(line).substr(at, 4096));
+    if (at >= most) CHECK_FALSE(out.empty());  // passed on once a piece is full, not at the end
+  }
+  out += p.feed("\n");
+  std::string joined;
+  std::size_t pieces = 0, start = 0;
+  for (std::size_t nl; (nl = out.find('\n', start)) != std::string::npos; start = nl + 1) {
+    const std::string piece = out.substr(start, nl - start);
+    REQUIRE(piece.rfind("[1] ", 0) == 0);
+    CHECK(piece.size() - 4 <= most);
+    joined += piece.substr(4);
+    ++pieces;
+  }
+  CHECK(start == out.size());
+  CHECK(pieces == 4);
+  CHECK(joined == line);
+  // A piece ends before a UTF-8 character, never inside it: "é" (2 bytes) across the bound.
+  LinePrefixer q("");
+  const std::string text = std::string(most - 1, 'x') + "\xc3\xa9" + "yz\n";
+  const std::string split = q.feed(text);
+  CHECK(split == std::string(most - 1, 'x') + "\n\xc3\xa9yz\n");
 }
 
 namespace {
