@@ -11,9 +11,11 @@
 #include <memory>
 #include <thread>
 
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +25,6 @@
 #include <span>
 #include <string>
 #include <tuple>
-#include <unistd.h>
 #include <vector>
 
 #include "analysis.hpp"
@@ -676,7 +677,7 @@ TEST_CASE("a trace path that is a directory is refused before anything is record
   c.workers = 1;
   std::string error;
   CHECK(rtt::Recorder::open(c, error) == nullptr);
-  CHECK(error == "cannot create trace file '" + dir + "': it is a directory");
+  CHECK_THAT(error, Catch::StartsWith("cannot create trace file '" + dir + "': it is a directory"));
   // Nothing was created beside it, and the directory is as it was.
   for (const auto& e : fs::directory_iterator(fs::path(dir).parent_path()))
     CHECK(e.path().filename().string().rfind(fs::path(dir).filename().string() + ".tmp", 0) ==
@@ -1150,4 +1151,81 @@ TEST_CASE("compare reports per task kind and location the change between two run
              Catch::Contains("WARNING: A and B are traces of different graphs (3 tasks against 4"));
   CHECK(tf::kind_of("step[1,2]") == "step");
   CHECK(tf::kind_of("stage0") == "stage0");
+}
+
+// The runtime records a name as the program gave it; a Latin-1 one made every JSON output throw
+// nlohmann's "invalid UTF-8 byte" at the user. Each byte that is not UTF-8 reads as \xNN.
+TEST_CASE("task and location names that are not UTF-8 are escaped in every output", "[trace]") {
+  const std::string path = temp_path("latin1");
+  {
+    ordo::Graph g;
+    auto a = g.location<double>("caf\xe9", 4);
+    g.task("\xe9t\xe9 \xc3\xa9", {ordo::write(a)},
+           [a](ordo::Context& ctx) { ctx.write(a)[0] += 1; });
+    ordo::Runtime rt({.workers = 1, .trace_path = path});
+    rt.run(g, 2);
+  }
+  tf::Trace t = tf::load({path});
+  bool task = false, location = false;
+  for (const auto& r : t.ranks) {
+    for (const auto& ti : r.tasks) task = task || ti.name == "\\xE9t\\xE9 \xc3\xa9";
+    for (const auto& li : r.locations) location = location || li.name == "caf\\xE9";
+  }
+  CHECK(task);
+  CHECK(location);
+  tf::Summary s = tf::summarize(t);
+  std::string perfetto, summary;
+  REQUIRE_NOTHROW(perfetto = tf::export_perfetto(t, s).dump());
+  REQUIRE_NOTHROW(summary = tf::render_json(s, t).dump());
+  CHECK(perfetto.find("\\\\xE9t\\\\xE9") != std::string::npos);  // JSON escapes the backslash
+  CHECK(nlohmann::json::parse(summary).dump().find("\\\\xE9") != std::string::npos);
+  std::string html;
+  REQUIRE_NOTHROW(html = tf::export_html(t, s));
+  CHECK(html.find("\\\\xE9t\\\\xE9") != std::string::npos);
+}
+
+TEST_CASE("a trace is written only onto a regular file, which keeps its mode", "[trace]") {
+  // A FIFO at the path is refused before the run, and is still a FIFO after it.
+  const std::string fifo = temp_path("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  rtt::RecorderConfig c;
+  c.path = fifo;
+  c.workers = 1;
+  std::string error;
+  CHECK(rtt::Recorder::open(c, error) == nullptr);
+  CHECK_THAT(error, Catch::Contains("it is a FIFO") && Catch::Contains("regular files"));
+  struct stat st {};
+  REQUIRE(::stat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  // A private file stays private when the trace replaces it.
+  const std::string file = temp_path("private");
+  { std::ofstream(file) << "old"; }
+  REQUIRE(::chmod(file.c_str(), 0600) == 0);
+  {
+    TwoTasks two;
+    ordo::Runtime rt({.workers = 1, .trace_path = file});
+    rt.run(two.g, 1);
+  }
+  REQUIRE(::stat(file.c_str(), &st) == 0);
+  CHECK(S_ISREG(st.st_mode));
+  CHECK((st.st_mode & 07777) == 0600);
+  CHECK(fs::file_size(file) > 3);  // the trace, not the old bytes
+}
+
+TEST_CASE("ordo-trace refuses a FIFO, a directory or a device at once, saying what it is",
+          "[trace]") {
+  const std::string fifo = temp_path("in-fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(tf::load({fifo}),
+                    Catch::Contains("it is a FIFO") && Catch::Contains("not a trace file"));
+  // A per-rank name that is a FIFO: opened without blocking, refused.
+  const std::string base = temp_path("in-base");
+  REQUIRE(::mkfifo((base + ".rank0").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(tf::read_rank(base + ".rank0"), Catch::Contains("it is a FIFO"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  const std::string dir = temp_path("in-dir");
+  fs::create_directories(dir);
+  CHECK_THROWS_WITH(tf::load({dir}), Catch::Contains("it is a directory"));
+  CHECK_THROWS_WITH(tf::load({"/dev/zero"}), Catch::Contains("it is a character device"));
 }

@@ -100,7 +100,9 @@ std::string numbers(const std::vector<int>& v) {
   return out;
 }
 
-std::string json_string(const std::string& s) { return nlohmann::json(s).dump(); }
+std::string json_string(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string strings(const std::vector<std::string>& v) {
   std::string out = "[";

@@ -19,14 +19,20 @@
 #include "cli_main.hpp"
 #include "compare.hpp"
 #include "export.hpp"
+#include "runtime/regular_file.hpp"
 #include "trace_file.hpp"
 
 namespace {
 
 using namespace ordo::tracefile;
 
+// Names are UTF-8 once read (trace_file.cpp escapes what is not); a path given on the command
+// line may not be, and costs a replacement character rather than an exception.
+constexpr auto replace = nlohmann::json::error_handler_t::replace;
+
 // Written beside the path and renamed into place, so that a failed write (a full disk, a
-// killed process) leaves the previous file as it was rather than a truncated one.
+// killed process) leaves the previous file as it was rather than a truncated one; only over a
+// regular file, whose mode it keeps (runtime/regular_file.hpp).
 void write_file(const std::string& path, const std::string& text) {
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   const auto refuse = [&](const std::string& why) {
@@ -34,6 +40,8 @@ void write_file(const std::string& path, const std::string& text) {
     return TraceError("cannot write '" + path + "' (" + why +
                       "); give a writable output path with -o");
   };
+  if (const std::string why = ordo::files::output_refusal(path); !why.empty())
+    throw TraceError("cannot write '" + path + "': " + why);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw refuse(std::strerror(errno));
   for (std::size_t done = 0; done < text.size();) {
@@ -49,6 +57,8 @@ void write_file(const std::string& path, const std::string& text) {
   const int synced = ::fsync(fd) == 0 ? 0 : errno;
   if (::close(fd) != 0 && synced == 0) throw refuse(std::strerror(errno));
   if (synced != 0) throw refuse(std::strerror(synced));
+  if (const std::string why = ordo::files::output_refusal(path); !why.empty()) throw refuse(why);
+  if (!ordo::files::keep_mode(temporary, path)) throw refuse(std::strerror(errno));
   if (std::rename(temporary.c_str(), path.c_str()) != 0) throw refuse(std::strerror(errno));
 }
 
@@ -104,18 +114,19 @@ int run(int argc, char** argv) {
                    compared[0].c_str(), compared[1].c_str(),
                    static_cast<unsigned long long>(c.tasks_a),
                    static_cast<unsigned long long>(c.tasks_b));
-    const std::string text =
-        json ? render_json(c).dump(2) + "\n" : render_text(c, compared[0], compared[1]);
+    const std::string text = json ? render_json(c).dump(2, ' ', false, replace) + "\n"
+                                  : render_text(c, compared[0], compared[1]);
     std::fputs(text.c_str(), stdout);
     return 0;
   }
   Trace t = load(inputs);
   Summary s = summarize(t);
   if (summary->parsed()) {
-    std::string text = json ? render_json(s, t).dump(2) + "\n" : render_text(s, t);
+    std::string text =
+        json ? render_json(s, t).dump(2, ' ', false, replace) + "\n" : render_text(s, t);
     std::fputs(text.c_str(), stdout);
   } else if (exp->parsed()) {
-    write_file(output, export_perfetto(t, s).dump() + "\n");
+    write_file(output, export_perfetto(t, s).dump(-1, ' ', false, replace) + "\n");
   } else if (html->parsed()) {
     write_file(output, export_html(t, s));
   }

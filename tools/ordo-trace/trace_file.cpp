@@ -1,11 +1,16 @@
 #include "trace_file.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
+#include <string_view>
+
+#include "runtime/regular_file.hpp"
 
 namespace ordo::tracefile {
 
@@ -31,6 +36,41 @@ const char* kind_name(Kind kind) {
 namespace {
 
 // Bounds-checked reader over one graph record's payload.
+// `s` with every byte that is not part of a well-formed UTF-8 character (RFC 3629: no overlong
+// form, no surrogate, nothing past U+10FFFF) written as the four characters \xNN.
+std::string escape_non_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    std::size_t len = b < 0x80           ? 1
+                      : (b >> 5) == 0x6  ? 2
+                      : (b >> 4) == 0xe  ? 3
+                      : (b >> 3) == 0x1e ? 4
+                                         : 0;
+    bool ok = len != 0 && i + len <= s.size();
+    std::uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1f : len == 3 ? b & 0x0f : b & 0x07;
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      ok = (c & 0xc0) == 0x80;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    static constexpr std::uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (ok && (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) ok = false;
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+      continue;
+    }
+    static constexpr char hex[] = "0123456789ABCDEF";
+    out += "\\x";
+    out += hex[b >> 4];
+    out += hex[b & 0xf];
+    ++i;
+  }
+  return out;
+}
+
 struct Cursor {
   const std::uint8_t* p;
   const std::uint8_t* end;
@@ -56,10 +96,12 @@ struct Cursor {
   std::uint32_t u32() { return number<std::uint32_t>(); }
   std::uint64_t u64() { return number<std::uint64_t>(); }
   std::uint8_t u8() { return number<std::uint8_t>(); }
+  // A name, as UTF-8: the runtime writes a task's or location's name as the program gave it,
+  // in whatever encoding (Latin-1, say), and every output (JSON, HTML) needs UTF-8.
   std::string str() {
     std::uint32_t n = u32();
     need(n);
-    std::string s(reinterpret_cast<const char*>(p), n);
+    std::string s = escape_non_utf8(std::string_view(reinterpret_cast<const char*>(p), n));
     p += n;
     return s;
   }
@@ -257,10 +299,26 @@ RankTrace parse_rank(std::span<const std::uint8_t> data, const std::string& path
 }
 
 RankTrace read_rank(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TraceError(path + ": cannot open: " + std::strerror(errno));
-  std::vector<std::uint8_t> data((std::istreambuf_iterator<char>(in)),
-                                 std::istreambuf_iterator<char>());
+  // Checked before a byte is read, without blocking: a FIFO would wait for a writer for ever,
+  // /dev/zero would be read without end (runtime/regular_file.hpp).
+  std::string kind;
+  const int fd = ordo::files::open_regular(path, kind);
+  if (fd < 0 && !kind.empty()) throw TraceError(path + ": " + kind + "; give a trace file");
+  if (fd < 0) throw TraceError(path + ": cannot open: " + std::strerror(errno));
+  std::vector<std::uint8_t> data;
+  std::uint8_t buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      throw TraceError(path + ": cannot read: " + std::strerror(e));
+    }
+    if (n == 0) break;
+    data.insert(data.end(), buf, buf + n);
+  }
+  ::close(fd);
   return parse_rank(data, path);
 }
 
@@ -280,6 +338,11 @@ Trace load(const std::vector<std::string>& inputs, bool align) {
       if (!fs::is_regular_file(p, ec)) break;
       files.push_back(p);
     }
+    struct stat st {};
+    if (files.size() == before && ::stat(in.c_str(), &st) == 0)
+      throw TraceError(in + ": it is " + ordo::files::kind_of(st.st_mode) +
+                       ", not a trace file; give a trace file or the base path of a "
+                       "multi-rank trace");
     if (files.size() == before)
       throw TraceError(in + ": no such trace file, and no per-rank files " + in + ".rank0, " +
                        in + ".rank1, ...");
