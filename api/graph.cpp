@@ -135,6 +135,16 @@ std::uint32_t Graph::add_location(const std::string& name, std::size_t elem_size
   return impl_->graph.add_location(name, elem_size, count, type);
 }
 
+void Graph::check_family_count(const std::string& name, std::uint32_t count) const {
+  check_location_count(*impl_, name + "[" + std::to_string(count - 1) + "]", count);
+  // Each member costs bookkeeping before any data (its size, its description and name), which
+  // a huge family cannot get: refused as an Error naming it, not a bare std::bad_alloc.
+  const std::uint64_t each = sizeof(std::size_t) + sizeof(rt::LocationDesc) + name.size() + 12;
+  check_memory_available(std::uint64_t(count) * each,
+                         "location family '" + name + "' of " + std::to_string(count) +
+                             " members is too large: their bookkeeping alone, before any data,");
+}
+
 std::uint32_t Graph::add_location_family(const std::string& name, std::size_t elem_size,
                                          const std::vector<std::size_t>& sizes,
                                          const std::type_info& type) {

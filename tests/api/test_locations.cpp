@@ -117,6 +117,17 @@ TEST_CASE("a refused location family adds nothing") {
   CHECK_THROWS_WITH(g.location_family<int>("late", 2, 1), Contains("after the graph's first run"));
 }
 
+// Four billion members: their sizes alone would take 32 GB before any check (std::bad_alloc).
+TEST_CASE("a location family too large to declare is an Error naming it, adding nothing") {
+  ordo::Graph g;
+  CHECK_THROWS_AS(g.location_family<double>("huge", 4'000'000'000u, 1), ordo::Error);
+  CHECK_THROWS_WITH(g.location_family<double>("huge", 4'000'000'000u, 1),
+                    Contains("location family 'huge' of 4000000000 members is too large"));
+  CHECK(g.locations() == 0);
+  auto ok = g.location_family<double>("huge", 4, 1);  // the name is free
+  CHECK(ok.size() == 4);
+}
+
 TEST_CASE("a task with hundreds of accesses reads each one through its Context") {
   for (bool family : {false, true}) {
     INFO("family " << family);

@@ -461,6 +461,7 @@ class Graph {
   std::vector<Location<T>> location_family(const std::string& name, std::uint32_t count,
                                            SizeOf&& size_of) {
     static_assert(std::is_trivially_copyable_v<T>, "location elements must be trivially copyable");
+    check_family_count(name, count);  // before `sizes`, which a huge count could not allocate
     std::vector<std::size_t> sizes(count);
     for (std::uint32_t i = 0; i < count; ++i) sizes[i] = size_of(i);
     const std::uint32_t first = add_location_family(name, sizeof(T), sizes, typeid(T));
@@ -622,6 +623,8 @@ class Graph {
   std::uint32_t add_location_family(const std::string& name, std::size_t elem_size,
                                     const std::vector<std::size_t>& sizes,
                                     const std::type_info& type);
+  // Throws Error when `count` more locations would exceed what a graph holds.
+  void check_family_count(const std::string& name, std::uint32_t count) const;
   void* data_bytes(std::uint64_t graph, std::uint32_t location, const std::type_info& type) const;
   void set_home_rank_of(std::uint64_t graph, std::uint32_t location, unsigned rank);
   unsigned home_rank_of(std::uint64_t graph, std::uint32_t location) const;
