@@ -647,6 +647,19 @@ void Engine::wait_step_done() {
   done_cv_.wait(lock, [this] { return done_ || failed_; });
 }
 
+bool Engine::quiesce_step() {
+  if (failed_) return false;  // a peer is gone: nothing more will arrive
+  const auto quiet = dist_->control.quiesce(dist_->remote.traffic());
+  // Found by every rank in the same wave: each stops, naming itself (no rank can tell which
+  // peer sent the message that no rank sent).
+  if (quiet == ControlPlane::Quiescence::overcounted)
+    fail({Failure::Kind::protocol, rank(),
+          "the ranks handled more protocol messages than they sent: a message was forged or "
+          "delivered twice, or the ranks' ordo versions differ",
+          nullptr});
+  return quiet == ControlPlane::Quiescence::quiet && !failed_;
+}
+
 std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
                           const std::function<bool(std::uint64_t)>& given_until,
                           std::uint64_t check_every, sched::StackPool* stacks, const Pause* pause,
@@ -698,18 +711,7 @@ std::uint64_t Engine::run(sched::Pool& pool, std::uint64_t iterations,
     }
     raise_limit(stop);
     wait_step_done();
-    if (dist_) {
-      if (failed_) break;  // a peer is gone: nothing more will arrive
-      const auto quiet = dist_->control.quiesce(dist_->remote.traffic());
-      // Found by every rank in the same wave: each stops, naming itself (no rank can tell
-      // which peer sent the message that no rank sent).
-      if (quiet == ControlPlane::Quiescence::overcounted)
-        fail({Failure::Kind::protocol, rank(),
-              "the ranks handled more protocol messages than they sent: a message was forged "
-              "or delivered twice, or the ranks' ordo versions differ",
-              nullptr});
-      if (quiet != ControlPlane::Quiescence::quiet || failed_) break;
-    }
+    if (dist_ && !quiesce_step()) break;
     done_iterations_ = stop;
     if (aborted_.load(std::memory_order_relaxed)) break;
     // The program's code between steps (a pause, the stop condition) fails as a body does: its

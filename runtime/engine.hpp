@@ -376,6 +376,9 @@ class Engine final : public sched::Executor {
   // transport's thread handling a message).
   unsigned trace_buffer() const;
   void wait_step_done();
+  // Across ranks, after a step: the quiescence that makes every rank's home locations final.
+  // False when the run must stop (a failure, or a message no rank sent).
+  bool quiesce_step();
 
   // --- the stop condition in the dataflow (Decision; engine_decision.cpp) ---
   static constexpr std::uint64_t kNoCheck = ~std::uint64_t{0};

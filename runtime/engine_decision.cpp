@@ -147,16 +147,7 @@ std::uint64_t Engine::run_deciding(std::uint64_t start, std::uint64_t end,
     raise_limit(gate);
     wait_step_done();
     check_at_.store(kNoCheck, std::memory_order_relaxed);
-    if (dist_) {
-      if (failed_) break;
-      const auto quiet = dist_->control.quiesce(dist_->remote.traffic());
-      if (quiet == ControlPlane::Quiescence::overcounted)
-        fail({Failure::Kind::protocol, rank(),
-              "the ranks handled more protocol messages than they sent: a message was forged "
-              "or delivered twice, or the ranks' ordo versions differ",
-              nullptr});
-      if (quiet != ControlPlane::Quiescence::quiet || failed_) break;
-    }
+    if (dist_ && !quiesce_step()) break;
     const bool stopped = stopped_.load(std::memory_order_acquire);
     done_iterations_ = stopped ? stopped_after_ : segment;
     // The instances the stop skipped were counted as done: they are not.
