@@ -33,6 +33,7 @@
 #include "app_cli.hpp"
 #include "cg_kernels.hpp"
 #include "output_file.hpp"
+#include "run_flags.hpp"
 #include "stencil_app.hpp"
 
 namespace {
@@ -266,26 +267,19 @@ int run(int argc, char** argv) {
   cli.add_option("--blocks", blocks_text,
                  "block grid BxC; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
-  cli.add_option("--iters", iters, "iterations (with --tol: the most)")
-      ->check(ordo::cli::Integer(1, ordo::app::max_iters))
-      ->capture_default_str();
-  cli.add_option("--tol", tol,
-                 "stop after the first iteration whose residual norm is at most TOL times the "
-                 "initial one (0: run --iters iterations)")
-      ->check(ordo::cli::Real(0, 1))
-      ->capture_default_str();
-  cli.add_option("--workers", workers,
-                 "worker threads (default: one per core of this process's share of the host, "
-                 "docs/scheduler.md)")
-      ->check(ordo::cli::Integer(1, ordo::app::max_workers));
-  cli.add_flag("--verify", verify,
-               "compare x, the iteration count and r.r bit for bit with a sequential CG");
-  cli.add_option("--output", output, "write the solution x (.npy, float64, NxM)")
-      ->check(ordo::cli::Path());
-  cli.add_option("--trace", trace_path,
-                 "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
-      ->check(ordo::cli::Path())
-      ->type_name("FILE");
+  ordo::app::add_run_flags(
+      cli, {.workers = workers,
+            .verify = verify,
+            .output = output,
+            .trace_path = trace_path,
+            .verify_help = "compare x, the iteration count and r.r bit for bit with a "
+                           "sequential CG",
+            .output_help = "write the solution x (.npy, float64, NxM)",
+            .iters = &iters,
+            .tol = &tol,
+            .iters_help = "iterations (with --tol: the most)",
+            .tol_help = "stop after the first iteration whose residual norm is at most TOL "
+                        "times the initial one (0: run --iters iterations)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   std::optional<ordo::app::OutputFile> output_file;

@@ -22,6 +22,7 @@
 #include "lbm_cli.hpp"
 #include "output_file.hpp"
 #include "peak_rss.hpp"
+#include "run_flags.hpp"
 
 namespace {
 
@@ -97,17 +98,15 @@ int run(int argc, char** argv) {
                  "block grid BxC; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
   CLI::Option* tol_opt = lbm::add_model_flags(cli, pb, iters);
-  cli.add_option("--workers", workers,
-                 "worker threads (default: one per core of this process's share of the host, "
-                 "docs/scheduler.md)")
-      ->check(ordo::cli::Integer(1, ordo::app::max_workers));
-  cli.add_flag("--verify", verify,
-               "compare the populations and the steps run bit for bit with a sequential loop");
-  cli.add_option("--output", output,
-                 "write the populations after the run (.npy, float64, 9xNxM, direction first)");
-  cli.add_option("--trace", trace_path,
-                 "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
-      ->type_name("FILE");
+  ordo::app::add_run_flags(
+      cli, {.workers = workers,
+            .verify = verify,
+            .output = output,
+            .trace_path = trace_path,
+            .verify_help = "compare the populations and the steps run bit for bit with a "
+                           "sequential loop",
+            .output_help = "write the populations after the run (.npy, float64, 9xNxM, "
+                           "direction first)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   lbm::finish_model_flags(pb, iters, tol_opt);
   const bool until = pb.tol >= 0;

@@ -16,6 +16,7 @@
 
 #include "app_cli.hpp"
 #include "output_file.hpp"
+#include "run_flags.hpp"
 #include "sparse_app.hpp"
 
 namespace {
@@ -170,21 +171,18 @@ int run(int argc, char** argv) {
                  "on workers or ranks)")
       ->check(ordo::cli::Integer(1, 1 << 20))
       ->capture_default_str();
-  cli.add_option("--iters", iters, "the most iterations")
-      ->check(ordo::cli::Integer(1, ordo::app::max_iters))
-      ->capture_default_str();
-  cli.add_option("--tol", tol, "stop once an iteration changes the ranks by at most TOL (L1)")
-      ->check(ordo::cli::Real(0, 1))
-      ->capture_default_str();
-  cli.add_option("--workers", workers,
-                 "worker threads (default: one per core of this process's share)")
-      ->check(ordo::cli::Integer(1, ordo::app::max_workers));
-  cli.add_flag("--verify", verify,
-               "compare the ranks and the iteration count bit for bit with a "
-               "sequential PageRank");
-  cli.add_option("--output", output, "write the ranks (.npy, float64, N)");
-  cli.add_option("--trace", trace_path, "record a trace of the run (docs/tracing.md)")
-      ->type_name("FILE");
+  ordo::app::add_run_flags(
+      cli, {.workers = workers,
+            .verify = verify,
+            .output = output,
+            .trace_path = trace_path,
+            .verify_help = "compare the ranks and the iteration count bit for bit with a "
+                           "sequential PageRank",
+            .output_help = "write the ranks (.npy, float64, N)",
+            .iters = &iters,
+            .tol = &tol,
+            .iters_help = "the most iterations",
+            .tol_help = "stop once an iteration changes the ranks by at most TOL (L1)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   std::optional<ordo::app::OutputFile> output_file;

@@ -19,6 +19,7 @@
 
 #include "app_cli.hpp"
 #include "output_file.hpp"
+#include "run_flags.hpp"
 #include "sparse_app.hpp"
 #include "stencil_app.hpp"
 
@@ -331,21 +332,18 @@ int run(int argc, char** argv) {
   cli.add_option("--precond", precond, "none or jacobi")
       ->check(CLI::IsMember({"none", "jacobi"}))
       ->capture_default_str();
-  cli.add_option("--iters", iters, "iterations (with --tol: the most)")
-      ->check(ordo::cli::Integer(1, ordo::app::max_iters))
-      ->capture_default_str();
-  cli.add_option("--tol", tol, "stop once |r| / |b| <= TOL (0: run --iters iterations)")
-      ->check(ordo::cli::Real(0, 1))
-      ->capture_default_str();
-  cli.add_option("--workers", workers,
-                 "worker threads (default: one per core of this process's share)")
-      ->check(ordo::cli::Integer(1, ordo::app::max_workers));
-  cli.add_flag("--verify", verify,
-               "compare x, the iteration count and the dots bit for bit with a "
-               "sequential CG");
-  cli.add_option("--output", output, "write the solution x (.npy, float64, N)");
-  cli.add_option("--trace", trace_path, "record a trace of the run (docs/tracing.md)")
-      ->type_name("FILE");
+  ordo::app::add_run_flags(
+      cli, {.workers = workers,
+            .verify = verify,
+            .output = output,
+            .trace_path = trace_path,
+            .verify_help = "compare x, the iteration count and the dots bit for bit with a "
+                           "sequential CG",
+            .output_help = "write the solution x (.npy, float64, N)",
+            .iters = &iters,
+            .tol = &tol,
+            .iters_help = "iterations (with --tol: the most)",
+            .tol_help = "stop once |r| / |b| <= TOL (0: run --iters iterations)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   ordo::app::finish_matrix_flags(src, l2, l3);
   const bool jacobi = precond == "jacobi";
