@@ -129,6 +129,102 @@ try {
     fail('the critical path crosses ranks but its line (' + crit.top + '-' + crit.bottom +
          ' px) does not reach both ranks\' lanes');
 
+  // Colours: no task kind shares (or comes near) the lock-wait or critical-path colour.
+  const rgbOf = (css) => (css.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number);
+  const colours = await p.evaluate(() => ({
+    keys: [...document.querySelectorAll('.legend-item:not(.helper) .swatch')]
+      .map((e) => [e.parentNode.dataset.key, getComputedStyle(e).backgroundColor]),
+    wait: getComputedStyle(document.querySelector('.key .swatch[data-role="wait"]')).backgroundColor,
+    critical: getComputedStyle(document.querySelector('.key .swatch[data-role="critical"]')).backgroundColor,
+    stroke: getComputedStyle(document.getElementById('critical-path')).stroke }));
+  const near = (a, b) => Math.hypot(...a.map((v, i) => v - b[i])) < 60;
+  if (!near(rgbOf(colours.stroke), rgbOf(colours.critical)))
+    fail('the critical path is drawn in ' + colours.stroke + ', its key says ' + colours.critical);
+  for (const [key, c] of colours.keys)
+    for (const [what, r] of [['lock wait', colours.wait], ['the critical path', colours.critical]])
+      if (near(rgbOf(c), rgbOf(r))) fail('task ' + key + ' is coloured ' + c + ', like ' + what + ' (' + r + ')');
+  if (new Set(colours.keys.map((k) => k[1])).size !== colours.keys.length)
+    fail('two task kinds share a colour: ' + JSON.stringify(colours.keys));
+
+  // Zoomed in at the middle of the critical path, its line and the messages stay inside the
+  // plot (cut at its edges, not drawn over the lane labels), in the DOM and in the pixels.
+  const plot = await p.$eval('#lanes', (e) => [Number(e.dataset.plotLeft), Number(e.dataset.plotRight)]);
+  const pathXs = async () => (await p.$eval('#critical-path', (e) => e.getAttribute('d') || ''))
+    .split(/[ML]/).filter((q) => q.trim()).map((q) => Number(q.split(',')[0]));
+  const whole = await pathXs();
+  const mid = (Math.min(...whole) + Math.max(...whole)) / 2;
+  await p.check('#show-messages');
+  await p.mouse.move(lb.x + mid, lb.y + 40);
+  // d3 zooms by 2^(0.6) per wheel step of 300: enough steps that a third of the path fills
+  // the plot.
+  const extent = Math.max(1, Math.max(...whole) - Math.min(...whole));
+  const steps = Math.max(1, Math.ceil(Math.log2(3 * (plot[1] - plot[0]) / extent) / 0.6));
+  for (let i = 0; i < steps; ++i) await p.mouse.wheel(0, -300);
+  await p.waitForTimeout(150);
+  async function checkInside(when) {
+    const xs = await pathXs();
+    if (!xs.length) fail(when + ': no part of the critical path is drawn');
+    for (const px of xs)
+      if (px < plot[0] - 0.01 || px > plot[1] + 0.01)
+        fail(when + ': the critical path reaches x = ' + px + ', outside the plot ' + plot);
+    const m = await p.$eval('#message-count', (e) => [e.textContent, e.dataset.minX, e.dataset.maxX]);
+    if (m[1] !== '' && (Number(m[1]) < plot[0] - 0.01 || Number(m[2]) > plot[1] + 0.01))
+      fail(when + ': ' + m[0] + ' reaching x ' + m[1] + '-' + m[2] + ', outside the plot ' + plot);
+    // The pixels of the lanes' gutter (the labels) hold neither red nor the messages' colour.
+    const shot = await lanesBox.screenshot();
+    const bad = await p.evaluate(async ([b64, left]) => {
+      const img = new Image();
+      img.src = 'data:image/png;base64,' + b64;
+      await img.decode();
+      const c = document.createElement('canvas');
+      c.width = img.width; c.height = img.height;
+      const g = c.getContext('2d');
+      g.drawImage(img, 0, 0);
+      const px = g.getImageData(0, 0, Math.floor(left) - 1, c.height).data;
+      let n = 0;
+      for (let i = 0; i < px.length; i += 4) {
+        const [r, gg, b] = [px[i], px[i + 1], px[i + 2]];
+        if ((Math.abs(r - 214) < 30 && gg < 90 && b < 90) ||
+            (Math.abs(r - 27) < 12 && Math.abs(gg - 42) < 12 && Math.abs(b - 73) < 12)) ++n;
+      }
+      return n;
+    }, [shot.toString('base64'), plot[0]]);
+    if (bad > 0) fail(when + ': ' + bad + ' pixels of the critical path or the messages in the lane labels');
+    return xs;
+  }
+  const cut = await checkInside('zoomed in at the critical path');
+  if (!cut.some((px) => Math.abs(px - plot[0]) < 0.01 || Math.abs(px - plot[1]) < 0.01))
+    fail('zoomed in, the critical path (x ' + Math.min(...cut) + '-' + Math.max(...cut) +
+         ') was not cut at the plot\'s edge: the check did not test clipping');
+
+  // Resizing keeps the times in view, and something is still drawn there.
+  const view = async () => p.$eval('#lanes', (e) => [Number(e.dataset.t0), Number(e.dataset.t1)]);
+  const before = await view();
+  for (const w of [900, 1600, 1280]) {
+    await p.setViewportSize({ width: w, height: 900 });
+    await p.waitForFunction((ww) => Number(document.getElementById('lanes').dataset.plotRight) >
+      ww - 400 && Number(document.getElementById('lanes').dataset.plotRight) < ww, w, { timeout: 5000 })
+      .catch(() => fail('no redraw after resizing to ' + w + ' px'));
+    const after = await view();
+    const tol = 1e-6 * (before[1] - before[0]);
+    if (Math.abs(after[0] - before[0]) > tol || Math.abs(after[1] - before[1]) > tol)
+      fail('resizing to ' + w + ' px moved the view from ' + before + ' to ' + after);
+  }
+  await checkInside('after resizing');
+
+  // Axis labels stay unique (and apart) however deep the zoom.
+  for (let i = 0; i < 60; ++i) await p.mouse.wheel(0, -400);
+  await p.waitForTimeout(150);
+  const deep = await view();
+  const labels = await p.$$eval('#axis .tick text', (els) => els.map((e) => e.textContent));
+  if (new Set(labels).size !== labels.length)
+    fail('at the deepest zoom (' + (deep[1] - deep[0]).toFixed(0) + ' ns in view) axis labels repeat: ' + labels.join(' | '));
+  await checkAxis('deepest zoom');
+  await checkInside('deepest zoom');
+  await p.uncheck('#show-messages');
+  await p.click('#reset');
+  await p.waitForTimeout(100);
+
   // The location view opens on the location that held up the most lock-wait: the summary's
   // figure (the time in which some instance whose last grant it was waited).
   const mostWait = Math.max(...summary.locations.filter((l) => !l.internal && l.grants > 0)

@@ -30,11 +30,41 @@
   const keyOfName = D.names.map((nm, i) => byName ? nm : D.kinds[kindOfName[i]]);
   const keys = [...new Set(keyOfName.filter((_, i) => !internalName[i]))];
   const helperKeys = [...new Set(keyOfName.filter((_, i) => internalName[i]))];
-  const palette = d3.schemeTableau10.concat(d3.schemeSet3);
-  const colourOfKey = new Map();
-  keys.forEach((k, i) => colourOfKey.set(k, i < palette.length ? palette[i]
-      : d3.interpolateRainbow((i * 0.618) % 1)));
-  helperKeys.forEach((k) => colourOfKey.set(k, '#9a9a9a'));
+  // The colours of what is not a task: a task's colour is never one of these, nor near one.
+  const COLOUR = { wait: '#f28e2b', critical: '#d62728', compute: '#59a14f', idle: '#d6d6d6',
+                   helper: '#9a9a9a', message: '#1b2a49', flush: '#4d4d4d', steal: '#e7298a' };
+  const rgb = (c) => { const o = d3.rgb(c); return [o.r, o.g, o.b]; };
+  const dist = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+  const reserved = Object.values(COLOUR).map(rgb);
+  const farFromReserved = (c, min) => reserved.every((r) => dist(rgb(c), r) >= min);
+  const palette = ['#4e79a7', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#8dd3c7',
+    '#bebada', '#80b1d3', '#b3de69', '#fccde5', '#bc80bd', '#ccebc5', '#ffed6f', '#1f77b4',
+    '#17becf', '#8c564b', '#bcbd22', '#9467bd', '#aec7e8', '#c5b0d5', '#c49c94']
+    .filter((c) => farFromReserved(c, 80));
+  // Keyed by the name itself (a hash), not by its place in this trace, so that a task keeps
+  // its colour from one trace to the next; two keys of one trace that hash alike take the
+  // next free colour, in the order of their names. Past the palette: hues by the golden angle.
+  function hash(str) {
+    let h = 0x811c9dc5;
+    for (let i = 0; i < str.length; ++i) h = Math.imul(h ^ str.charCodeAt(i), 0x01000193);
+    return h >>> 0;
+  }
+  const colourOfKey = new Map(), taken = new Set();
+  for (const k of [...keys].sort()) {
+    let c = null;
+    for (let p = 0, h = hash(k) % palette.length; p < palette.length && !c; ++p)
+      if (!taken.has(palette[(h + p) % palette.length])) c = palette[(h + p) % palette.length];
+    for (let i = 0; !c; ++i) {
+      const cand = d3.hcl((hash(k) % 360 + 137.508 * i) % 360, 40 + (i % 3) * 10, 70).formatHex();
+      if ((farFromReserved(cand, 80) && !taken.has(cand)) || i > 2000) c = cand;
+    }
+    taken.add(c);
+    colourOfKey.set(k, c);
+  }
+  helperKeys.forEach((k) => colourOfKey.set(k, COLOUR.helper));
+  document.querySelectorAll('.key .swatch[data-role]').forEach((el) => {
+    el.style.background = COLOUR[el.dataset.role];
+  });
   const nameColour = D.names.map((_, i) => colourOfKey.get(keyOfName[i]));
 
   // Lanes: one per worker per rank, in rank order, each rank followed by its utilisation row.
@@ -108,23 +138,46 @@
     return a >= 1e9 ? (t / 1e9).toPrecision(4) + ' s' : a >= 1e6 ? (t / 1e6).toPrecision(4) + ' ms'
          : a >= 1e3 ? (t / 1e3).toPrecision(4) + ' µs' : t.toFixed(0) + ' ns';
   }
-  const zoom = d3.zoom().scaleExtent([1, Math.max(2, span / 1000)])
+  // Axis labels: the unit of the view's largest time, and as many decimals as the tick step
+  // needs, so that no two ticks read the same at any zoom (385.91 and 385.92 ms, not twice
+  // 385.9 ms).
+  function tickFormat(ticks) {
+    const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : 1;
+    const big = Math.max(...ticks.map(Math.abs));
+    const [u, name] = big >= 1e9 ? [1e9, ' s'] : big >= 1e6 ? [1e6, ' ms'] : big >= 1e3 ? [1e3, ' µs'] : [1, ' ns'];
+    const decimals = Math.max(0, Math.ceil(-Math.log10(step / u) - 1e-9));
+    return (t) => (t / u).toFixed(Math.min(decimals, 9)) + name;
+  }
+  const zoom = d3.zoom().scaleExtent([1, Math.max(2, span / 200)])
     .filter((ev) => !ev.button && ev.type !== 'dblclick')
     .on('zoom', (ev) => { x = ev.transform.rescaleX(x0); draw(); });
   const zoomTarget = d3.select('#lanes');
+  // The transform that shows [a, b] across the lanes: d3's maps x0(t) to k * x0(t) + tx.
+  function viewTransform(a, b) {
+    const k = span / (b - a);
+    return d3.zoomIdentity.translate(GUTTER - k * x0(a), 0).scale(k);
+  }
+  // A new width keeps the times in view: d3's transform is in pixels, so it is rebuilt for
+  // the new range from the view's times (else the view jumps, often to an empty range).
+  let laidOut = false;
   function resize() {
+    const [a, b] = x.domain();
     x0.range([GUTTER, width() - RIGHT]);
     zoom.extent([[GUTTER, 0], [width() - RIGHT, height]])
         .translateExtent([[GUTTER, 0], [width() - RIGHT, height]]);
-    x = d3.zoomTransform(lanesBox).rescaleX(x0);
+    if (laidOut && b > a && (a > 0 || b < span)) {
+      zoomTarget.call(zoom.transform, viewTransform(a, b));
+    } else {
+      x = d3.zoomTransform(lanesBox).rescaleX(x0);
+    }
+    laidOut = true;
   }
   zoomTarget.call(zoom).on('dblclick', () => zoomTarget.call(zoom.transform, d3.zoomIdentity));
   // Zooms so that [a, b] fills the lanes: d3's transform maps x0(t) to k * x0(t) + tx.
   function showRange(a, b) {
     a = Math.max(0, a); b = Math.min(span, b);
     if (b - a < 100) return;
-    const k = span / (b - a);
-    zoomTarget.call(zoom.transform, d3.zoomIdentity.translate(GUTTER - k * x0(a), 0).scale(k));
+    zoomTarget.call(zoom.transform, viewTransform(a, b));
   }
 
   // ---- axis, iteration ruler, minimap ------------------------------------------------------
@@ -146,7 +199,7 @@
     const ticks = x.ticks(Math.max(2, Math.floor((w - GUTTER) / 110)));
     const g = axisSvg.selectAll('g.axis').data([0]).join('g').attr('class', 'axis')
       .attr('transform', 'translate(0,22)');
-    g.call(d3.axisTop(x).tickValues(ticks).tickFormat(fmtTime).tickSizeOuter(0));
+    g.call(d3.axisTop(x).tickValues(ticks).tickFormat(tickFormat(ticks)).tickSizeOuter(0));
     let last = -Infinity;
     g.selectAll('.tick text').each(function () {
       const box = this.getBBox(), left = this.parentNode.transform.baseVal[0].matrix.e + box.x;
@@ -246,8 +299,19 @@
     while (lo < hi) { const m = (lo + hi) >> 1; if (key[arr[m]] < t) lo = m + 1; else hi = m; }
     return lo;
   }
+  // The segment (xa, ya)-(xb, yb) cut to lo <= x <= hi, slope kept; null when outside.
+  function clipSegment(xa, ya, xb, yb, lo, hi) {
+    if (xa > xb) { const r = clipSegment(xb, yb, xa, ya, lo, hi); return r && [r[2], r[3], r[0], r[1]]; }
+    if (xb < lo || xa > hi) return null;
+    const at = (xx) => (xb === xa ? ya : ya + (yb - ya) * (xx - xa) / (xb - xa));
+    return xa >= lo && xb <= hi ? [xa, ya, xb, yb]
+      : [Math.max(xa, lo), at(Math.max(xa, lo)), Math.min(xb, hi), at(Math.min(xb, hi))];
+  }
   function draw() {
     const w = width(), dpr = 1;
+    const lo = GUTTER, hi = w - RIGHT;
+    lanesBox.dataset.plotLeft = lo;
+    lanesBox.dataset.plotRight = hi;
     canvas.width = w * dpr; canvas.height = height * dpr;
     canvas.style.height = height + 'px';
     ctx.clearRect(0, 0, w, height);
@@ -260,7 +324,7 @@
       ctx.fillRect(GUTTER, top, w - GUTTER - RIGHT, LANE - 1);
       // Idle periods: a thin grey bar.
       const il = idleOfLane[l];
-      ctx.fillStyle = '#d6d6d6';
+      ctx.fillStyle = COLOUR.idle;
       for (let k = lowerBound(il, idle.b, t0 - span); k < il.length; ++k) {
         const i = il[k];
         if (idle.b[i] > t1) break;
@@ -295,7 +359,7 @@
         // Its lock wait, under it: orange from when it could otherwise have run.
         if (show.waits && I.w[i] > 0 && I.ow[i] >= 0) {
           const wa = Math.max(GUTTER, x(I.ow[i])), wb = Math.min(w - RIGHT, x(I.ow[i] + I.w[i]));
-          ctx.fillStyle = '#f28e2b';
+          ctx.fillStyle = COLOUR.wait;
           ctx.fillRect(wa, top + LANE - 4, Math.max(1, wb - wa), 3);
         }
         ctx.globalAlpha = 1;
@@ -311,27 +375,36 @@
         const a = Math.max(GUTTER, x(c * per)), b = Math.min(w - RIGHT, x((c + 1) * per));
         if (b <= a) continue;
         const hc = u.compute[c] * h, hw = u.wait[c] * h;
-        ctx.fillStyle = '#59a14f'; ctx.fillRect(a, top + h - hc, b - a + 0.5, hc);
-        ctx.fillStyle = '#f28e2b'; ctx.fillRect(a, top + h - hc - hw, b - a + 0.5, hw);
+        ctx.fillStyle = COLOUR.compute; ctx.fillRect(a, top + h - hc, b - a + 0.5, hc);
+        ctx.fillStyle = COLOUR.wait; ctx.fillRect(a, top + h - hc - hw, b - a + 0.5, hw);
       }
     });
     // Messages between ranks, on demand: a line from the send to the receive.
     if (show.messages) {
-      ctx.strokeStyle = 'rgba(0,0,0,0.7)'; ctx.lineWidth = 1;
+      ctx.strokeStyle = COLOUR.message; ctx.lineWidth = 1;
       ctx.beginPath();
-      let drawn = 0;
+      let drawn = 0, minX = Infinity, maxX = -Infinity;
       for (let m = 0; m < M.from.length && drawn < 20000; ++m) {
         if (Math.max(M.t0[m], M.t1[m]) < t0 || Math.min(M.t0[m], M.t1[m]) > t1) continue;
-        ctx.moveTo(x(M.t0[m]), laneTop[M.from[m]] + LANE / 2);
-        ctx.lineTo(x(M.t1[m]), laneTop[M.to[m]] + LANE / 2);
+        // Cut to the plot: a line to a send or receive out of view keeps its slope.
+        const c = clipSegment(x(M.t0[m]), laneTop[M.from[m]] + LANE / 2,
+                              x(M.t1[m]), laneTop[M.to[m]] + LANE / 2, lo, hi);
+        if (!c) continue;
+        ctx.moveTo(c[0], c[1]);
+        ctx.lineTo(c[2], c[3]);
+        minX = Math.min(minX, c[0], c[2]); maxX = Math.max(maxX, c[0], c[2]);
         ++drawn;
       }
       ctx.stroke();
       $('message-count').textContent = drawn + ' messages drawn';
+      $('message-count').dataset.minX = drawn ? minX : '';
+      $('message-count').dataset.maxX = drawn ? maxX : '';
     } else {
       $('message-count').textContent = '';
     }
     drawCritical();
+    lanesBox.dataset.t0 = t0;
+    lanesBox.dataset.t1 = t1;
     drawAxis();
     syncBrush();
     drawLocation();
@@ -347,9 +420,20 @@
         const yy = laneTop[I.lane[i]] + LANE / 2;
         pts.push([x(I.b[i]), yy], [x(I.b[i] + I.d[i]), yy]);
       }
-    const clip = pts.map(([px, py]) => [Math.min(width() + 50, Math.max(GUTTER - 50, px)), py]);
+    // Each step cut to the plot (slopes kept); a step out of view is left out, and the line
+    // goes on from where it comes back.
+    const lo = GUTTER, hi = width() - RIGHT;
+    let d = '', at = null;
+    for (let k = 0; k + 1 < pts.length; ++k) {
+      const c = clipSegment(pts[k][0], pts[k][1], pts[k + 1][0], pts[k + 1][1], lo, hi);
+      if (!c) { at = null; continue; }
+      if (!at || at[0] !== c[0] || at[1] !== c[1]) d += 'M' + c[0] + ',' + c[1];
+      d += 'L' + c[2] + ',' + c[3];
+      at = [c[2], c[3]];
+    }
+    if (pts.length === 1 && pts[0][0] >= lo && pts[0][0] <= hi) d = 'M' + pts[0][0] + ',' + pts[0][1];
     svg.selectAll('path#critical-path').data([0]).join('path').attr('id', 'critical-path')
-      .attr('d', clip.length ? d3.line()(clip) : null)
+      .attr('d', d || null).style('stroke', COLOUR.critical)
       .attr('data-instances', show.critical ? D.critical.length : 0)
       .style('display', show.critical && t1 > t0 ? null : 'none');
   }
