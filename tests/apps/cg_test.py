@@ -47,7 +47,7 @@ def hash01(i):
 
 def result(p, what, ranks=1):
     if p.returncode != 0:
-        fail("%s: exit %d" % (what, p.returncode))
+        fail("%s: exit %d\n%s%s" % (what, p.returncode, p.stdout, p.stderr))
     lines = [m for m in (LINE.match(l) for l in p.stdout.splitlines()) if m]
     if len(lines) != 1:
         fail("%s: expected one result line, got %r" % (what, p.stdout))
