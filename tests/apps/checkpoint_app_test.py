@@ -8,7 +8,9 @@
          SIGKILL from outside, as a dying node would be: ordorun must end the job with a
          non-zero status and out.npy must not exist.
       3. The same command plus --restart DIR: exit 0, "resumed after step k of n" with
-         0 < k < n, and out.npy byte-identical to plain.npy.
+         0 < k < n, out.npy byte-identical to plain.npy and the same iters= on the result
+         line. With --tol in ARGS the uninterrupted run must stop before --iters (the
+         tolerance, not the step count, ends it), and the restarted one at the same step.
       4. Refusals, each exit 2 with the message naming the mismatch: the checkpoint restarted
          with other --blocks (another graph), on another number of ranks, --checkpoint without
          --checkpoint-every.
@@ -74,6 +76,14 @@ def has_complete_checkpoint(ckpt):
                for d in os.listdir(ckpt) if d.startswith("ckpt-"))
 
 
+def iters_of(stdout, what):
+    """The iters= of the one result line in `stdout` (with --tol: the iterations run)."""
+    found = re.findall(r"\bapp=\S+ .*\biters=(\d+) ", stdout)
+    if len(found) != 1:
+        mp.fail("%s: expected one result line with iters=, got %r" % (what, stdout))
+    return int(found[0])
+
+
 def main():
     sep = sys.argv.index("--")
     ordorun, binary, ranks, tls = sys.argv[1:sep]
@@ -88,6 +98,10 @@ def main():
         p, _ = mp.run(run + ["--output", plain], env=env, timeout=240)
         if p.returncode != 0:
             mp.fail("the uninterrupted run exited %d" % p.returncode)
+        plain_iters = iters_of(p.stdout, "the uninterrupted run")
+        if "--tol" in args and not plain_iters < int(args[args.index("--iters") + 1]):
+            mp.fail("the uninterrupted --tol run ran all its --iters (%d): give a larger "
+                    "--tol, so that the tolerance ends it" % plain_iters)
 
         with_ckpt = run + ["--checkpoint", ckpt, "--checkpoint-every", "25", "--output", out]
         print("$ %s  (killed once a checkpoint is complete)" % " ".join(with_ckpt))
@@ -129,8 +143,12 @@ def main():
         with open(plain, "rb") as a, open(out, "rb") as b:
             if a.read() != b.read():
                 mp.fail("the restarted run's --output differs from the uninterrupted run's")
+        restarted_iters = iters_of(p.stdout, "the restarted run")
+        if restarted_iters != plain_iters:
+            mp.fail("the restarted run reports iters=%d, the uninterrupted one iters=%d"
+                    % (restarted_iters, plain_iters))
         print("restarted after step %s of %s: --output byte-identical to the uninterrupted "
-              "run's" % m.groups())
+              "run's, iters=%d in both" % (m.group(1), m.group(2), plain_iters))
 
         blocks = args.index("--blocks")
         other = list(args)
