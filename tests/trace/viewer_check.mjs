@@ -40,6 +40,26 @@ const summary = JSON.parse(execFileSync(tool, ['summary', '--json', trace], { en
 const html = fs.readFileSync(page, 'utf8');
 if (/(src|href)\s*=\s*["']?(https?:)?\/\//i.test(html)) fail('the page refers to the network');
 
+// The trace files read here, independently of ordo-trace (docs/trace-format.md): per rank and
+// event buffer (a worker, or `workers` for the caller thread), the count of each event kind.
+const FLUSH = 11, STEAL = 4, SEND = 9, RECEIVE = 10;
+function countEvents(file) {
+  const b = fs.readFileSync(file);
+  const workers = b.readUInt32LE(28), count = {};
+  for (let pos = 64; pos + 16 <= b.length;) {
+    const type = b.readUInt32LE(pos), arg = b.readUInt32LE(pos + 4), size = Number(b.readBigUInt64LE(pos + 8));
+    if (type === 2)
+      for (let e = pos + 16; e + 40 <= pos + 16 + size; e += 40) {
+        const key = b.readUInt16LE(e + 36) + '/' + b[e + 38];
+        count[key] = (count[key] || 0) + 1;
+      }
+    pos += 16 + size;
+  }
+  return { workers, of: (buffer, kind) => count[buffer + '/' + kind] || 0 };
+}
+const raw = [];
+for (let r = 0; r < RANKS; ++r) raw.push(countEvents(trace + '.rank' + r));
+
 const kind = (name) => name.replace(/\[[^\]]*\]$/, '');
 const userTasks = summary.tasks.filter((t) => !t.internal);
 const expectedKinds = [...new Set(userTasks.map((t) => kind(t.name)))].sort();
@@ -73,10 +93,30 @@ try {
     return { rank: e.dataset.rank, worker: e.dataset.worker, h: b.height, top: b.top, bottom: b.bottom };
   }));
   const want = [];
-  for (let r = 0; r < RANKS; ++r) for (let w = 0; w < WORKERS; ++w) want.push(r + '/' + w);
+  for (let r = 0; r < RANKS; ++r) {
+    for (let w = 0; w < WORKERS; ++w) want.push(r + '/' + w);
+    want.push(r + '/caller');
+  }
   const got = lanes.map((l) => l.rank + '/' + l.worker);
   if (JSON.stringify(got) !== JSON.stringify(want)) fail('lanes ' + got + ', expected ' + want);
   for (const l of lanes) if (l.h < 20) fail('lane ' + l.rank + '/' + l.worker + ' is ' + l.h + ' px tall');
+  // Each lane holds its thread's flushes, steals (the thief's) and message ends, as the files
+  // have them: the caller thread (where the runtime receives) has a lane of its own.
+  const laneData = await p.$$eval('.lane', (els) => els.map((e) => ({ rank: Number(e.dataset.rank),
+    worker: e.dataset.worker, flushes: Number(e.dataset.flushes), steals: Number(e.dataset.steals),
+    ends: Number(e.dataset.messageEnds) })));
+  let callerEnds = 0, totalFlushes = 0, totalSteals = 0;
+  for (const l of laneData) {
+    const buffer = l.worker === 'caller' ? raw[l.rank].workers : Number(l.worker);
+    const want = { flushes: raw[l.rank].of(buffer, FLUSH), steals: raw[l.rank].of(buffer, STEAL),
+                   ends: raw[l.rank].of(buffer, SEND) + raw[l.rank].of(buffer, RECEIVE) };
+    for (const k of ['flushes', 'steals'].concat(summary.unmatched_messages ? [] : ['ends']))
+      if (l[k] !== want[k])
+        fail('rank ' + l.rank + ' lane ' + l.worker + ': ' + l[k] + ' ' + k + ', the file has ' + want[k]);
+    if (l.worker === 'caller') callerEnds += l.ends;
+    totalFlushes += l.flushes; totalSteals += l.steals;
+  }
+  if (!callerEnds) fail('no message ends on the caller threads\' lanes: ' + JSON.stringify(laneData));
   const utilRows = await p.$$eval('.util-row', (els) => els.length);
   if (utilRows !== RANKS) fail(utilRows + ' utilisation rows, expected one per rank');
 
@@ -225,6 +265,27 @@ try {
   await p.click('#reset');
   await p.waitForTimeout(100);
 
+  // The whole trace: every flush and steal drawn, in their colours.
+  const drawnMarks = await p.$eval('#lanes', (e) => [Number(e.dataset.flushesDrawn), Number(e.dataset.stealsDrawn)]);
+  if (drawnMarks[0] !== totalFlushes || drawnMarks[1] !== totalSteals)
+    fail('whole trace: ' + drawnMarks[0] + ' flushes and ' + drawnMarks[1] + ' steals drawn, the files have ' +
+         totalFlushes + ' and ' + totalSteals);
+  const markPixels = await p.evaluate(async (b64) => {
+    const img = new Image();
+    img.src = 'data:image/png;base64,' + b64;
+    await img.decode();
+    const c = document.createElement('canvas');
+    c.width = img.width; c.height = img.height;
+    const g = c.getContext('2d');
+    g.drawImage(img, 0, 0);
+    const px = g.getImageData(0, 0, c.width, c.height).data;
+    const count = (rgb) => { let n = 0; for (let i = 0; i < px.length; i += 4)
+      n += Math.abs(px[i] - rgb[0]) < 10 && Math.abs(px[i + 1] - rgb[1]) < 10 && Math.abs(px[i + 2] - rgb[2]) < 10; return n; };
+    return [count([0x5c, 0x2e, 0x00]), count([0xe7, 0x29, 0x8a])];
+  }, (await lanesBox.screenshot()).toString('base64'));
+  if ((totalFlushes > 0 && markPixels[0] < 10) || (totalSteals > 0 && markPixels[1] < 5))
+    fail('the lanes show ' + markPixels[0] + ' pixels of flushes and ' + markPixels[1] + ' of steals');
+
   // The location view opens on the location that held up the most lock-wait: the summary's
   // figure (the time in which some instance whose last grant it was waited).
   const mostWait = Math.max(...summary.locations.filter((l) => !l.internal && l.grants > 0)
@@ -322,5 +383,5 @@ try {
 }
 const noisy = console_.filter((m) => !m.startsWith('debug'));
 if (noisy.length) fail('the page wrote to the console:\n' + noisy.join('\n'));
-console.log('viewer: ' + RANKS * WORKERS + ' lanes >= 20 px, legend, axis labels apart, critical path, ' +
+console.log('viewer: ' + RANKS * (WORKERS + 1) + ' lanes >= 20 px (the caller threads\' too), flushes, steals, message ends per lane, legend, axis labels apart, critical path, ' +
             'location FIFO, hover, search, histogram, messages; no console output');

@@ -115,7 +115,8 @@ std::string strings(const std::vector<std::string>& v) {
 extern const std::string_view kViewerPage;
 
 std::string export_html(const Trace& t, const Summary& s) {
-  // Lanes: one per worker per rank; names and locations are numbered across ranks.
+  // Lanes: one per worker per rank, then the rank's caller thread (where the runtime's
+  // progress and its messages run); names and locations are numbered across ranks.
   std::vector<std::uint32_t> lane_base, name_base, loc_base;
   std::vector<std::string> names, kinds, locs;
   std::vector<int> kind_of_name, internal_name, internal_loc;
@@ -127,7 +128,7 @@ std::string export_html(const Trace& t, const Summary& s) {
     lane_base.push_back(lanes);
     name_base.push_back(static_cast<std::uint32_t>(names.size()));
     ranks += fmt::format("{}{{\"rank\":{},\"workers\":{}}}", r.rank ? "," : "", r.rank, r.workers);
-    lanes += r.workers;
+    lanes += r.workers + 1;
     for (const TaskInfo& ti : r.tasks) {
       names.push_back(ti.name);
       auto [it, fresh] = kind_index.try_emplace(kind_of(ti.name), static_cast<int>(kinds.size()));
@@ -148,7 +149,7 @@ std::string export_html(const Trace& t, const Summary& s) {
   ranks += "]";
   auto lane_of = [&](std::uint32_t rank, std::uint32_t worker) {
     const RankTrace& r = t.ranks[rank];
-    return lane_base[rank] + std::min<std::uint32_t>(worker, r.workers - 1);
+    return lane_base[rank] + std::min<std::uint32_t>(worker, r.workers);
   };
 
   // The page opens on the user's runs (helper graphs' runs may follow them); the whole trace is
@@ -160,6 +161,11 @@ std::string export_html(const Trace& t, const Summary& s) {
       view_hi = std::max(view_hi, c.intervals().back().second);
     }
   for (const InstanceRec& in : s.instances) end = std::max(end, in.end);
+  // The end-of-run flushes come after the last instance: the timeline reaches them too.
+  for (const RankTrace& r : t.ranks)
+    for (const Event& e : r.events)
+      if (e.k() == Kind::flush || e.k() == Kind::steal)
+        end = std::max(end, t.aligned(r, e) + (e.k() == Kind::flush ? std::int64_t(e.arg1) : 0));
   end = std::max(end, view_hi);
   if (view_lo > view_hi) view_lo = view_hi = 0;
   std::string data = fmt::format("{{\"span\":{},\"view\":[{},{}],\"ranks\":{},", end, view_lo,
@@ -190,6 +196,10 @@ std::string export_html(const Trace& t, const Summary& s) {
   // (request, grant, and whether the access writes).
   Columns idle{"lane", "begin", "dur"};
   Columns grants{"loc", "inst", "requested", "at", "write"};
+  // Trace flushes (the recorder's own cost, on the thread that wrote) and steals (the thief's
+  // lane, the victim's).
+  Columns flushes{"lane", "begin", "dur", "bytes"};
+  Columns steals{"lane", "victim", "at"};
   for (const RankTrace& r : t.ranks) {
     std::vector<std::int64_t> parked(r.workers + 1, -1);
     for (const Event& e : r.events) {
@@ -200,6 +210,12 @@ std::string export_html(const Trace& t, const Summary& s) {
         if (parked[e.worker] >= 0 && e.worker < r.workers)
           idle.add({lane_of(r.rank, e.worker), parked[e.worker], at - parked[e.worker]});
         parked[e.worker] = -1;
+      } else if (e.k() == Kind::flush) {
+        flushes.add({lane_of(r.rank, e.worker), at, static_cast<std::int64_t>(e.arg1),
+                     static_cast<std::int64_t>(e.arg0)});
+      } else if (e.k() == Kind::steal) {
+        steals.add({lane_of(r.rank, e.worker),
+                    e.peer == kNone ? -1 : std::int64_t{lane_of(r.rank, e.peer)}, at});
       } else if (e.k() == Kind::grant) {
         auto it = index.find({r.rank, e.task, e.arg0});
         if (it == index.end()) continue;
@@ -218,8 +234,9 @@ std::string export_html(const Trace& t, const Summary& s) {
   std::vector<int> critical;
   for (const InstanceRec* in : s.critical_path)
     critical.push_back(static_cast<int>(in - s.instances.data()));
-  data += ",\"inst\":" + inst.json() + ",\"idle\":" + idle.json() + ",\"grants\":" +
-          grants.json() + ",\"msgs\":" + msgs.json() + ",\"critical\":" + numbers(critical) + "}";
+  data += ",\"inst\":" + inst.json() + ",\"idle\":" + idle.json() + ",\"grants\":" + grants.json() +
+          ",\"flushes\":" + flushes.json() + ",\"steals\":" + steals.json() +
+          ",\"msgs\":" + msgs.json() + ",\"critical\":" + numbers(critical) + "}";
 
   // Inside <script>, "</" would end the element early.
   for (std::size_t p = 0; (p = data.find("</", p)) != std::string::npos; p += 3)

@@ -19,6 +19,9 @@
   const idle = { lane: i32(D.idle.lane), b: f64(D.idle.begin), d: f64(D.idle.dur) };
   const G = { loc: i32(D.grants.loc), inst: i32(D.grants.inst), req: f64(D.grants.requested),
               at: f64(D.grants.at), wr: Int8Array.from(D.grants.write) };
+  const FL = { lane: i32(D.flushes.lane), b: f64(D.flushes.begin), d: f64(D.flushes.dur),
+               bytes: f64(D.flushes.bytes) };
+  const ST = { lane: i32(D.steals.lane), victim: i32(D.steals.victim), at: f64(D.steals.at) };
   const M = { from: i32(D.msgs.from), to: i32(D.msgs.to), t0: f64(D.msgs.t0), t1: f64(D.msgs.t1),
               bytes: f64(D.msgs.bytes) };
   const span = Math.max(1, D.span);
@@ -32,7 +35,7 @@
   const helperKeys = [...new Set(keyOfName.filter((_, i) => internalName[i]))];
   // The colours of what is not a task: a task's colour is never one of these, nor near one.
   const COLOUR = { wait: '#f28e2b', critical: '#d62728', compute: '#59a14f', idle: '#d6d6d6',
-                   helper: '#9a9a9a', message: '#1b2a49', flush: '#4d4d4d', steal: '#e7298a' };
+                   helper: '#9a9a9a', message: '#1b2a49', flush: '#5c2e00', steal: '#e7298a' };
   const rgb = (c) => { const o = d3.rgb(c); return [o.r, o.g, o.b]; };
   const dist = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
   const reserved = Object.values(COLOUR).map(rgb);
@@ -69,7 +72,13 @@
 
   // Lanes: one per worker per rank, in rank order, each rank followed by its utilisation row.
   const lanes = [];
-  D.ranks.forEach((r) => { for (let w = 0; w < r.workers; ++w) lanes.push({ rank: r.rank, worker: w }); });
+  // Lanes: each rank's workers, then its caller thread (the runtime's progress: messages,
+  // run begin and end, the end-of-run flush).
+  D.ranks.forEach((r) => {
+    for (let w = 0; w < r.workers; ++w) lanes.push({ rank: r.rank, worker: w, caller: false });
+    lanes.push({ rank: r.rank, worker: r.workers, caller: true });
+  });
+  const laneName = (ln) => (ln.caller ? 'caller thread' : 'worker ' + ln.worker);
   const laneTop = new Float64Array(lanes.length);
   // Per lane: its instances and idle periods, sorted by begin, for binary search on draw.
   function perLane(count, laneOf, begin) {
@@ -80,6 +89,12 @@
   }
   const instOfLane = perLane(NI, I.lane, I.b);
   const idleOfLane = perLane(idle.lane.length, idle.lane, idle.b);
+  const flushOfLane = perLane(FL.lane.length, FL.lane, FL.b);
+  const stealOfLane = perLane(ST.lane.length, ST.lane, ST.at);
+  const longestFlush = lanes.map((_, l) => { let m = 0; for (const i of flushOfLane[l]) m = Math.max(m, FL.d[i]); return m; });
+  // Per lane, how many message ends it holds (a send or a receive of a drawn message).
+  const messageEnds = lanes.map(() => 0);
+  for (let m = 0; m < M.from.length; ++m) { ++messageEnds[M.from[m]]; ++messageEnds[M.to[m]]; }
   // Longest slice per lane, so a binary search can start early enough.
   const longest = lanes.map((_, l) => { let m = 0; for (const i of instOfLane[l]) m = Math.max(m, I.d[i]); return m; });
 
@@ -99,14 +114,17 @@
       if (ln.rank !== r.rank) return;
       laneTop[li] = y;
       const el = document.createElement('div');
-      el.className = 'lane';
+      el.className = 'lane' + (ln.caller ? ' caller' : '');
       el.dataset.rank = ln.rank;
-      el.dataset.worker = ln.worker;
+      el.dataset.worker = ln.caller ? 'caller' : ln.worker;
+      el.dataset.flushes = flushOfLane[li].length;
+      el.dataset.steals = stealOfLane[li].length;
+      el.dataset.messageEnds = messageEnds[li];
       el.style.top = y + 'px';
       el.style.height = LANE + 'px';
       const label = document.createElement('span');
       label.className = 'lane-label';
-      label.textContent = 'worker ' + ln.worker;
+      label.textContent = laneName(ln);
       el.appendChild(label);
       lanesBox.appendChild(el);
       y += LANE;
@@ -318,6 +336,7 @@
     const [t0, t1] = x.domain();
     ctx.font = '11px sans-serif';
     ctx.textBaseline = 'middle';
+    let flushesDrawn = 0, stealsDrawn = 0;
     lanes.forEach((ln, l) => {
       const top = laneTop[l];
       ctx.fillStyle = l % 2 ? '#f3f3f3' : '#fafafa';
@@ -364,7 +383,29 @@
         }
         ctx.globalAlpha = 1;
       }
+      // Trace flushes over whatever the thread was doing (the recorder's own cost), steals as
+      // a mark at the top of the thief's lane.
+      const fl = flushOfLane[l];
+      ctx.fillStyle = COLOUR.flush;
+      for (let k = lowerBound(fl, FL.b, t0 - longestFlush[l]); k < fl.length; ++k) {
+        const i = fl[k];
+        if (FL.b[i] > t1) break;
+        if (FL.b[i] + FL.d[i] < t0) continue;
+        const a = Math.max(lo, x(FL.b[i])), b = Math.min(hi, x(FL.b[i] + FL.d[i]));
+        ctx.fillRect(a, top + 1, Math.max(2, b - a), LANE - 3);
+        ++flushesDrawn;
+      }
+      const sl = stealOfLane[l];
+      ctx.fillStyle = COLOUR.steal;
+      for (let k = lowerBound(sl, ST.at, t0); k < sl.length && ST.at[sl[k]] <= t1; ++k) {
+        const px = x(ST.at[sl[k]]);
+        ctx.beginPath(); ctx.moveTo(px - 3, top); ctx.lineTo(px + 3, top); ctx.lineTo(px, top + 6);
+        ctx.fill();
+        ++stealsDrawn;
+      }
     });
+    lanesBox.dataset.flushesDrawn = flushesDrawn;
+    lanesBox.dataset.stealsDrawn = stealsDrawn;
     // Utilisation rows.
     const per = span / UBINS;
     rankRows.forEach((rr, r) => {
@@ -581,9 +622,29 @@
 
   // ---- hover, search, toggles --------------------------------------------------------------
   const tip = $('tip');
+  function laneAt(py) {
+    for (let k = 0; k < lanes.length; ++k) if (py >= laneTop[k] && py < laneTop[k] + LANE) return k;
+    return -1;
+  }
+  // The flush or steal under the pointer, as the text of its tooltip ('' where none).
+  function markAt(px, py) {
+    const l = laneAt(py);
+    if (l < 0) return '';
+    const t = x.invert(px), slack = x.invert(px + 3) - t;
+    const fl = flushOfLane[l];
+    for (let k = lowerBound(fl, FL.b, t - longestFlush[l] - slack); k < fl.length && FL.b[fl[k]] <= t + slack; ++k)
+      if (t <= FL.b[fl[k]] + FL.d[fl[k]] + slack)
+        return 'trace flush: ' + FL.bytes[fl[k]] + ' bytes written\n' + 'rank ' + lanes[l].rank +
+          ', ' + laneName(lanes[l]) + '\nbegin ' + fmtTime(FL.b[fl[k]]) + ', duration ' + fmtTime(FL.d[fl[k]]);
+    const sl = stealOfLane[l];
+    for (let k = lowerBound(sl, ST.at, t - slack); k < sl.length && ST.at[sl[k]] <= t + slack; ++k)
+      if (py - laneTop[l] < 8)
+        return 'steal: rank ' + lanes[l].rank + ', ' + laneName(lanes[l]) + ' took work from ' +
+          (ST.victim[sl[k]] >= 0 ? laneName(lanes[ST.victim[sl[k]]]) : 'another worker') + '\nat ' + fmtTime(ST.at[sl[k]]);
+    return '';
+  }
   function instanceAt(px, py) {
-    let l = -1;
-    for (let k = 0; k < lanes.length; ++k) if (py >= laneTop[k] && py < laneTop[k] + LANE) l = k;
+    const l = laneAt(py);
     if (l < 0) return -1;
     const t = x.invert(px), slack = x.invert(px + 2) - t;
     const list = instOfLane[l];
@@ -596,13 +657,17 @@
   }
   lanesBox.addEventListener('mousemove', (ev) => {
     const r = lanesBox.getBoundingClientRect();
-    const i = instanceAt(ev.clientX - r.left, ev.clientY - r.top);
-    if (i < 0) { tip.hidden = true; return; }
-    const ln = lanes[I.lane[i]];
-    let text = D.names[I.n[i]] + ', iteration ' + I.it[i] + '\nrank ' + ln.rank + ', worker ' +
-      ln.worker + '\nbegin ' + fmtTime(I.b[i]) + ', duration ' + fmtTime(I.d[i]);
-    if (I.w[i] > 0)
-      text += '\nlock wait ' + fmtTime(I.w[i]) + (I.bl[i] >= 0 ? ', held up by ' + D.locs[I.bl[i]] : '');
+    const px = ev.clientX - r.left, py = ev.clientY - r.top;
+    const mark = markAt(px, py), i = mark ? -1 : instanceAt(px, py);
+    if (i < 0 && !mark) { tip.hidden = true; return; }
+    let text = mark;
+    if (i >= 0) {
+      const ln = lanes[I.lane[i]];
+      text = D.names[I.n[i]] + ', iteration ' + I.it[i] + '\nrank ' + ln.rank + ', ' + laneName(ln) +
+        '\nbegin ' + fmtTime(I.b[i]) + ', duration ' + fmtTime(I.d[i]);
+      if (I.w[i] > 0)
+        text += '\nlock wait ' + fmtTime(I.w[i]) + (I.bl[i] >= 0 ? ', held up by ' + D.locs[I.bl[i]] : '');
+    }
     tip.textContent = text;
     tip.hidden = false;
     tip.style.left = (ev.pageX + 14) + 'px';
