@@ -120,6 +120,16 @@ class StoreBootstrap final : public Bootstrap {
     }
   }
 
+  void caused_by(unsigned rank, const std::string& what) override {
+    const std::string value = std::to_string(rank) + " " + what;
+    try {
+      request(store::Op::put, "cause/" + std::to_string(rank_),
+              std::as_bytes(std::span(value.data(), value.size())), "saying why it stops",
+              Clock::now() + std::chrono::milliseconds(500));
+    } catch (const CommError&) {
+    }
+  }
+
   void finished() override {
     try {
       request(store::Op::put, "done/" + std::to_string(rank_), {}, "saying it finished",

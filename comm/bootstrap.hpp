@@ -125,6 +125,15 @@ class Bootstrap {
     (void)message;
     (void)status;
   }
+  // This rank's Runtime ends because the job failed: rank `rank` (this one, or the peer that
+  // failed or left the job) is the cause, for the reason `what`. The store bootstrap tells
+  // ordorun ("cause/<this rank>" = "<rank> <what>", bounded): every rank of a failed job exits
+  // with an error at about the same time, and the first to be reaped is seldom the one to
+  // name. Best effort; default nothing.
+  virtual void caused_by(unsigned rank, const std::string& what) {
+    (void)rank;
+    (void)what;
+  }
 
   // The implementation `launch` names (see the top of this file); `timeout` bounds start-up
   // (RuntimeOptions: ORDO_TIMEOUT). Throws CommError when it cannot connect (store

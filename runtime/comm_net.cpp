@@ -527,18 +527,31 @@ std::optional<std::pair<unsigned, std::string>> CommNet::job_failure() {
 }
 
 void CommNet::leave() {
+  std::optional<std::pair<unsigned, std::string>> cause;
+  bool leaving;
   {
     std::lock_guard lock(mu_);
-    if (left_ || !failure_.empty()) return;
-    left_ = true;
+    if (!cause_told_) {
+      cause_told_ = true;
+      if (!failure_.empty())
+        cause.emplace(failure_rank_, failure_);
+      else
+        cause = departure_;
+    }
+    leaving = !left_ && failure_.empty();
+    left_ = left_ || leaving;
   }
+  // Before the leave below, whose messages end the others: the launcher then has the cause
+  // by the time it reaps the first of them.
+  if (cause) bootstrap_->caused_by(cause->first, cause->second);
+  if (!leaving) return;
   std::vector<std::byte> record(12);
   const std::uint32_t me = rank();
   const std::uint64_t rounds = rounds_begun();
   std::memcpy(record.data(), &me, 4);
   std::memcpy(record.data() + 4, &rounds, 8);
   transport_->post([this, record] { pass_leave(record, rank(), rank()); });
-  bootstrap_->finished();
+  if (!cause) bootstrap_->finished();
 }
 
 void CommNet::abort_job(const std::string& message, int status) {
@@ -601,8 +614,8 @@ std::optional<std::pair<unsigned, std::string>> CommNet::departed_before(
     std::uint64_t round) const {
   std::lock_guard lock(mu_);
   for (const auto& [leaver, rounds] : departed_)
-    if (rounds < round)
-      return std::make_pair(
+    if (rounds < round) {
+      auto gone = std::make_pair(
           leaver, "rank " + std::to_string(leaver) +
                       " left the job: its Runtime ended (its program returned or stopped) "
                       "while this rank still expected it in a collective call (a run, "
@@ -610,6 +623,9 @@ std::optional<std::pair<unsigned, std::string>> CommNet::departed_before(
                       std::to_string(leaver) +
                       " did not make; every rank must make the same collective calls, in the "
                       "same order");
+      if (!departure_) departure_ = gone;
+      return gone;
+    }
   return std::nullopt;
 }
 

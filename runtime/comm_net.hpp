@@ -46,6 +46,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -213,6 +214,10 @@ class CommNet final : public Net, public sched::Poller {
   std::string failure_;                        // first peer failure, guarded by mu_
   std::map<unsigned, std::uint64_t> departed_;  // rank that left -> rounds it began, guarded by mu_
   bool left_ = false;                           // leave() ran, guarded by mu_
+  // The first departure departed_before reported (a collective failed on it), and whether
+  // leave() told the store what this rank stops on; guarded by mu_.
+  mutable std::optional<std::pair<unsigned, std::string>> departure_;
+  bool cause_told_ = false;
   unsigned failure_rank_ = 0;                  // its rank, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
   // Per channel, the destinations of placed receives in flight, guarded by mu_.

@@ -6,6 +6,8 @@
 //   return-before-runtime  it returns 0 before building its Runtime (no first run at all);
 //   mismatch-run, mismatch-until, mismatch-gather  it calls with other arguments;
 //   throwing-condition  its run_until condition throws;
+//   throwing-reads  its run_until condition throws in the dataflow (Until::reads: the check of
+//       a reduction that every rank takes locally, with no vote);
 //   abort  it calls Runtime::abort("the input is unusable", 3).
 // The last rank prints "edges: rank R event at NS" (steady clock) just before; every rank that
 // catches an error prints "edges: rank R: <type>: <what>" and exits 2.
@@ -13,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,15 +59,24 @@ int main(int argc, char** argv) {
     const unsigned n = rt.ranks(), last = n - 1;
     ordo::Graph g;
     std::vector<ordo::Location<double>> x;
+    // Only the dataflow case has a reduction, so that the other cases run the graph they did.
+    const bool reduce = what == "throwing-reads";
+    std::optional<ordo::Reduction<double>> sum;
+    if (reduce) sum = g.reduction<double>("sum", n);
     for (unsigned r = 0; r < n; ++r) {
       x.push_back(g.location<double>("x" + std::to_string(r), 1));
       g.set_home_rank(x[r], r);
     }
     for (unsigned r = 0; r < n; ++r) {
       const auto in = x[(r + n - 1) % n], out = x[r];
-      g.task("t" + std::to_string(r), {ordo::write(out), ordo::read(in)},
-             [in, out](ordo::Context& ctx) { ctx.write(out)[0] = ctx.read(in)[0] + 1; });
+      std::vector<ordo::Access> access{ordo::write(out), ordo::read(in)};
+      if (reduce) access.push_back(ordo::contribute(*sum, r));
+      g.task("t" + std::to_string(r), access, [in, out, r, reduce, sum](ordo::Context& ctx) {
+        ctx.write(out)[0] = ctx.read(in)[0] + 1;
+        if (reduce) ctx.contribute(*sum, r, ctx.read(in)[0]);
+      });
     }
+    if (reduce) g.combine(*sum);
     if (what != "return-before-runtime") rt.run(g, 3);
     auto never = [](const ordo::Graph&) { return false; };
     if (me == last) {
@@ -79,6 +91,13 @@ int main(int argc, char** argv) {
                                    throw std::runtime_error("the condition cannot read its input");
                                  },
                                  1, 50});
+      if (what == "throwing-reads")
+        rt.run_until(g, ordo::Until{[](const ordo::Graph&) -> bool {
+                                      throw std::runtime_error("the check cannot read its sum");
+                                    },
+                                    1,
+                                    50,
+                                    {ordo::read(*sum)}});
       if (what == "abort") rt.abort("the input is unusable", 3);
     } else {
       if (what == "return-in-run" || what == "mismatch-run" || what == "return-before-runtime")
@@ -87,6 +106,7 @@ int main(int argc, char** argv) {
         rt.run_until(g, ordo::Until{never, 1, 1000000000});
       if (what == "mismatch-until" || what == "throwing-condition")
         rt.run_until(g, ordo::Until{never, 1, what == "throwing-condition" ? 50u : 9u});
+      if (what == "throwing-reads") rt.run_until(g, ordo::Until{never, 1, 50, {ordo::read(*sum)}});
       if (what == "return-in-gather" || what == "mismatch-gather")
         rt.gather(g, x[0], ordo::kAllRanks);
     }

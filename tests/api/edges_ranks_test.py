@@ -10,7 +10,7 @@ locations copied (=0), for each case (all without arguments). The last rank does
 and prints when (the steady clock, which is Python's monotonic clock); the job must end within
 LIMIT seconds of it (a hang, or a 32 s bootstrap timeout, fails), ordorun and every other
 rank must exit 2 (3 for abort) and each of the others must say what happened, naming the last
-rank. LIMIT is far above the 2 s the job takes, so that a loaded machine does not fail it; it
+rank, and so must ordorun (but for a mismatch, whose sides are equally to blame). LIMIT is far above the 2 s the job takes, so that a loaded machine does not fail it; it
 bounds, it does not measure.
 """
 import os
@@ -43,6 +43,8 @@ CASES = {
                            r"rank {L}: Runtime::gather of location 'x0' .* onto rank 0\)"),
     "throwing-condition": (2, r"PeerFailure of rank {L}: rank {L} failed: the condition "
                               r"cannot read its input"),
+    "throwing-reads": (2, r"PeerFailure of rank {L}: rank {L} failed: the check cannot read "
+                          r"its sum"),
     "abort": (3, r"ordo: rank {L} aborted the job: the input is unusable"),
 }
 
@@ -72,6 +74,11 @@ def check(ordorun, binary, case, ranks, tls):
             line = r"^\[%d\] edges: rank %d: %s" % (r, r, pattern)
         if not re.search(line, out, re.M):
             mp.fail("%s: rank %d did not say /%s/" % (what, r, pattern))
+    # ordorun names the rank that did the odd thing, not the first of the others to exit (in a
+    # mismatch, each side is as much the cause as the other).
+    if not case.startswith("mismatch-") and not re.search(
+            r"^ordorun: rank %d \(pid \d+ on host [^)]*\) " % last, p.stderr, re.M):
+        mp.fail("%s: ordorun did not name rank %d as the cause:\n%s" % (what, last, p.stderr))
     if re.search(r"edges: rank \d+ finished", out):
         mp.fail("%s: a rank finished as if nothing had happened" % what)
     print("%s: every rank ended %.2f s after it, naming rank %d (exit %d)"

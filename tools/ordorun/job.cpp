@@ -458,6 +458,20 @@ void Job::reap() {
   }
 }
 
+// What `r` told the store it stopped on ("cause/<rank>" = "<rank> <what>",
+// comm::Bootstrap::caused_by), when that is another rank of the job.
+std::optional<std::pair<int, std::string>> Job::cause_named_by(const Rank& r) const {
+  if (!store_) return std::nullopt;
+  const std::string said = store_->text_of("cause/" + std::to_string(r.place.rank));
+  const auto space = said.find(' ');
+  if (space == 0 || space == std::string::npos || space > 9 ||
+      said.find_first_not_of("0123456789") != space)
+    return std::nullopt;
+  const int cause = std::stoi(said.substr(0, space));
+  if (cause == r.place.rank || cause >= int(ranks_.size())) return std::nullopt;
+  return std::make_pair(cause, said.substr(space + 1));
+}
+
 bool Job::is_finished(const Rank& r) const {
   return store_ && store_->holds("done/" + std::to_string(r.place.rank));
 }
@@ -494,6 +508,17 @@ void Job::blame(const Rank& r) {
     const std::string why = "rank " + who(ranks_[std::size_t(*unfinished_)]) +
                             " exited with status 0 without ending its Runtime (exit() before "
                             "its destructor ran), while the other ranks still needed it; rank " +
+                            who(r) + " then " + describe_status(r.status);
+    say(why + "; stopping the other ranks");
+    stop_ranks(exit_code_of(r.status), SIGTERM, why);
+    return;
+  }
+  if (auto cause = cause_named_by(r); cause && WIFEXITED(r.status)) {
+    // Every rank of a failed job exits with an error at about the same time: the rank it says
+    // it stopped on is the one to name.
+    blamed_ = cause->first;
+    const Rank& c = ranks_[std::size_t(cause->first)];
+    const std::string why = "rank " + who(c) + " stopped the job: " + cause->second + "; rank " +
                             who(r) + " then " + describe_status(r.status);
     say(why + "; stopping the other ranks");
     stop_ranks(exit_code_of(r.status), SIGTERM, why);

@@ -26,6 +26,10 @@
 //     it. Either way the ranks waiting in the store are answered with why at once, and get
 //     SIGTERM only after left_notice, so that each can end with its own message; ordorun then
 //     exits with the first status another rank exits with (1 if none fails).
+//   - a rank that exits with an error status after telling the store which other rank it
+//     stopped on ("cause/<rank>", comm::Bootstrap::caused_by: a peer whose task failed, or
+//     that left the job while it needed it) names that rank, not itself: every rank of a
+//     failed job exits at about the same time, and the first reaped is seldom the cause.
 // Each local rank runs in its own process group, so that a terminal's Ctrl-C reaches ordorun
 // once and is forwarded once, and so that stopping a rank stops its children too.
 
@@ -112,6 +116,7 @@ class Job {
   // `r` exited with status 0 while the job was not finished (job.hpp, "How a job ends").
   void blame_unfinished(const Rank& r, const std::string& how);
   bool is_finished(const Rank& r) const;
+  std::optional<std::pair<int, std::string>> cause_named_by(const Rank& r) const;
   // Sends `sig` to every running rank (SIGKILL after --grace) and answers every rank that
   // waits in the store with `why` (StoreServer::stop_job): a rank that ignores `sig` ends then
   // too, unless it waits elsewhere.
