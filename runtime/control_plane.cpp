@@ -69,6 +69,10 @@ std::optional<ControlPlane::Bytes> ControlPlane::receive_from(unsigned peer, std
   std::unique_lock lock(mu_);
   while (!cv_.wait_for(lock, kDepartureCheck, [&] { return stopped_ || in_.count(key) != 0; })) {
     auto gone = net_.departed_before(job_round_);
+    // A failure the net heard of without telling this channel: an engine that learned of a
+    // peer's loss from another rank's ABORT records it in the net only, and this rank's own
+    // sighting of the loss then finds it recorded and tells no one.
+    if (!gone) gone = net_.job_failure();
     if (!gone) continue;
     lock.unlock();
     if (on_departed_) on_departed_(gone->first, gone->second);

@@ -4,6 +4,7 @@
 //   return-in-run, return-in-until, return-in-gather  it returns from main (its Runtime ends)
 //       while the others run, run_until or gather;
 //   return-before-runtime  it returns 0 before building its Runtime (no first run at all);
+//   exit-in-run  it calls std::exit(0) while the others run: status 0, its Runtime never ended;
 //   mismatch-run, mismatch-until, mismatch-gather  it calls with other arguments;
 //   throwing-condition  its run_until condition throws;
 //   throwing-reads  its run_until condition throws in the dataflow (Until::reads: the check of
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
     if (me == last) {
       event(me);
       if (what.rfind("return-in-", 0) == 0) return 0;  // the Runtime ends here
+      if (what == "exit-in-run") std::exit(0);         // it does not
       if (what == "mismatch-run") rt.run(g, 5);
       if (what == "mismatch-until") rt.run_until(g, ordo::Until{never, 1, 7});
       if (what == "mismatch-gather") rt.gather(g, x[0], 0);
@@ -100,7 +102,8 @@ int main(int argc, char** argv) {
                                     {ordo::read(*sum)}});
       if (what == "abort") rt.abort("the input is unusable", 3);
     } else {
-      if (what == "return-in-run" || what == "mismatch-run" || what == "return-before-runtime")
+      if (what == "return-in-run" || what == "mismatch-run" || what == "return-before-runtime" ||
+          what == "exit-in-run")
         rt.run(g, 10);
       if (what == "return-in-until" || what == "abort")
         rt.run_until(g, ordo::Until{never, 1, 1000000000});

@@ -31,6 +31,9 @@ CASES = {
                             r"rank {L} left the job"),
     "return-before-runtime": (2, r"Error: cannot connect to the other ranks: .*rank {L} \(pid "
                                  r"\d+ on host [^)]*\) exited with status 0 before it connected"),
+    # Its peers' transports see the process go; ordorun names it by its status 0 without the
+    # Runtime's "done" (the ranks' own words are checked by ranks_peer_killed_heat2d's kind).
+    "exit-in-run": (2, r"PeerFailure of rank {L}: "),
     "mismatch-run": (2, r"GraphMismatch: ranks 0 and {L} made different collective calls "
                         r"\(rank 0: Runtime::run for 10 iteration\(s\) on graph 0; rank {L}: "
                         r"Runtime::run for 5 iteration\(s\) on graph 0\)"),
@@ -79,6 +82,9 @@ def check(ordorun, binary, case, ranks, tls):
     if not case.startswith("mismatch-") and not re.search(
             r"^ordorun: rank %d \(pid \d+ on host [^)]*\) " % last, p.stderr, re.M):
         mp.fail("%s: ordorun did not name rank %d as the cause:\n%s" % (what, last, p.stderr))
+    if case == "exit-in-run" and "exited with status 0 without ending its Runtime" not in p.stderr:
+        mp.fail("%s: ordorun did not say rank %d exited 0 without ending its Runtime:\n%s"
+                % (what, last, p.stderr))
     if re.search(r"edges: rank \d+ finished", out):
         mp.fail("%s: a rank finished as if nothing had happened" % what)
     print("%s: every rank ended %.2f s after it, naming rank %d (exit %d)"

@@ -510,7 +510,8 @@ void Job::blame(const Rank& r) {
                             "its destructor ran), while the other ranks still needed it; rank " +
                             who(r) + " then " + describe_status(r.status);
     say(why + "; stopping the other ranks");
-    stop_ranks(exit_code_of(r.status), SIGTERM, why);
+    // The others learn it through their transports, as this one did: time to say so.
+    stop_ranks(exit_code_of(r.status), SIGTERM, why, left_notice);
     return;
   }
   if (auto cause = cause_named_by(r); cause && WIFEXITED(r.status)) {
@@ -521,7 +522,7 @@ void Job::blame(const Rank& r) {
     const std::string why = "rank " + who(c) + " stopped the job: " + cause->second + "; rank " +
                             who(r) + " then " + describe_status(r.status);
     say(why + "; stopping the other ranks");
-    stop_ranks(exit_code_of(r.status), SIGTERM, why);
+    stop_ranks(exit_code_of(r.status), SIGTERM, why, left_notice);
     return;
   }
   blamed_ = r.place.rank;
