@@ -45,20 +45,31 @@ if (/(src|href)\s*=\s*["']?(https?:)?\/\//i.test(html)) fail('the page refers to
 const FLUSH = 11, STEAL = 4, SEND = 9, RECEIVE = 10;
 function countEvents(file) {
   const b = fs.readFileSync(file);
-  const workers = b.readUInt32LE(28), count = {};
+  const workers = b.readUInt32LE(28), offset = Number(b.readBigInt64LE(32)), count = {};
+  const open = new Map(), instances = [];
+  let first = Infinity;
   for (let pos = 64; pos + 16 <= b.length;) {
     const type = b.readUInt32LE(pos), arg = b.readUInt32LE(pos + 4), size = Number(b.readBigUInt64LE(pos + 8));
     if (type === 2)
       for (let e = pos + 16; e + 40 <= pos + 16 + size; e += 40) {
         const key = b.readUInt16LE(e + 36) + '/' + b[e + 38];
         count[key] = (count[key] || 0) + 1;
+        const t = Number(b.readBigUInt64LE(e)) + offset, inst = b.readUInt32LE(e + 24) + '#' + b.readBigUInt64LE(e + 8);
+        first = Math.min(first, t);
+        if (b[e + 38] === 1) open.set(inst, t);
+        if (b[e + 38] === 2 && open.has(inst)) { instances.push([open.get(inst), t]); open.delete(inst); }
       }
     pos += 16 + size;
   }
-  return { workers, of: (buffer, kind) => count[buffer + '/' + kind] || 0 };
+  return { workers, first, instances, of: (buffer, kind) => count[buffer + '/' + kind] || 0 };
 }
 const raw = [];
 for (let r = 0; r < RANKS; ++r) raw.push(countEvents(trace + '.rank' + r));
+// The common clock's origin: the earliest aligned event of any rank.
+const origin = Math.min(...raw.map((r) => r.first));
+// A rank's mean busy workers over [a, b], from its task bodies.
+const busy = (r, a, b) => raw[r].instances.reduce((s, [p, q]) =>
+  s + Math.max(0, Math.min(b, q - origin) - Math.max(a, p - origin)), 0) / (b - a) / raw[r].workers;
 
 const kind = (name) => name.replace(/\[[^\]]*\]$/, '');
 const userTasks = summary.tasks.filter((t) => !t.internal);
@@ -262,6 +273,33 @@ try {
   await checkAxis('deepest zoom');
   await checkInside('deepest zoom');
   await p.uncheck('#show-messages');
+  await p.click('#reset');
+  await p.waitForTimeout(100);
+
+  // Utilisation follows the zoom: zoomed in 50 times, one bin per 2 px of the view, each the
+  // busy workers' mean over its time as the files have it.
+  // At the middle of the critical path: where the ranks work.
+  const wholePath = await pathXs();
+  await p.mouse.move(lb.x + (Math.min(...wholePath) + Math.max(...wholePath)) / 2, lb.y + 40);
+  for (let i = 0; i < 10; ++i) await p.mouse.wheel(0, -283);
+  await p.waitForTimeout(150);
+  const rows = await p.$$eval('.util-row', (els) => els.map((e) => ({ rank: Number(e.dataset.rank),
+    t0: Number(e.dataset.t0), t1: Number(e.dataset.t1), bins: Number(e.dataset.bins),
+    compute: (e.dataset.compute || '').split(',').map(Number) })));
+  let distinct = 0;
+  for (const row of rows) {
+    if (!(row.bins >= (plot[1] - plot[0]) / 2 - 1) || row.compute.length !== row.bins)
+      fail('rank ' + row.rank + ': ' + row.bins + ' utilisation bins for a plot of ' + (plot[1] - plot[0]) + ' px');
+    const per = (row.t1 - row.t0) / row.bins;
+    for (let c = 0; c < row.bins; c += 7) {
+      const want = busy(row.rank, row.t0 + c * per, row.t0 + (c + 1) * per);
+      if (Math.abs(want - row.compute[c]) > 0.02)
+        fail('rank ' + row.rank + ' utilisation bin ' + c + ' of the view ' + row.t0 + '-' + row.t1 + ': ' +
+             row.compute[c] + ', the files give ' + want.toFixed(4));
+    }
+    distinct += new Set(row.compute).size;
+  }
+  if (distinct < 4) fail('zoomed in 50 times, the utilisation rows are flat: ' + distinct + ' values ' + JSON.stringify(rows.map((r) => [r.t0, r.t1, [...new Set(r.compute)]])) + ' ' + JSON.stringify(summary.window_ns));
   await p.click('#reset');
   await p.waitForTimeout(100);
 

@@ -95,14 +95,25 @@
   // Per lane, how many message ends it holds (a send or a receive of a drawn message).
   const messageEnds = lanes.map(() => 0);
   for (let m = 0; m < M.from.length; ++m) { ++messageEnds[M.from[m]]; ++messageEnds[M.to[m]]; }
+  // Lock waits per lane (where the instance ran), by when they began.
+  const waitOfLane = lanes.map(() => []);
+  for (let i = 0; i < NI; ++i) if (I.w[i] > 0 && I.ow[i] >= 0) waitOfLane[I.lane[i]].push(i);
+  for (const l of waitOfLane) l.sort((a, b) => I.ow[a] - I.ow[b]);
+  const longestWait = waitOfLane.map((l) => { let m = 0; for (const i of l) m = Math.max(m, I.w[i]); return m; });
+  // Lanes whose slices overlap (fibers that suspend): drawn without skipping.
+  const overlapping = lanes.map(() => false);
   // Longest slice per lane, so a binary search can start early enough.
   const longest = lanes.map((_, l) => { let m = 0; for (const i of instOfLane[l]) m = Math.max(m, I.d[i]); return m; });
+  instOfLane.forEach((list, l) => {
+    for (let k = 1; k < list.length && !overlapping[l]; ++k)
+      overlapping[l] = I.b[list[k]] < I.b[list[k - 1]] + I.d[list[k - 1]];
+  });
 
   // ---- layout ------------------------------------------------------------------------------
   const lanesBox = $('lanes'), canvas = $('lanes-canvas'), overlay = $('overlay');
   const ctx = canvas.getContext('2d');
   let y = 0;
-  const rankRows = [];
+  const rankRows = [], utilRows = [];
   D.ranks.forEach((r) => {
     const head = document.createElement('div');
     head.className = 'rank-header';
@@ -140,6 +151,7 @@
     util.appendChild(label);
     lanesBox.appendChild(util);
     rankRows.push({ rank: r.rank, top: y, workers: r.workers });
+    utilRows.push(util);
     y += UTIL + 6;
   });
   const height = y;
@@ -168,7 +180,12 @@
   }
   const zoom = d3.zoom().scaleExtent([1, Math.max(2, span / 200)])
     .filter((ev) => !ev.button && ev.type !== 'dblclick')
-    .on('zoom', (ev) => { x = ev.transform.rescaleX(x0); draw(); });
+    // A drag redraws once per frame, however many moves the frame brought; a wheel step or a
+    // programmatic change at once.
+    .on('zoom', (ev) => {
+      x = ev.transform.rescaleX(x0);
+      if (ev.sourceEvent && ev.sourceEvent.type !== 'wheel') requestDraw(); else draw();
+    });
   const zoomTarget = d3.select('#lanes');
   // The transform that shows [a, b] across the lanes: d3's maps x0(t) to k * x0(t) + tx.
   function viewTransform(a, b) {
@@ -209,6 +226,8 @@
     if (s === undefined || I.b[i] < s) iterStart.set(it, I.b[i]);
   }
   const iterations = [...iterStart.entries()].sort((a, b) => a[1] - b[1]);
+  const measure = document.createElement('canvas').getContext('2d');
+  measure.font = '11px sans-serif';
   function drawAxis() {
     const w = width();
     axisSvg.attr('width', w).attr('height', 24);
@@ -218,17 +237,23 @@
     const g = axisSvg.selectAll('g.axis').data([0]).join('g').attr('class', 'axis')
       .attr('transform', 'translate(0,22)');
     g.call(d3.axisTop(x).tickValues(ticks).tickFormat(tickFormat(ticks)).tickSizeOuter(0));
+    // Widths measured on a canvas in the axis's font: asking the SVG (getBBox) would lay out
+    // the page on every frame of a pan.
     let last = -Infinity;
-    g.selectAll('.tick text').each(function () {
-      const box = this.getBBox(), left = this.parentNode.transform.baseVal[0].matrix.e + box.x;
-      if (left < last + 6) this.remove(); else last = left + box.width;
+    const fmt = tickFormat(ticks);
+    g.selectAll('.tick text').each(function (t) {
+      const wt = measure.measureText(fmt(t)).width + 2, left = x(t) - wt / 2;
+      if (left < last + 6) this.remove(); else last = left + wt;
     });
     rulerSvg.attr('width', w).attr('height', 18);
-    const vis = iterations.filter((e) => e[1] >= x.domain()[0] && e[1] <= x.domain()[1]);
-    let prev = -Infinity;
+    // Marks at least 3 px apart (thousands of iterations would make thousands of lines).
+    const [d0, d1] = x.domain();
+    let prev = -Infinity, prevMark = -Infinity;
     const marks = [];
-    for (const [it, t] of vis) {
-      const px = x(t);
+    for (let k = d3.bisector((e) => e[1]).left(iterations, d0); k < iterations.length && iterations[k][1] <= d1; ++k) {
+      const [it, t] = iterations[k], px = x(t);
+      if (px - prevMark < 3) continue;
+      prevMark = px;
       marks.push({ it, px, label: px - prev > 46 });
       if (px - prev > 46) prev = px;
     }
@@ -287,27 +312,42 @@
   }
 
   // ---- utilisation over time ---------------------------------------------------------------
-  // Per rank and time bin: compute (workers in task bodies), lock wait (free workers while an
-  // instance of the rank waited for a lock it could otherwise have run with), idle (the rest).
-  const UBINS = 600;
-  const util = D.ranks.map((r) => ({ compute: new Float64Array(UBINS), wait: new Float64Array(UBINS) }));
-  (function () {
-    const per = span / UBINS;
-    const add = (arr, a, b, weight) => {
-      for (let c = Math.max(0, Math.floor(a / per)); c <= Math.min(UBINS - 1, Math.floor(b / per)); ++c) {
-        const lo = Math.max(a, c * per), hi = Math.min(b, (c + 1) * per);
-        if (hi > lo) arr[c] += weight * (hi - lo) / per;
-      }
-    };
-    const rankIndex = new Map(D.ranks.map((r, i) => [r.rank, i]));
-    for (let i = 0; i < NI; ++i) {
-      const r = rankIndex.get(lanes[I.lane[i]].rank), workers = D.ranks[r].workers;
-      add(util[r].compute, I.b[i], I.b[i] + I.d[i], 1 / workers);
-      if (I.w[i] > 0 && I.ow[i] >= 0) add(util[r].wait, I.ow[i], I.ow[i] + I.w[i], 1 / workers);
+  // Per rank: compute (workers in task bodies), lock wait (free workers while an instance of
+  // the rank waited for a lock it could otherwise have run with), idle (the rest). Each is kept
+  // as its integral over time, a step function's running sum at its breakpoints, so that any
+  // bin of any zoom costs two binary searches: the bins follow the view (one per 2 px).
+  function integral(begins, ends) {
+    begins.sort(); ends.sort();
+    const n = begins.length, T = new Float64Array(2 * n + 1), S = new Float64Array(2 * n + 1),
+          L = new Float64Array(2 * n + 1);
+    let i = 0, j = 0, k = 0, level = 0, sum = 0, last = 0;
+    T[0] = 0; S[0] = 0; L[0] = 0;
+    while (i < n || j < n) {
+      const t = j >= n || (i < n && begins[i] <= ends[j]) ? begins[i] : ends[j];
+      sum += level * (t - last); last = t;
+      if (j >= n || (i < n && begins[i] <= ends[j])) { ++level; ++i; } else { --level; ++j; }
+      ++k; T[k] = t; S[k] = sum; L[k] = level;
     }
-    for (const u of util)
-      for (let c = 0; c < UBINS; ++c) u.wait[c] = Math.min(u.wait[c], Math.max(0, 1 - u.compute[c]));
-  })();
+    const count = k + 1;
+    // The integral from 0 to t.
+    return (t) => {
+      let lo = 0, hi = count;
+      while (lo < hi) { const m = (lo + hi) >> 1; if (T[m] <= t) lo = m + 1; else hi = m; }
+      const at = Math.max(0, lo - 1);
+      return S[at] + L[at] * (t - T[at]);
+    };
+  }
+  const rankIndex = new Map(D.ranks.map((r, i) => [r.rank, i]));
+  const util = D.ranks.map((r, ri) => {
+    const cb = [], ce = [], wb = [], we = [];
+    for (let i = 0; i < NI; ++i) {
+      if (rankIndex.get(lanes[I.lane[i]].rank) !== ri) continue;
+      cb.push(I.b[i]); ce.push(I.b[i] + I.d[i]);
+      if (I.w[i] > 0 && I.ow[i] >= 0) { wb.push(I.ow[i]); we.push(I.ow[i] + I.w[i]); }
+    }
+    return { compute: integral(Float64Array.from(cb), Float64Array.from(ce)),
+             wait: integral(Float64Array.from(wb), Float64Array.from(we)), workers: r.workers };
+  });
 
   // ---- drawing -----------------------------------------------------------------------------
   const show = { messages: false, critical: true, waits: true };
@@ -325,22 +365,65 @@
     return xa >= lo && xb <= hi ? [xa, ya, xb, yb]
       : [Math.max(xa, lo), at(Math.max(xa, lo)), Math.min(xb, hi), at(Math.min(xb, hi))];
   }
+  // Rectangles gathered per colour and filled colour by colour: setting a canvas's fillStyle
+  // is what costs when a million slices are drawn, not the rectangles.
+  const colourIndex = new Map();
+  const colourList = [];
+  const colourOf = (c) => {
+    let k = colourIndex.get(c);
+    if (k === undefined) { k = colourList.length; colourIndex.set(c, k); colourList.push(c); }
+    return k;
+  };
+  const nameColourIndex = D.names.map((_, n) => colourOf(nameColour[n]));
+  const waitIndex = colourOf(COLOUR.wait);
+  let buckets = [];
+  function rectangle(colour, faded, a, y0, w, h) {
+    const k = 2 * colour + (faded ? 1 : 0);
+    (buckets[k] || (buckets[k] = [])).push(a, y0, w, h);
+  }
+  function fillBuckets() {
+    for (let k = 0; k < buckets.length; ++k) {
+      const b = buckets[k];
+      if (!b || !b.length) continue;
+      ctx.fillStyle = colourList[k >> 1];
+      ctx.globalAlpha = k & 1 ? 0.15 : 1;
+      for (let i = 0; i < b.length; i += 4) ctx.fillRect(b[i], b[i + 1], b[i + 2], b[i + 3]);
+    }
+    ctx.globalAlpha = 1;
+    buckets = [];
+  }
+  // Zoom and pan redraw once per frame, however many events the frame brought.
+  let framePending = false;
+  function requestDraw() {
+    if (framePending) return;
+    framePending = true;
+    requestAnimationFrame(() => { framePending = false; draw(); });
+  }
+  let canvasW = -1, canvasH = -1;
   function draw() {
-    const w = width(), dpr = 1;
+    const started = performance.now();
+    const w = width();
     const lo = GUTTER, hi = w - RIGHT;
     lanesBox.dataset.plotLeft = lo;
     lanesBox.dataset.plotRight = hi;
-    canvas.width = w * dpr; canvas.height = height * dpr;
-    canvas.style.height = height + 'px';
+    // A canvas's size is set only when it changes: setting it reallocates the canvas.
+    if (canvasW !== w || canvasH !== height) {
+      canvas.width = w; canvas.height = height;
+      canvas.style.height = height + 'px';
+      canvasW = w; canvasH = height;
+    }
     ctx.clearRect(0, 0, w, height);
     const [t0, t1] = x.domain();
+    // x(t) without d3's call per slice.
+    const kx = (hi - lo) / (t1 - t0), px = (t) => lo + (t - t0) * kx;
     ctx.font = '11px sans-serif';
     ctx.textBaseline = 'middle';
     let flushesDrawn = 0, stealsDrawn = 0;
+    const labels = [];
     lanes.forEach((ln, l) => {
       const top = laneTop[l];
       ctx.fillStyle = l % 2 ? '#f3f3f3' : '#fafafa';
-      ctx.fillRect(GUTTER, top, w - GUTTER - RIGHT, LANE - 1);
+      ctx.fillRect(lo, top, hi - lo, LANE - 1);
       // Idle periods: a thin grey bar.
       const il = idleOfLane[l];
       ctx.fillStyle = COLOUR.idle;
@@ -348,41 +431,61 @@
         const i = il[k];
         if (idle.b[i] > t1) break;
         if (idle.b[i] + idle.d[i] < t0) continue;
-        const a = Math.max(GUTTER, x(idle.b[i])), b = Math.min(w - RIGHT, x(idle.b[i] + idle.d[i]));
+        const a = Math.max(lo, px(idle.b[i])), b = Math.min(hi, px(idle.b[i] + idle.d[i]));
         ctx.fillRect(a, top + LANE / 2 - 2, Math.max(1, b - a), 4);
       }
-      // Instances: at most one rectangle per pixel column when zoomed out.
-      const list = instOfLane[l];
-      let drawnTo = -1;
+      // Instances: once a slice narrower than a pixel is drawn, the next ones that begin in
+      // its pixel column are skipped by a binary search (on a lane whose slices do not
+      // overlap, only the last of them can reach past the column), so a zoomed-out lane costs
+      // its pixels, not its slices. While searching, every slice is looked at (faded or not).
+      const list = instOfLane[l], skip = !matches && !overlapping[l];
+      let drawnTo = -Infinity;
       for (let k = lowerBound(list, I.b, t0 - longest[l]); k < list.length; ++k) {
         const i = list[k];
-        if (I.b[i] > t1) break;
-        const end = I.b[i] + I.d[i];
+        const bi = I.b[i];
+        if (bi > t1) break;
+        const end = bi + I.d[i];
         if (end < t0) continue;
-        const a = Math.max(GUTTER, x(I.b[i])), b = Math.min(w - RIGHT, x(end));
-        const wpx = Math.max(1, b - a);
+        const a = Math.max(lo, px(bi)), b = Math.min(hi, px(end));
         const hit = !matches || matches.has(I.n[i]);
-        if (b < drawnTo && wpx < 2 && hit) continue;
-        ctx.globalAlpha = hit ? 1 : 0.15;
-        ctx.fillStyle = nameColour[I.n[i]];
-        ctx.fillRect(a, top + 3, wpx, LANE - 7);
-        if (wpx > 36) {
-          const label = D.names[I.n[i]] + ' #' + I.it[i];
-          ctx.fillStyle = '#111';
-          ctx.save();
-          ctx.beginPath(); ctx.rect(a, top, wpx - 2, LANE); ctx.clip();
-          ctx.fillText(label, a + 3, top + LANE / 2 - 1);
-          ctx.restore();
+        if (b < drawnTo && b - a < 1 && hit) continue;
+        const wpx = Math.max(1, b - a);
+        rectangle(nameColourIndex[I.n[i]], !hit, a, top + 3, wpx, LANE - 7);
+        if (wpx > 36) labels.push(i, a, top, wpx);
+        drawnTo = a + 1;
+        if (skip && b - a < 1) {
+          const j = lowerBound(list, I.b, t0 + (drawnTo - lo) / kx);
+          if (j - 2 > k) k = j - 2;
         }
-        drawnTo = a + wpx;
-        // Its lock wait, under it: orange from when it could otherwise have run.
-        if (show.waits && I.w[i] > 0 && I.ow[i] >= 0) {
-          const wa = Math.max(GUTTER, x(I.ow[i])), wb = Math.min(w - RIGHT, x(I.ow[i] + I.w[i]));
-          ctx.fillStyle = COLOUR.wait;
-          ctx.fillRect(wa, top + LANE - 4, Math.max(1, wb - wa), 3);
-        }
-        ctx.globalAlpha = 1;
       }
+      // Lock waits, under the slices: orange from when each instance could otherwise have
+      // run; one covering the pixels already drawn is skipped.
+      if (show.waits) {
+        const wl = waitOfLane[l];
+        let waitTo = -Infinity;
+        for (let k = lowerBound(wl, I.ow, t0 - longestWait[l]); k < wl.length; ++k) {
+          const i = wl[k];
+          if (I.ow[i] > t1) break;
+          if (I.ow[i] + I.w[i] < t0) continue;
+          const wa = Math.max(lo, px(I.ow[i])), wb = Math.min(hi, px(I.ow[i] + I.w[i]));
+          if (wb < waitTo) continue;
+          const hit = !matches || matches.has(I.n[i]);
+          rectangle(waitIndex, !hit, wa, top + LANE - 4, Math.max(1, wb - wa), 3);
+          if (hit) waitTo = Math.max(waitTo, Math.max(wa + 1, wb));
+        }
+      }
+    });
+    fillBuckets();
+    ctx.fillStyle = '#111';
+    for (let k = 0; k < labels.length; k += 4) {
+      const i = labels[k], a = labels[k + 1], top = labels[k + 2], wpx = labels[k + 3];
+      ctx.save();
+      ctx.beginPath(); ctx.rect(a, top, wpx - 2, LANE); ctx.clip();
+      ctx.fillText(D.names[I.n[i]] + ' #' + I.it[i], a + 3, top + LANE / 2 - 1);
+      ctx.restore();
+    }
+    lanes.forEach((ln, l) => {
+      const top = laneTop[l];
       // Trace flushes over whatever the thread was doing (the recorder's own cost), steals as
       // a mark at the top of the thief's lane.
       const fl = flushOfLane[l];
@@ -391,34 +494,49 @@
         const i = fl[k];
         if (FL.b[i] > t1) break;
         if (FL.b[i] + FL.d[i] < t0) continue;
-        const a = Math.max(lo, x(FL.b[i])), b = Math.min(hi, x(FL.b[i] + FL.d[i]));
+        const a = Math.max(lo, px(FL.b[i])), b = Math.min(hi, px(FL.b[i] + FL.d[i]));
         ctx.fillRect(a, top + 1, Math.max(2, b - a), LANE - 3);
         ++flushesDrawn;
       }
       const sl = stealOfLane[l];
       ctx.fillStyle = COLOUR.steal;
+      ctx.beginPath();
+      let markedTo = -Infinity;
       for (let k = lowerBound(sl, ST.at, t0); k < sl.length && ST.at[sl[k]] <= t1; ++k) {
-        const px = x(ST.at[sl[k]]);
-        ctx.beginPath(); ctx.moveTo(px - 3, top); ctx.lineTo(px + 3, top); ctx.lineTo(px, top + 6);
-        ctx.fill();
+        const p = px(ST.at[sl[k]]);
         ++stealsDrawn;
+        // One mark per 2 px: the rest would be drawn over it.
+        if (p < markedTo) continue;
+        markedTo = p + 2;
+        ctx.moveTo(p - 3, top); ctx.lineTo(p + 3, top); ctx.lineTo(p, top + 6); ctx.closePath();
       }
+      ctx.fill();
     });
     lanesBox.dataset.flushesDrawn = flushesDrawn;
     lanesBox.dataset.stealsDrawn = stealsDrawn;
-    // Utilisation rows.
-    const per = span / UBINS;
+    // Utilisation rows: one bin per 2 px of the view, each the mean over its time.
+    const nbins = Math.max(1, Math.floor((hi - lo) / 2)), per = (t1 - t0) / nbins;
     rankRows.forEach((rr, r) => {
       const u = util[r], top = rr.top + 2, h = UTIL - 6;
       ctx.fillStyle = '#eee';
-      ctx.fillRect(GUTTER, top, w - GUTTER - RIGHT, h);
-      for (let c = Math.max(0, Math.floor(t0 / per)); c < UBINS && c * per <= t1; ++c) {
-        const a = Math.max(GUTTER, x(c * per)), b = Math.min(w - RIGHT, x((c + 1) * per));
-        if (b <= a) continue;
-        const hc = u.compute[c] * h, hw = u.wait[c] * h;
-        ctx.fillStyle = COLOUR.compute; ctx.fillRect(a, top + h - hc, b - a + 0.5, hc);
-        ctx.fillStyle = COLOUR.wait; ctx.fillRect(a, top + h - hc - hw, b - a + 0.5, hw);
+      ctx.fillRect(lo, top, hi - lo, h);
+      const compute = new Float64Array(nbins), wait = new Float64Array(nbins);
+      let fc = u.compute(t0), fw = u.wait(t0);
+      for (let c = 0; c < nbins; ++c) {
+        const gc = u.compute(t0 + (c + 1) * per), gw = u.wait(t0 + (c + 1) * per);
+        compute[c] = Math.min(1, Math.max(0, (gc - fc) / per / u.workers));
+        wait[c] = Math.min(Math.max(0, (gw - fw) / per / u.workers), 1 - compute[c]);
+        fc = gc; fw = gw;
       }
+      const bw = (hi - lo) / nbins;
+      ctx.fillStyle = COLOUR.compute;
+      for (let c = 0; c < nbins; ++c) ctx.fillRect(lo + c * bw, top + h - compute[c] * h, bw + 0.5, compute[c] * h);
+      ctx.fillStyle = COLOUR.wait;
+      for (let c = 0; c < nbins; ++c)
+        ctx.fillRect(lo + c * bw, top + h - (compute[c] + wait[c]) * h, bw + 0.5, wait[c] * h);
+      const row = utilRows[r];
+      row.dataset.t0 = t0; row.dataset.t1 = t1; row.dataset.bins = nbins;
+      row.dataset.compute = Array.from(compute, (v) => v.toFixed(4)).join(',');
     });
     // Messages between ranks, on demand: a line from the send to the receive.
     if (show.messages) {
@@ -449,35 +567,59 @@
     drawAxis();
     syncBrush();
     drawLocation();
+    lanesBox.dataset.drawMs = (performance.now() - started).toFixed(2);
   }
 
   // The critical path: a line through its instances, from each one's end to the next's begin.
+  // The critical path's instances in its order: begin, end, lane centre.
+  const cBegin = Float64Array.from(D.critical, (i) => I.b[i]);
+  const cEnd = Float64Array.from(D.critical, (i) => I.b[i] + I.d[i]);
+  const cY = Float64Array.from(D.critical, (i) => laneTop[I.lane[i]] + LANE / 2);
+  let cMonotone = true;
+  for (let k = 1; k < cBegin.length; ++k) cMonotone = cMonotone && cBegin[k] >= cBegin[k - 1] && cEnd[k] >= cEnd[k - 1];
   function drawCritical() {
     const svg = d3.select(overlay).attr('width', width()).attr('height', height);
     const [t0, t1] = x.domain();
-    const pts = [];
-    if (show.critical)
-      for (const i of D.critical) {
-        const yy = laneTop[I.lane[i]] + LANE / 2;
-        pts.push([x(I.b[i]), yy], [x(I.b[i] + I.d[i]), yy]);
-      }
     // Each step cut to the plot (slopes kept); a step out of view is left out, and the line
-    // goes on from where it comes back.
+    // goes on from where it comes back. A path of more points than the plot has pixels skips
+    // a point within half a pixel of the last one on the same lane (the line looks the same).
     const lo = GUTTER, hi = width() - RIGHT;
-    let d = '', at = null;
-    for (let k = 0; k + 1 < pts.length; ++k) {
-      const c = clipSegment(pts[k][0], pts[k][1], pts[k + 1][0], pts[k + 1][1], lo, hi);
-      if (!c) { at = null; continue; }
-      if (!at || at[0] !== c[0] || at[1] !== c[1]) d += 'M' + c[0] + ',' + c[1];
-      d += 'L' + c[2] + ',' + c[3];
-      at = [c[2], c[3]];
+    const n = show.critical ? D.critical.length : 0, thin = 2 * n > 2 * (hi - lo);
+    const kx = (hi - lo) / (t1 - t0);
+    const ptX = (k) => lo + ((k & 1 ? cEnd[k >> 1] : cBegin[k >> 1]) - t0) * kx;
+    const ptY = (k) => cY[k >> 1];
+    const r1 = (v) => Math.round(v * 10) / 10;
+    const parts = [];
+    // Only the steps that reach into the view: the path runs forward in time.
+    let first = 0, last = 2 * n - 1;
+    if (cMonotone && n) {
+      first = Math.max(0, 2 * d3.bisectLeft(cEnd, t0) - 1);
+      last = Math.min(2 * n - 1, 2 * d3.bisectRight(cBegin, t1) + 1);
     }
-    if (pts.length === 1 && pts[0][0] >= lo && pts[0][0] <= hi) d = 'M' + pts[0][0] + ',' + pts[0][1];
+    let at = null, xa = n ? ptX(first) : 0, ya = n ? ptY(first) : 0, atX = 0, atY = 0, lastOut = -Infinity;
+    for (let k = first; k < last; ++k) {
+      const xb = ptX(k + 1), yb = ptY(k + 1);
+      let c0 = xa, c1 = ya, c2 = xb, c3 = yb;
+      if (!(xa >= lo && xa <= hi && xb >= lo && xb <= hi)) {
+        const c = clipSegment(xa, ya, xb, yb, lo, hi);
+        if (!c) { at = null; xa = xb; ya = yb; continue; }
+        [c0, c1, c2, c3] = c;
+      }
+      xa = xb; ya = yb;
+      if (!at || atX !== c0 || atY !== c1) { parts.push('M' + r1(c0) + ',' + c1); at = true; lastOut = c0; }
+      atX = c2; atY = c3;
+      if (thin && c3 === c1 && Math.abs(c2 - lastOut) < 0.5 && k + 1 < last) continue;
+      parts.push('L' + r1(c2) + ',' + c3);
+      lastOut = c2;
+    }
+    let d = parts.join('');
+    if (n === 1 && ptX(0) >= lo && ptX(0) <= hi) d = 'M' + r1(ptX(0)) + ',' + ptY(0);
     svg.selectAll('path#critical-path').data([0]).join('path').attr('id', 'critical-path')
       .attr('d', d || null).style('stroke', COLOUR.critical)
       .attr('data-instances', show.critical ? D.critical.length : 0)
       .style('display', show.critical && t1 > t0 ? null : 'none');
   }
+
 
   // ---- location view: a location's FIFO over time ------------------------------------------
   const locSelect = $('location');
@@ -491,6 +633,7 @@
   });
   const fifoCanvas = $('fifo-canvas'), fctx = fifoCanvas.getContext('2d');
   const FIFO_ROW = 20;
+  const waitFill = 'rgba(242,142,43,0.45)';
   let fifoRows = [];
   function chooseLocation(l) {
     const box = $('fifo-rows');
@@ -503,6 +646,11 @@
       const n = I.n[G.inst[g]];
       if (!rowOf.has(n)) { rowOf.set(n, fifoRows.length); fifoRows.push({ name: n, grants: [] }); }
       fifoRows[rowOf.get(n)].grants.push(g);
+    }
+    for (const row of fifoRows) {
+      row.grants.sort((a, b) => G.req[a] - G.req[b]);
+      row.longest = 0;
+      for (const g of row.grants) row.longest = Math.max(row.longest, I.b[G.inst[g]] + I.d[G.inst[g]] - G.req[g]);
     }
     fifoRows.forEach((row, k) => {
       const el = document.createElement('div');
@@ -527,34 +675,49 @@
       '(granted until the instance ended); dark: writes, light: reads.';
     drawLocation();
   }
+  let fifoW = -1, fifoH = -1;
   function drawLocation() {
     const w = width(), h = Math.max(FIFO_ROW, fifoRows.length * FIFO_ROW);
-    fifoCanvas.width = w; fifoCanvas.height = h;
-    fifoCanvas.style.height = h + 'px';
+    if (fifoW !== w || fifoH !== h) {
+      fifoCanvas.width = w; fifoCanvas.height = h;
+      fifoCanvas.style.height = h + 'px';
+      fifoW = w; fifoH = h;
+    }
     fctx.clearRect(0, 0, w, h);
     const [t0, t1] = x.domain();
+    const lo = GUTTER, hi = w - RIGHT, kx = (hi - lo) / (t1 - t0), px = (t) => lo + (t - t0) * kx;
     fifoRows.forEach((row, k) => {
       const top = k * FIFO_ROW;
       fctx.fillStyle = k % 2 ? '#f3f3f3' : '#fafafa';
-      fctx.fillRect(GUTTER, top, w - GUTTER - RIGHT, FIFO_ROW - 1);
-      for (const g of row.grants) {
+      fctx.fillRect(lo, top, hi - lo, FIFO_ROW - 1);
+      // Grants by request time; those narrower than a pixel in a column already drawn are
+      // skipped, as in the lanes.
+      const waits = [], writes = [], reads = [];
+      let drawnTo = -Infinity;
+      for (let j = lowerBound(row.grants, G.req, t0 - row.longest); j < row.grants.length; ++j) {
+        const g = row.grants[j];
+        if (G.req[g] > t1) break;
         const i = G.inst[g], end = I.b[i] + I.d[i];
-        if (end < t0 || G.req[g] > t1) continue;
-        // Waiting: from its request to the grant.
-        const wa = Math.max(GUTTER, x(G.req[g])), wb = Math.min(w - RIGHT, x(G.at[g]));
-        if (wb > wa) {
-          fctx.fillStyle = 'rgba(242,142,43,0.45)';
-          fctx.fillRect(wa, top + 5, wb - wa, FIFO_ROW - 11);
-        }
-        // Holding: from the grant to the end of the instance.
-        const ha = Math.max(GUTTER, x(G.at[g])), hb = Math.min(w - RIGHT, x(end));
-        fctx.fillStyle = nameColour[row.name];
-        fctx.globalAlpha = G.wr[g] ? 1 : 0.55;
-        fctx.fillRect(ha, top + 3, Math.max(1, hb - ha), FIFO_ROW - 7);
-        fctx.globalAlpha = 1;
+        if (end < t0) continue;
+        const wa = Math.max(lo, px(G.req[g])), hb = Math.min(hi, px(end));
+        if (hb < drawnTo && hb - wa < 1) continue;
+        drawnTo = wa + 1;
+        // Waiting: from its request to the grant; holding: from the grant to the end of the
+        // instance.
+        const wb = Math.min(hi, px(G.at[g])), ha = Math.max(lo, px(G.at[g]));
+        if (wb > wa) waits.push(wa, wb - wa);
+        (G.wr[g] ? writes : reads).push(ha, Math.max(1, hb - ha));
       }
+      fctx.fillStyle = waitFill;
+      for (let j = 0; j < waits.length; j += 2) fctx.fillRect(waits[j], top + 5, waits[j + 1], FIFO_ROW - 11);
+      fctx.fillStyle = nameColour[row.name];
+      for (let j = 0; j < writes.length; j += 2) fctx.fillRect(writes[j], top + 3, writes[j + 1], FIFO_ROW - 7);
+      fctx.globalAlpha = 0.55;
+      for (let j = 0; j < reads.length; j += 2) fctx.fillRect(reads[j], top + 3, reads[j + 1], FIFO_ROW - 7);
+      fctx.globalAlpha = 1;
     });
   }
+
   locSelect.addEventListener('change', () => chooseLocation(parseInt(locSelect.value, 10)));
 
   // ---- legend and histograms ---------------------------------------------------------------
