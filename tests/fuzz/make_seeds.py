@@ -130,6 +130,13 @@ def main():
     put("remote_lock", "abort_relayed_rank2", abort(2 | 8, 2))
     put("remote_lock", "abort_relayed_body_rank2", abort(8, 2, to_rank1=True))
     put("remote_lock", "abort_relayed_body_receiver", abort(8, 0))
+    # fuzz_prefixer.cpp: [read size][repeats] then a rank's output: lines, an unterminated
+    # one, and lines past max_line of UTF-8 and of bytes that are not UTF-8.
+    put("prefixer", "lines", b"\x00\x00hello\nworld\n\n")
+    put("prefixer", "unterminated", b"\x05\x00a last line without its newline")
+    put("prefixer", "long_utf8", b"\xff\x3f" + "é€😀".encode() * 300)
+    put("prefixer", "long_utf8_small_reads", b"\x01\x3f" + "ab€\n".encode() * 10 + "ab€".encode() * 1200)
+    put("prefixer", "long_not_utf8", b"\x10\x20" + b"\x80\x80\xc3" * 1000)
 
 
 if __name__ == "__main__":
