@@ -19,9 +19,11 @@ namespace {
 bool valid_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                          : (c & 0xf8) == 0xf0                ? 4
-                                                              : 0;
+    const std::size_t n = c < 0x80             ? 1
+                          : (c & 0xe0) == 0xc0 ? 2
+                          : (c & 0xf0) == 0xe0 ? 3
+                          : (c & 0xf8) == 0xf0 ? 4
+                                               : 0;
     if (n == 0 || i + n > s.size()) return false;
     for (std::size_t k = 1; k < n; ++k)
       if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
