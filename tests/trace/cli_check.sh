@@ -79,6 +79,12 @@ cp "$dir/flag.trace" "$dir/ranks7.trace"
 printf '\x80\x96\x98\x00' | dd of="$dir/ranks7.trace" bs=1 seek=24 conv=notrunc status=none
 ( ulimit -v 200000; expect_2 "10^7 ranks" "rank 1 of 10000000 is missing" summary "$dir/ranks7.trace" )
 expect_2 "bad flag" "error" export --format svg -o "$dir/x" "$dir/flag.trace"
+# `perfetto` is the export under the name people ask for: the same file, byte for byte.
+"$tool" perfetto -o "$dir/alias.json" "$dir/flag.trace"
+cmp -s "$dir/out.json" "$dir/alias.json" || fail "ordo-trace perfetto wrote other than export --format perfetto"
+# No subcommand, or an unknown one: the message lists what there is.
+expect_2 "no subcommand" "say what to do: summary, compare, export (or perfetto) or html"
+expect_2 "unknown subcommand" "no subcommand 'view'; say what to do" view "$dir/flag.trace"
 # A write that fails part-way (here the file-size limit, as a full disk would) leaves the
 # previous output as it was and no temporary file beside it.
 printf 'previous result\n' >"$dir/kept.html"

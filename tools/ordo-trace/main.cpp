@@ -2,6 +2,7 @@
 //
 //   ordo-trace summary [--json] FILE...          utilisation, compute vs wait, bytes, critical path
 //   ordo-trace export --format perfetto -o OUT FILE...   Chrome Trace Event JSON
+//   ordo-trace perfetto -o OUT FILE...           the same (an alias of export)
 //   ordo-trace html -o OUT FILE...               self-contained HTML timeline
 //   ordo-trace compare A B                       per task kind and location, what changed
 //
@@ -78,6 +79,8 @@ int run(int argc, char** argv) {
 
   auto* exp = cli.add_subcommand("export", "convert to Chrome Trace Event JSON (Perfetto UI, "
                                            "chrome://tracing)");
+  // Perfetto is the format people ask for by name.
+  exp->alias("perfetto");
   exp->add_option("--format", format, "output format")->check(CLI::IsMember({"perfetto"}))
       ->capture_default_str();
   exp->add_option("-o,--output", output, "output file")->required();
@@ -101,6 +104,23 @@ int run(int argc, char** argv) {
   cmp->footer("Each trace is summarised as by `ordo-trace summary` (see its --help); a kind is "
               "a task family's name without its index (step[1,2] -> step).");
 
+  // Without a subcommand CLI11 says only "A subcommand is required": say which there are.
+  const bool asks_help =
+      argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+                   std::strcmp(argv[1], "--help-all") == 0);
+  if (!asks_help) {
+    bool known = false;
+    for (const CLI::App* sub : cli.get_subcommands([](const CLI::App*) { return true; }))
+      known |= argc > 1 && sub->check_name(argv[1]);
+    if (!known) {
+      std::fprintf(stderr,
+                   "ordo-trace: error: %s%s%s; say what to do: summary, compare, export "
+                   "(or perfetto) or html, then the trace files (ordo-trace --help)\n",
+                   argc > 1 ? "no subcommand '" : "no subcommand given", argc > 1 ? argv[1] : "",
+                   argc > 1 ? "'" : "");
+      return ordo::cli::kBadInput;
+    }
+  }
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   if (cmp->parsed()) {
