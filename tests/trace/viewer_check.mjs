@@ -98,6 +98,7 @@ try {
   await p.waitForSelector('body[data-ready="1"]', { timeout: 20000 });
   if (requests.length) fail('the page asked the network for ' + requests.join(', '));
 
+  const view = async () => p.$eval('#lanes', (e) => [Number(e.dataset.t0), Number(e.dataset.t1)]);
   // Lanes: one per rank and worker, each at least 20 px tall.
   const lanes = await p.$$eval('.lane', (els) => els.map((e) => {
     const b = e.getBoundingClientRect();
@@ -249,7 +250,6 @@ try {
          ') was not cut at the plot\'s edge: the check did not test clipping');
 
   // Resizing keeps the times in view, and something is still drawn there.
-  const view = async () => p.$eval('#lanes', (e) => [Number(e.dataset.t0), Number(e.dataset.t1)]);
   const before = await view();
   for (const w of [900, 1600, 1280]) {
     await p.setViewportSize({ width: w, height: 900 });
@@ -373,7 +373,46 @@ try {
   const found = await p.$eval('#search-count', (e) => e.textContent);
   if (!found.startsWith(kindInstances + ' instances'))
     fail('search "' + mainKind + '": ' + found + ', expected ' + kindInstances);
+  // Next and previous: matching instances in time order, each brought into view.
+  const at = async () => p.$eval('#search-at', (e) => ({ i: e.dataset.instance, begin: Number(e.dataset.begin),
+    name: e.dataset.name, t0: Number(document.getElementById('lanes').dataset.t0),
+    t1: Number(document.getElementById('lanes').dataset.t1) }));
+  const visits = [];
+  for (const how of ['next', 'next', 'next', 'prev', 'enter']) {
+    if (how === 'enter') await p.press('#search', 'Enter');
+    else await p.click('#search-' + how);
+    visits.push(await at());
+  }
+  for (const v of visits) {
+    if (!v.name || kind(v.name) !== mainKind) fail('search next/previous found ' + v.name + ', not a ' + mainKind);
+    if (!(v.begin >= v.t0 && v.begin <= v.t1)) fail('search: the match at ' + v.begin + ' is outside the view ' + v.t0 + '-' + v.t1);
+  }
+  if (!(visits[1].begin >= visits[0].begin && visits[2].begin >= visits[1].begin && visits[1].i !== visits[0].i &&
+        visits[2].i !== visits[1].i))
+    fail('search next does not go forward in time: ' + JSON.stringify(visits.slice(0, 3)));
+  if (visits[3].i !== visits[1].i || visits[4].i !== visits[2].i)
+    fail('search previous / Enter: ' + JSON.stringify(visits));
   await p.fill('#search', '');
+
+  // Keyboard: + zooms in by 1.5 at the view's middle, the right arrow pans by a fifth, -
+  // zooms out, 0 shows the whole trace.
+  await p.click('#summary-line');
+  const v0 = await view();
+  const near1 = (a, b, scale) => Math.abs(a - b) <= 1e-6 * scale + 1e-3;
+  await p.keyboard.press('+');
+  const v1 = await view();
+  if (!near1(v1[1] - v1[0], (v0[1] - v0[0]) / 1.5, v0[1] - v0[0]) || !near1(v1[0] + v1[1], v0[0] + v0[1], v0[1]))
+    fail('key +: view ' + v0 + ' became ' + v1);
+  await p.keyboard.press('ArrowLeft');
+  const v2 = await view();
+  if (!near1(v2[0], v1[0] - (v1[1] - v1[0]) / 5, v1[1]) || !near1(v2[1] - v2[0], v1[1] - v1[0], v1[1]))
+    fail('key ArrowLeft: view ' + v1 + ' became ' + v2);
+  await p.keyboard.press('-');
+  const v3 = await view();
+  if (!near1(v3[1] - v3[0], (v2[1] - v2[0]) * 1.5, v2[1])) fail('key -: view ' + v2 + ' became ' + v3);
+  await p.keyboard.press('0');
+  const v4 = await view();
+  if (v4[0] !== 0 || !(v4[1] >= v0[1])) fail('key 0: view ' + v4 + ', not the whole trace');
 
   // A kind's histogram counts its instances.
   const kindButton = (await p.$('.legend-kind[data-kind="' + mainKind + '"]')) ||

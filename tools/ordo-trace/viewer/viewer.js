@@ -208,6 +208,13 @@
     laidOut = true;
   }
   zoomTarget.call(zoom).on('dblclick', () => zoomTarget.call(zoom.transform, d3.zoomIdentity));
+  // Shows [a, b], as wide as the zoom allows (the whole trace at most, 200 ns at least) and
+  // moved inside the trace, keeping its width.
+  function setView(a, b) {
+    const wv = Math.min(span, Math.max(span / zoom.scaleExtent()[1], b - a));
+    const c = Math.min(span - wv / 2, Math.max(wv / 2, (a + b) / 2));
+    zoomTarget.call(zoom.transform, viewTransform(c - wv / 2, c + wv / 2));
+  }
   // Zooms so that [a, b] fills the lanes: d3's transform maps x0(t) to k * x0(t) + tx.
   function showRange(a, b) {
     a = Math.max(0, a); b = Math.min(span, b);
@@ -351,7 +358,7 @@
 
   // ---- drawing -----------------------------------------------------------------------------
   const show = { messages: false, critical: true, waits: true };
-  let search = '', matches = null;
+  let search = '', matches = null, found = null;
   function lowerBound(arr, key, t) {
     let lo = 0, hi = arr.length;
     while (lo < hi) { const m = (lo + hi) >> 1; if (key[arr[m]] < t) lo = m + 1; else hi = m; }
@@ -483,6 +490,13 @@
       ctx.beginPath(); ctx.rect(a, top, wpx - 2, LANE); ctx.clip();
       ctx.fillText(D.names[I.n[i]] + ' #' + I.it[i], a + 3, top + LANE / 2 - 1);
       ctx.restore();
+    }
+    if (found && found.at >= 0) {
+      const i = found[found.at], a = px(I.b[i]), b = px(I.b[i] + I.d[i]);
+      if (b >= lo && a <= hi) {
+        ctx.strokeStyle = '#000'; ctx.lineWidth = 2;
+        ctx.strokeRect(Math.max(lo, a) - 1, laneTop[I.lane[i]] + 2, Math.min(hi, b) - Math.max(lo, a) + 2, LANE - 5);
+      }
     }
     lanes.forEach((ln, l) => {
       const top = laneTop[l];
@@ -849,7 +863,60 @@
       for (let i = 0; i < NI; ++i) count += matches.has(I.n[i]);
       $('search-count').textContent = count + ' instances of ' + matches.size + ' tasks';
     }
+    found = null;
+    $('search-at').textContent = '';
     draw();
+  });
+  // Next and previous match: the instances of the matching tasks in time order; the view
+  // centres on the one found (keeping its width when the instance fits in half of it), which
+  // is outlined.
+  function step(dir) {
+    if (!matches) return;
+    if (!found) {
+      found = [];
+      for (let i = 0; i < NI; ++i) if (matches.has(I.n[i])) found.push(i);
+      found.sort((a, b) => I.b[a] - I.b[b] || a - b);
+      found.at = -1;
+    }
+    if (!found.length) return;
+    if (found.at < 0) {
+      // From the view: the first match that begins in it, or the last one, going back.
+      const [a, b] = x.domain(), by = d3.bisector((i) => I.b[i]);
+      const k = dir > 0 ? by.left(found, a) : by.right(found, b) - 1;
+      found.at = Math.min(found.length - 1, Math.max(0, k));
+    } else {
+      found.at = Math.min(found.length - 1, Math.max(0, found.at + dir));
+    }
+    const i = found[found.at], [a, b] = x.domain();
+    const wv = Math.max(b - a, Math.min(span, 3 * I.d[i]));
+    const c = I.b[i] + I.d[i] / 2;
+    setView(c - wv / 2, c + wv / 2);
+    const el = $('search-at');
+    el.textContent = (found.at + 1) + ' of ' + found.length + ': ' + D.names[I.n[i]] + ' #' + I.it[i] +
+      ' at ' + fmtTime(I.b[i]);
+    el.dataset.instance = i;
+    el.dataset.begin = I.b[i];
+    el.dataset.name = D.names[I.n[i]];
+    draw();
+  }
+  $('search-next').addEventListener('click', () => step(1));
+  $('search-prev').addEventListener('click', () => step(-1));
+  $('search').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter') { ev.preventDefault(); step(ev.shiftKey ? -1 : 1); }
+  });
+  // Keyboard zoom and pan, outside the form fields: by 1.5 at the view's middle, by a fifth
+  // of the view.
+  document.addEventListener('keydown', (ev) => {
+    if (ev.target.closest && ev.target.closest('input, select, textarea') || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const [a, b] = x.domain(), wv = b - a, mid = (a + b) / 2;
+    const keys = { '+': [wv / 1.5, 0], '=': [wv / 1.5, 0], w: [wv / 1.5, 0], '-': [wv * 1.5, 0],
+                   s: [wv * 1.5, 0], ArrowLeft: [wv, -wv / 5], a: [wv, -wv / 5],
+                   ArrowRight: [wv, wv / 5], d: [wv, wv / 5] };
+    if (ev.key === '0' || ev.key === 'Home') { ev.preventDefault(); zoomTarget.call(zoom.transform, d3.zoomIdentity); return; }
+    const k = keys[ev.key];
+    if (!k) return;
+    ev.preventDefault();
+    setView(mid + k[1] - k[0] / 2, mid + k[1] + k[0] / 2);
   });
   for (const k of Object.keys(show)) {
     const box = $('show-' + k);
