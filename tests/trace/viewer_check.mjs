@@ -71,6 +71,41 @@ const origin = Math.min(...raw.map((r) => r.first));
 const busy = (r, a, b) => raw[r].instances.reduce((s, [p, q]) =>
   s + Math.max(0, Math.min(b, q - origin) - Math.max(a, p - origin)), 0) / (b - a) / raw[r].workers;
 
+// A one-rank trace written here (docs/trace-format.md, version 2), not by ordo's recorder:
+// tasks by name (no accesses), events as [buffer, kind, time, task, arg0].
+function writeTrace(file, names, workers, events) {
+  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
+  const header = Buffer.alloc(64);
+  header.write('ORDOTRC\0', 0, 'latin1');
+  [2, 64, 40, 0, 1, workers].forEach((v, k) => header.writeUInt32LE(v, 8 + 4 * k));
+  const body = [u32(0), u32(0), u32(0), u32(names.length), u32(0)];
+  for (const n of names) body.push(u32(0), u32(n.length), Buffer.from(n, 'latin1'), u32(0));
+  const graph = Buffer.concat(body);
+  const parts = [header, u32(1), u32(0), Buffer.alloc(8), graph];
+  parts[3].writeBigUInt64LE(BigInt(graph.length));
+  const buffers = new Map();
+  for (const e of events) (buffers.get(e[0]) || buffers.set(e[0], []).get(e[0])).push(e);
+  for (const [buffer, list] of [...buffers].sort((a, b) => a[0] - b[0])) {
+    const data = Buffer.alloc(40 * list.length);
+    list.forEach(([, kind, t, task, arg0], k) => {
+      data.writeBigUInt64LE(BigInt(t), 40 * k);
+      data.writeBigUInt64LE(BigInt(arg0 || 0), 40 * k + 8);
+      data.writeUInt32LE(task === undefined ? 0xffffffff : task, 40 * k + 24);
+      data.writeUInt32LE(0xffffffff, 40 * k + 28);
+      data.writeUInt32LE(0xffffffff, 40 * k + 32);
+      data.writeUInt16LE(buffer, 40 * k + 36);
+      data[40 * k + 38] = kind;
+    });
+    const size = Buffer.alloc(8);
+    size.writeBigUInt64LE(BigInt(data.length));
+    parts.push(u32(2), u32(buffer), size, data);
+  }
+  const end = Buffer.alloc(16);
+  end.writeBigUInt64LE(BigInt(events.length), 8);
+  parts.push(u32(3), u32(0), Buffer.from([8, 0, 0, 0, 0, 0, 0, 0]), end.subarray(8));
+  fs.writeFileSync(file, Buffer.concat(parts));
+}
+
 const kind = (name) => name.replace(/\[[^\]]*\]$/, '');
 const userTasks = summary.tasks.filter((t) => !t.internal);
 const expectedKinds = [...new Set(userTasks.map((t) => kind(t.name)))].sort();
@@ -349,6 +384,54 @@ try {
   if ((await p.$eval('#location-view', (e) => e.dataset.location)) !== loc.name)
     fail('the location view does not show ' + loc.name);
 
+  // The FIFO's waits are hatched: zoomed in until a wait is at least 12 px wide, its pixels of
+  // the lock-wait colour come in short runs along a row (diagonal lines), not in a solid bar.
+  const fifoCanvas = await p.$('#fifo-canvas');
+  const fb = await fifoCanvas.boundingBox();
+  await p.mouse.move(lb.x + (plot[0] + plot[1]) / 2, lb.y + 40);
+  for (let i = 0; i < 40 && Number(await p.$eval('#fifo-canvas', (e) => e.dataset.widestWait)) < 12; ++i)
+    await p.mouse.wheel(0, -200);
+  const widest = Number(await p.$eval('#fifo-canvas', (e) => e.dataset.widestWait));
+  if (widest >= 12) {
+    const runs = await p.evaluate(async (b64) => {
+      const img = new Image();
+      img.src = 'data:image/png;base64,' + b64;
+      await img.decode();
+      const c = document.createElement('canvas');
+      c.width = img.width; c.height = img.height;
+      const g = c.getContext('2d');
+      g.drawImage(img, 0, 0);
+      const px = g.getImageData(0, 0, c.width, c.height).data;
+      let orange = 0, longest = 0;
+      for (let y = 0; y < c.height; ++y)
+        for (let x = 0, run = 0; x < c.width; ++x) {
+          const i = 4 * (y * c.width + x);
+          const hit = Math.abs(px[i] - 242) < 40 && Math.abs(px[i + 1] - 142) < 40 && Math.abs(px[i + 2] - 43) < 40;
+          run = hit ? run + 1 : 0;
+          orange += hit;
+          longest = Math.max(longest, run);
+        }
+      return { orange, longest };
+    }, (await fifoCanvas.screenshot()).toString('base64'));
+    if (runs.orange < 20 || runs.longest > 5)
+      fail('the FIFO\'s waits (the widest ' + widest + ' px) are not hatched: ' + runs.orange +
+           ' pixels of the lock-wait colour, in runs of up to ' + runs.longest + ' px');
+  } else {
+    fail('zoomed in 40 steps, no wait in the FIFO of ' + loc.name + ' is 12 px wide (' + widest + ')');
+  }
+  // Hovering a FIFO row names the instance, its wait and its hold.
+  let fifoTip = '';
+  for (let row = 0; row < fifo.length && !fifoTip; ++row)
+    for (let px = fb.x + 142; px < fb.x + fb.width - 14 && !fifoTip; px += 2) {
+      await p.mouse.move(px, fb.y + row * 20 + 10);
+      fifoTip = await p.$eval('#tip', (e) => (e.hidden ? '' : e.textContent));
+      if (fifoTip && !fifo.some((r) => fifoTip.startsWith(r.task + ', iteration ')))
+        fail('the FIFO\'s tooltip names no task of its rows: "' + fifoTip + '"');
+    }
+  if (!/requested .*, granted .*: waited .*\nheld until /.test(fifoTip))
+    fail('hovering the FIFO shows "' + fifoTip + '"');
+  await p.click('#reset');
+
   // Hover shows the instance under the pointer; search counts instances by task name.
   let hovered = '';
   for (const lane of await p.$$('.lane')) {
@@ -455,10 +538,35 @@ try {
   if (counts.red < 50) fail('the screenshot shows ' + counts.red + ' pixels of the critical path\'s red');
   if (counts.painted < 50) fail('the screenshot\'s location view has ' + counts.painted + ' painted pixels');
   if (process.env.ORDO_VIEWER_SHOT) fs.writeFileSync(process.env.ORDO_VIEWER_SHOT, shot);
+
+  // Durations that span a thousand times (1 us to 1 ms, evenly in their logarithm): the
+  // histogram goes on a log scale, where no bar holds most of them (linear bins of 33 us put
+  // half in the first).
+  const spread = path.join(dir, 'spread.trace'), spreadPage = path.join(dir, 'spread.html');
+  const ev = [[1, 12, 1000, undefined, 60]];
+  let t = 2000;
+  for (let k = 0; k < 60; ++k) {
+    const d = Math.round(1000 * Math.pow(1000, k / 59));
+    ev.push([0, 1, t, 0, k], [0, 2, t + d, 0, k]);
+    t += d + 500;
+  }
+  ev.push([1, 13, t, undefined, 60]);
+  writeTrace(spread, ['spread'], 1, ev);
+  execFileSync(tool, ['html', '-o', spreadPage, spread]);
+  await p.goto('file://' + spreadPage);
+  await p.waitForSelector('body[data-ready="1"]', { timeout: 20000 });
+  await p.click('.legend-item[data-key="spread"]');
+  const h = await p.$eval('#histogram', (e) => ({ scale: e.dataset.scale, count: Number(e.dataset.count),
+    bars: [...e.querySelectorAll('rect.bar')].map((b) => Number(b.dataset.count)) }));
+  const inBars = h.bars.reduce((a, b) => a + b, 0), fullest = Math.max(...h.bars);
+  if (h.scale !== 'log' || h.count !== 60 || inBars !== 60 || fullest > 10)
+    fail('histogram of durations from 1 us to 1 ms: ' + h.scale + ' scale, ' + inBars + ' of ' + h.count +
+         ' instances in its bars, the fullest ' + fullest + ' (expected a log scale, none above 10)');
 } finally {
   await browser.close();
 }
 const noisy = console_.filter((m) => !m.startsWith('debug'));
 if (noisy.length) fail('the page wrote to the console:\n' + noisy.join('\n'));
 console.log('viewer: ' + RANKS * (WORKERS + 1) + ' lanes >= 20 px (the caller threads\' too), flushes, steals, message ends per lane, legend, axis labels apart, critical path, ' +
-            'location FIFO, hover, search, histogram, messages; no console output');
+            'location FIFO hatched and hovered, hover, search next/previous, keys, histogram (log scale ' +
+            'when wide), messages, utilisation per zoom; no console output');

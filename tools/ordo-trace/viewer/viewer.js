@@ -647,7 +647,17 @@
   });
   const fifoCanvas = $('fifo-canvas'), fctx = fifoCanvas.getContext('2d');
   const FIFO_ROW = 20;
-  const waitFill = 'rgba(242,142,43,0.45)';
+  // Waiting is hatched: diagonal lines of the lock-wait colour, 6 px apart.
+  const waitFill = (() => {
+    const c = document.createElement('canvas');
+    c.width = c.height = 6;
+    const g = c.getContext('2d');
+    g.strokeStyle = COLOUR.wait; g.lineWidth = 1.5;
+    g.beginPath();
+    for (const o of [-6, 0, 6]) { g.moveTo(o, 6); g.lineTo(o + 6, 0); }
+    g.stroke();
+    return fctx.createPattern(c, 'repeat');
+  })();
   let fifoRows = [];
   function chooseLocation(l) {
     const box = $('fifo-rows');
@@ -700,6 +710,7 @@
     fctx.clearRect(0, 0, w, h);
     const [t0, t1] = x.domain();
     const lo = GUTTER, hi = w - RIGHT, kx = (hi - lo) / (t1 - t0), px = (t) => lo + (t - t0) * kx;
+    let widest = 0;
     fifoRows.forEach((row, k) => {
       const top = k * FIFO_ROW;
       fctx.fillStyle = k % 2 ? '#f3f3f3' : '#fafafa';
@@ -719,7 +730,7 @@
         // Waiting: from its request to the grant; holding: from the grant to the end of the
         // instance.
         const wb = Math.min(hi, px(G.at[g])), ha = Math.max(lo, px(G.at[g]));
-        if (wb > wa) waits.push(wa, wb - wa);
+        if (wb > wa) { waits.push(wa, wb - wa); widest = Math.max(widest, wb - wa); }
         (G.wr[g] ? writes : reads).push(ha, Math.max(1, hb - ha));
       }
       fctx.fillStyle = waitFill;
@@ -730,9 +741,35 @@
       for (let j = 0; j < reads.length; j += 2) fctx.fillRect(reads[j], top + 3, reads[j + 1], FIFO_ROW - 7);
       fctx.globalAlpha = 1;
     });
+    fifoCanvas.dataset.widestWait = widest.toFixed(1);
   }
 
   locSelect.addEventListener('change', () => chooseLocation(parseInt(locSelect.value, 10)));
+  // Hover a grant: its instance, request, grant and end.
+  const fifoBox = $('fifo');
+  fifoBox.addEventListener('mousemove', (ev) => {
+    const r = fifoBox.getBoundingClientRect(), pxm = ev.clientX - r.left, row = fifoRows[Math.floor((ev.clientY - r.top) / FIFO_ROW)];
+    const tipEl = $('tip');
+    let g = -1;
+    if (row && pxm >= GUTTER) {
+      const t = x.invert(pxm), slack = x.invert(pxm + 2) - t;
+      for (let j = lowerBound(row.grants, G.req, t - row.longest - slack); j < row.grants.length && g < 0; ++j) {
+        const c = row.grants[j], end = I.b[G.inst[c]] + I.d[G.inst[c]];
+        if (G.req[c] > t + slack) break;
+        if (G.req[c] - slack <= t && t <= end + slack) g = c;
+      }
+    }
+    if (g < 0) { tipEl.hidden = true; return; }
+    const i = G.inst[g], end = I.b[i] + I.d[i];
+    tipEl.textContent = D.names[I.n[i]] + ', iteration ' + I.it[i] + ' on ' + $('location-view').dataset.location +
+      ' (' + (G.wr[g] ? 'write' : 'read') + ')\nrequested ' + fmtTime(G.req[g]) + ', granted ' + fmtTime(G.at[g]) +
+      ': waited ' + fmtTime(Math.max(0, G.at[g] - G.req[g])) + '\nheld until ' + fmtTime(end) +
+      ' (' + fmtTime(end - G.at[g]) + ')';
+    tipEl.hidden = false;
+    tipEl.style.left = (ev.pageX + 14) + 'px';
+    tipEl.style.top = (ev.pageY + 14) + 'px';
+  });
+  fifoBox.addEventListener('mouseleave', () => { $('tip').hidden = true; });
 
   // ---- legend and histograms ---------------------------------------------------------------
   const legend = $('legend');
@@ -782,17 +819,30 @@
     svg.selectAll('*').remove();
     if (!durations.length) return;
     const ext = d3.extent(durations);
-    const hx = d3.scaleLinear().domain(ext[0] === ext[1] ? [ext[0] * 0.9, ext[1] * 1.1 + 1] : ext)
-      .nice().range([m.l, W - m.r]);
-    const bins = d3.bin().domain(hx.domain()).thresholds(hx.ticks(30))(durations);
+    // Durations that span 20 times or more (an outlier, or a kind of several sizes) go on a
+    // log scale, with bins of equal ratio: linear bins would put nearly all in the first.
+    const log = ext[0] > 0 && ext[1] / ext[0] >= 20;
+    panel.dataset.scale = log ? 'log' : 'linear';
+    let hx, thresholds;
+    if (log) {
+      hx = d3.scaleLog().domain(ext).nice().range([m.l, W - m.r]);
+      const [a, b] = hx.domain();
+      thresholds = d3.range(1, 30).map((k) => a * Math.pow(b / a, k / 30));
+    } else {
+      hx = d3.scaleLinear().domain(ext[0] === ext[1] ? [ext[0] * 0.9, ext[1] * 1.1 + 1] : ext)
+        .nice().range([m.l, W - m.r]);
+      thresholds = hx.ticks(30);
+    }
+    $('histogram-title').textContent += log ? '; log scale: they span ' + (ext[1] / ext[0]).toFixed(0) + ' times' : '';
+    const bins = d3.bin().domain(hx.domain()).thresholds(thresholds)(durations);
     const hy = d3.scaleLinear().domain([0, d3.max(bins, (b) => b.length)]).nice()
       .range([H - m.b, m.t]);
     svg.append('g').selectAll('rect').data(bins).join('rect').attr('class', 'bar')
       .attr('x', (b) => hx(b.x0) + 0.5).attr('width', (b) => Math.max(0, hx(b.x1) - hx(b.x0) - 1))
       .attr('y', (b) => hy(b.length)).attr('height', (b) => hy(0) - hy(b.length))
-      .attr('fill', colourOfKey.get(key) || '#4e79a7');
+      .attr('fill', colourOfKey.get(key) || '#4e79a7').attr('data-count', (b) => b.length);
     svg.append('g').attr('transform', 'translate(0,' + (H - m.b) + ')')
-      .call(d3.axisBottom(hx).ticks(Math.floor(W / 90)));
+      .call(d3.axisBottom(hx).ticks(Math.floor(W / 90), log ? '~s' : undefined));
     svg.append('g').attr('transform', 'translate(' + m.l + ',0)').call(d3.axisLeft(hy).ticks(5));
   }
   $('histogram-close').addEventListener('click', () => { $('histogram').hidden = true; });
