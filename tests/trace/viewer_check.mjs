@@ -539,6 +539,31 @@ try {
   if (counts.painted < 50) fail('the screenshot\'s location view has ' + counts.painted + ' painted pixels');
   if (process.env.ORDO_VIEWER_SHOT) fs.writeFileSync(process.env.ORDO_VIEWER_SHOT, shot);
 
+  // Colours are keyed by name: two traces whose task sets differ (and list them in another
+  // order) give the names they share the same colours.
+  const colourOf = async (names) => {
+    const file = path.join(dir, 'names.trace'), html = path.join(dir, 'names.html');
+    const evs = [[1, 12, 1000, undefined, 1]];
+    names.forEach((_, k) => evs.push([0, 1, 2000 + 1000 * k, k, 0], [0, 2, 2500 + 1000 * k, k, 0]));
+    evs.push([1, 13, 2000 + 1000 * names.length, undefined, 1]);
+    writeTrace(file, names, 1, evs);
+    execFileSync(tool, ['html', '-o', html, file]);
+    await p.goto('file://' + html);
+    await p.waitForSelector('body[data-ready="1"]', { timeout: 20000 });
+    return Object.fromEntries(await p.$$eval('.legend-item .swatch', (els) =>
+      els.map((e) => [e.parentNode.dataset.key, getComputedStyle(e).backgroundColor])));
+  };
+  const first = await colourOf(['alpha', 'beta', 'gamma', 'omega']);
+  const second = await colourOf(['zeta', 'gamma', 'delta', 'alpha', 'epsilon', 'omega']);
+  for (const n of ['alpha', 'gamma', 'omega'])
+    if (!first[n] || first[n] !== second[n])
+      fail('task ' + n + ' is ' + first[n] + ' in one trace and ' + second[n] + ' in another');
+  // (zeta and omega pick the same palette colour: zeta, sorting after, takes another.)
+  if (new Set(Object.values(second)).size !== 6) fail('six tasks, colours ' + JSON.stringify(second));
+  for (const c of Object.values(second))
+    for (const [what, r] of [['lock wait', colours.wait], ['the critical path', colours.critical]])
+      if (near(rgbOf(c), rgbOf(r))) fail('a task is coloured ' + c + ', like ' + what);
+
   // Durations that span a thousand times (1 us to 1 ms, evenly in their logarithm): the
   // histogram goes on a log scale, where no bar holds most of them (linear bins of 33 us put
   // half in the first).

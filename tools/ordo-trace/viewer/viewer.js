@@ -38,15 +38,17 @@
                    helper: '#9a9a9a', message: '#1b2a49', flush: '#5c2e00', steal: '#e7298a' };
   const rgb = (c) => { const o = d3.rgb(c); return [o.r, o.g, o.b]; };
   const dist = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
-  const reserved = Object.values(COLOUR).map(rgb);
-  const farFromReserved = (c, min) => reserved.every((r) => dist(rgb(c), r) >= min);
+  // At least 80 from each (40 from the two greys, which pale colours come near).
+  const reserved = Object.entries(COLOUR).map(([k, c]) => [rgb(c), k === 'idle' || k === 'helper' ? 0.5 : 1]);
+  const farFromReserved = (c, min) => reserved.every(([r, f]) => dist(rgb(c), r) >= min * f);
   const palette = ['#4e79a7', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#8dd3c7',
     '#bebada', '#80b1d3', '#b3de69', '#fccde5', '#bc80bd', '#ccebc5', '#ffed6f', '#1f77b4',
     '#17becf', '#8c564b', '#bcbd22', '#9467bd', '#aec7e8', '#c5b0d5', '#c49c94']
     .filter((c) => farFromReserved(c, 80));
   // Keyed by the name itself (a hash), not by its place in this trace, so that a task keeps
-  // its colour from one trace to the next; two keys of one trace that hash alike take the
-  // next free colour, in the order of their names. Past the palette: hues by the golden angle.
+  // its colour from one trace to the next. Of two names of one trace that hash to the same
+  // palette colour, the one that sorts first keeps it and the other takes a colour off the
+  // palette drawn from its own hash: no name's colour depends on the others' but for that.
   function hash(str) {
     let h = 0x811c9dc5;
     for (let i = 0; i < str.length; ++i) h = Math.imul(h ^ str.charCodeAt(i), 0x01000193);
@@ -54,12 +56,11 @@
   }
   const colourOfKey = new Map(), taken = new Set();
   for (const k of [...keys].sort()) {
-    let c = null;
-    for (let p = 0, h = hash(k) % palette.length; p < palette.length && !c; ++p)
-      if (!taken.has(palette[(h + p) % palette.length])) c = palette[(h + p) % palette.length];
-    for (let i = 0; !c; ++i) {
-      const cand = d3.hcl((hash(k) % 360 + 137.508 * i) % 360, 40 + (i % 3) * 10, 70).formatHex();
-      if ((farFromReserved(cand, 80) && !taken.has(cand)) || i > 2000) c = cand;
+    let c = palette[hash(k) % palette.length];
+    for (let i = 0; taken.has(c); ++i) {
+      const h = hash(k + '#' + i);
+      const cand = d3.hcl((h % 3600) / 10, 35 + (h >>> 12) % 3 * 10, 55 + (h >>> 16) % 3 * 10).formatHex();
+      if ((farFromReserved(cand, 80) && palette.every((q) => dist(rgb(q), rgb(cand)) >= 30)) || i > 500) c = cand;
     }
     taken.add(c);
     colourOfKey.set(k, c);
