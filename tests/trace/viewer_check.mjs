@@ -131,6 +131,17 @@ try {
   p.on('pageerror', (e) => console_.push('pageerror: ' + e.message));
   await p.goto('file://' + page);
   await p.waitForSelector('body[data-ready="1"]', { timeout: 20000 });
+  // count(pixels, width, height, arg), run in the page on the RGBA pixels of a PNG screenshot.
+  const onPixels = (png, count, arg) => p.evaluate(async ([b64, src, a]) => {
+    const img = new Image();
+    img.src = 'data:image/png;base64,' + b64;
+    await img.decode();
+    const c = document.createElement('canvas');
+    c.width = img.width; c.height = img.height;
+    const g = c.getContext('2d');
+    g.drawImage(img, 0, 0);
+    return (0, eval)('(' + src + ')')(g.getImageData(0, 0, c.width, c.height).data, c.width, c.height, a);
+  }, [png.toString('base64'), count.toString(), arg]);
   if (requests.length) fail('the page asked the network for ' + requests.join(', '));
 
   const view = async () => p.$eval('#lanes', (e) => [Number(e.dataset.t0), Number(e.dataset.t1)]);
@@ -258,24 +269,16 @@ try {
     if (m[1] !== '' && (Number(m[1]) < plot[0] - 0.01 || Number(m[2]) > plot[1] + 0.01))
       fail(when + ': ' + m[0] + ' reaching x ' + m[1] + '-' + m[2] + ', outside the plot ' + plot);
     // The pixels of the lanes' gutter (the labels) hold neither red nor the messages' colour.
-    const shot = await lanesBox.screenshot();
-    const bad = await p.evaluate(async ([b64, left]) => {
-      const img = new Image();
-      img.src = 'data:image/png;base64,' + b64;
-      await img.decode();
-      const c = document.createElement('canvas');
-      c.width = img.width; c.height = img.height;
-      const g = c.getContext('2d');
-      g.drawImage(img, 0, 0);
-      const px = g.getImageData(0, 0, Math.floor(left) - 1, c.height).data;
+    const bad = await onPixels(await lanesBox.screenshot(), (px, w, h, left) => {
       let n = 0;
-      for (let i = 0; i < px.length; i += 4) {
-        const [r, gg, b] = [px[i], px[i + 1], px[i + 2]];
-        if ((Math.abs(r - 214) < 30 && gg < 90 && b < 90) ||
-            (Math.abs(r - 27) < 12 && Math.abs(gg - 42) < 12 && Math.abs(b - 73) < 12)) ++n;
-      }
+      for (let y = 0; y < h; ++y)
+        for (let x = 0; x < Math.floor(left) - 1; ++x) {
+          const i = 4 * (y * w + x), r = px[i], gg = px[i + 1], b = px[i + 2];
+          if ((Math.abs(r - 214) < 30 && gg < 90 && b < 90) ||
+              (Math.abs(r - 27) < 12 && Math.abs(gg - 42) < 12 && Math.abs(b - 73) < 12)) ++n;
+        }
       return n;
-    }, [shot.toString('base64'), plot[0]]);
+    }, plot[0]);
     if (bad > 0) fail(when + ': ' + bad + ' pixels of the critical path or the messages in the lane labels');
     return xs;
   }
@@ -343,19 +346,11 @@ try {
   if (drawnMarks[0] !== totalFlushes || drawnMarks[1] !== totalSteals)
     fail('whole trace: ' + drawnMarks[0] + ' flushes and ' + drawnMarks[1] + ' steals drawn, the files have ' +
          totalFlushes + ' and ' + totalSteals);
-  const markPixels = await p.evaluate(async (b64) => {
-    const img = new Image();
-    img.src = 'data:image/png;base64,' + b64;
-    await img.decode();
-    const c = document.createElement('canvas');
-    c.width = img.width; c.height = img.height;
-    const g = c.getContext('2d');
-    g.drawImage(img, 0, 0);
-    const px = g.getImageData(0, 0, c.width, c.height).data;
+  const markPixels = await onPixels(await lanesBox.screenshot(), (px) => {
     const count = (rgb) => { let n = 0; for (let i = 0; i < px.length; i += 4)
       n += Math.abs(px[i] - rgb[0]) < 10 && Math.abs(px[i + 1] - rgb[1]) < 10 && Math.abs(px[i + 2] - rgb[2]) < 10; return n; };
     return [count([0x5c, 0x2e, 0x00]), count([0xe7, 0x29, 0x8a])];
-  }, (await lanesBox.screenshot()).toString('base64'));
+  });
   if ((totalFlushes > 0 && markPixels[0] < 10) || (totalSteals > 0 && markPixels[1] < 5))
     fail('the lanes show ' + markPixels[0] + ' pixels of flushes and ' + markPixels[1] + ' of steals');
 
@@ -393,26 +388,18 @@ try {
     await p.mouse.wheel(0, -200);
   const widest = Number(await p.$eval('#fifo-canvas', (e) => e.dataset.widestWait));
   if (widest >= 12) {
-    const runs = await p.evaluate(async (b64) => {
-      const img = new Image();
-      img.src = 'data:image/png;base64,' + b64;
-      await img.decode();
-      const c = document.createElement('canvas');
-      c.width = img.width; c.height = img.height;
-      const g = c.getContext('2d');
-      g.drawImage(img, 0, 0);
-      const px = g.getImageData(0, 0, c.width, c.height).data;
+    const runs = await onPixels(await fifoCanvas.screenshot(), (px, w, h) => {
       let orange = 0, longest = 0;
-      for (let y = 0; y < c.height; ++y)
-        for (let x = 0, run = 0; x < c.width; ++x) {
-          const i = 4 * (y * c.width + x);
+      for (let y = 0; y < h; ++y)
+        for (let x = 0, run = 0; x < w; ++x) {
+          const i = 4 * (y * w + x);
           const hit = Math.abs(px[i] - 242) < 40 && Math.abs(px[i + 1] - 142) < 40 && Math.abs(px[i + 2] - 43) < 40;
           run = hit ? run + 1 : 0;
           orange += hit;
           longest = Math.max(longest, run);
         }
       return { orange, longest };
-    }, (await fifoCanvas.screenshot()).toString('base64'));
+    });
     if (runs.orange < 20 || runs.longest > 5)
       fail('the FIFO\'s waits (the widest ' + widest + ' px) are not hatched: ' + runs.orange +
            ' pixels of the lock-wait colour, in runs of up to ' + runs.longest + ' px');
@@ -515,26 +502,18 @@ try {
 
   // The screenshot: the critical path's red and the location view's holds are painted.
   const shot = await p.screenshot({ fullPage: true });
-  const counts = await p.evaluate(async (b64) => {
-    const img = new Image();
-    img.src = 'data:image/png;base64,' + b64;
-    await img.decode();
-    const c = document.createElement('canvas');
-    c.width = img.width; c.height = img.height;
-    const g = c.getContext('2d');
-    g.drawImage(img, 0, 0);
-    const px = g.getImageData(0, 0, c.width, c.height).data;
+  const counts = await onPixels(shot, (px, w, h) => {
     const fifo = document.getElementById('fifo-canvas').getBoundingClientRect();
     const top = Math.round(fifo.top + window.scrollY), bottom = Math.round(fifo.bottom + window.scrollY);
     let red = 0, painted = 0;
-    for (let y = 0; y < c.height; ++y)
-      for (let x = 0; x < c.width; ++x) {
-        const i = 4 * (y * c.width + x), r = px[i], gg = px[i + 1], b = px[i + 2];
+    for (let y = 0; y < h; ++y)
+      for (let x = 0; x < w; ++x) {
+        const i = 4 * (y * w + x), r = px[i], gg = px[i + 1], b = px[i + 2];
         if (Math.abs(r - 214) < 12 && Math.abs(gg - 39) < 12 && Math.abs(b - 40) < 12) ++red;
         if (y >= top && y < bottom && x > 150 && Math.max(r, gg, b) - Math.min(r, gg, b) > 40) ++painted;
       }
     return { red, painted };
-  }, shot.toString('base64'));
+  });
   if (counts.red < 50) fail('the screenshot shows ' + counts.red + ' pixels of the critical path\'s red');
   if (counts.painted < 50) fail('the screenshot\'s location view has ' + counts.painted + ' painted pixels');
   if (process.env.ORDO_VIEWER_SHOT) fs.writeFileSync(process.env.ORDO_VIEWER_SHOT, shot);
