@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include <ordo/bench.hpp>
 #include "api/checkpoint.hpp"
 #include "api/errors.hpp"
 #include "api/graph_impl.hpp"
@@ -366,6 +367,12 @@ void Runtime::check_memory_on_all_ranks(std::uint64_t bytes, const std::string& 
 unsigned Runtime::ranks() const { return impl_->net ? impl_->net->size() : 1; }
 std::uint64_t bench::control_messages(const Runtime& runtime) {
   return runtime.impl_->net ? runtime.impl_->net->control_messages_sent() : 0;
+}
+
+bench::BytesSent bench::bytes_sent(const Graph& graph) {
+  const detail::GraphImpl& g = detail::impl_of(graph);
+  if (!g.engine) return {};
+  return {g.engine->payload_bytes(false), g.engine->payload_bytes(true)};
 }
 
 RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {

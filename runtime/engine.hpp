@@ -224,6 +224,11 @@ class Engine final : public sched::Executor {
   // How many times a lane has given its worker back to wait for its inputs (parked), over all
   // of this engine's runs, also across a new split of the lanes (for a pool of another size).
   // Between runs.
+  // Bytes of location contents this rank's protocol messages carried over the engine's runs
+  // (RemoteLocks::payload_bytes); 0 in one process.
+  std::uint64_t payload_bytes(bool internal) const {
+    return dist_ ? dist_->remote.payload_bytes(internal) : 0;
+  }
   std::uint64_t lane_parks() const { return earlier_lane_parks_ + (lanes_ ? lanes_->parks() : 0); }
 
   // For fiber task bodies (fiber_driver.hpp), on the instance's own fiber.

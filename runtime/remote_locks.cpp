@@ -156,6 +156,7 @@ void RemoteLocks::send_grant(std::uint32_t location, std::uint32_t phase, unsign
                  location, phase};
   std::span<const std::byte> payload;
   if (!shared) payload = {graph_.data(location), d.elem_size * d.count};
+  count_payload(d, payload.size());
   const std::uint64_t tag = trace_tag(true, location, peer);
   if (engine_.trace_) [[unlikely]]
     engine_.trace_->send(engine_.trace_buffer(), peer, location, trace::kNone, payload.size(), tag);
@@ -247,6 +248,7 @@ void RemoteLocks::proxy_release(std::uint32_t location) {
   std::span<const std::byte> payload;
   if (lp.phases[pl.phase].mode == Mode::write && !shared)
     payload = {graph_.data(location), d.elem_size * d.count};
+  count_payload(d, payload.size());
   const std::uint64_t tag = trace_tag(false, location, home);
   if (engine_.trace_) [[unlikely]]
     engine_.trace_->send(engine_.trace_buffer(), home, location, trace::kNone, payload.size(), tag);

@@ -115,6 +115,12 @@ class RemoteLocks {
   std::unique_lock<std::mutex> pause() { return std::unique_lock(message_mu_); }
 
   const Traffic& traffic() const { return traffic_; }
+  // Bytes of location contents this rank's GRANTs and RELEASEs carried (their payloads), over
+  // every run: program locations' and the runtime's own (reductions), apart. What the wire
+  // moved, not what a plan says; shared locations travel as none.
+  std::uint64_t payload_bytes(bool internal) const {
+    return payload_bytes_[internal ? 1 : 0].load(std::memory_order_relaxed);
+  }
 
  private:
   static constexpr std::uint32_t kNoPhase = ~std::uint32_t{0};
@@ -177,6 +183,10 @@ class RemoteLocks {
   std::unique_ptr<std::mutex[]> early_mu_;  // per location: phases of others never wait
   std::vector<EarlyState> early_;
   Traffic traffic_;
+  std::atomic<std::uint64_t> payload_bytes_[2]{};  // payload_bytes(false), payload_bytes(true)
+  void count_payload(const LocationDesc& d, std::size_t bytes) {
+    if (bytes != 0) payload_bytes_[d.internal ? 1 : 0].fetch_add(bytes, std::memory_order_relaxed);
+  }
   // Trace tags: per location and rank, the GRANTs and RELEASEs exchanged so far. A location has
   // at most one message in flight towards a rank, so sender and receiver count the same
   // sequence and a send and its receive get the same tag. Touched in protocol order only.

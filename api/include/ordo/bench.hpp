@@ -22,6 +22,16 @@ inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 // difference around a run to count that run's.
 std::uint64_t control_messages(const Runtime& runtime);
 
+// Bytes of location contents this rank has sent for `graph` over its runs so far, as handed to
+// the transport: the payloads of the GRANTs and RELEASEs that carry locations between ranks
+// (docs/distributed.md), the program's locations and the runtime's own (reductions' partials
+// and copies) apart. Locations the ranks of a host share (ORDO_SHARED_MEMORY) travel as none;
+// 0 in one process and before the first run. Take the difference around a run to count it.
+struct BytesSent {
+  std::uint64_t program = 0, runtime = 0;
+};
+BytesSent bytes_sent(const Graph& graph);
+
 // The data caches of this machine's first core, as the kernel reports them (sysfs, whose
 // figures hold under a hypervisor too; sysconf when it says nothing; 0 when neither does).
 // Probed once. The stencil layer sizes its cache tiles and in-place slabs from them; the apps
