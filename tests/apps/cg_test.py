@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "comm"))
-import multiprocess as mp  # noqa: E402  (run, fail, ucx_env)
+import multiprocess as mp  # noqa: E402  (run, fail, compare_ranks)
 import app_test  # noqa: E402  (read_npy: an independent .npy reader)
 
 fail, run = mp.fail, mp.run
@@ -128,29 +128,10 @@ def cmd_exact(binary):
 
 
 def cmd_ranks(ordorun, binary, configs, args):
-    with tempfile.TemporaryDirectory() as d:
-        ref = os.path.join(d, "ref.npy")
-        p, _ = run([binary] + args + ["--workers", "1", "--verify", "--output", ref])
-        one = result(p, "one rank")
-        for c in configs.split(","):
-            k = re.match(r"^(\d+)x(\d+):(shm|tcp)(:private)?$", c)
-            if not k:
-                fail("bad config %r" % c)
-            n, w, tls = int(k.group(1)), k.group(2), k.group(3)
-            env = mp.ucx_env(tls + ",self")
-            if k.group(4):
-                env["ORDO_SHARED_MEMORY"] = "0"
-            out = os.path.join(d, "out_%d.npy" % len(os.listdir(d)))
-            p, _ = run([ordorun, "--timeout", "60", "--timeout-startup", "30", "-n", str(n), binary]
-                       + args + ["--workers", w, "--verify", "--output", out], env=env, timeout=120)
-            m = result(p, c, n)
-            if (m.group(5), m.group(6)) != (one.group(5), one.group(6)):
-                fail("%s: iters=%s residual=%s, one rank iters=%s residual=%s"
-                     % (c, m.group(5), m.group(6), one.group(5), one.group(6)))
-            with open(ref, "rb") as f, open(out, "rb") as g:
-                if f.read() != g.read():
-                    fail("%s: x differs from the one-rank output" % c)
-            print("%s: verify=ok, iters=%s, x identical to one rank" % (c, m.group(5)))
+    def parse(p, what, ranks):
+        m = result(p, what, ranks)
+        return {"iters": m.group(5), "residual": m.group(6)}
+    mp.compare_ranks(ordorun, binary, configs, args, parse, ("iters", "residual"))
 
 
 def main():

@@ -64,6 +64,44 @@ def run(cmd, env=None, timeout=120):
     return p, elapsed
 
 
+def compare_ranks(ordorun, binary, configs, args, parse, same):
+    """The apps' rank-comparison runs. CONFIGS: comma-separated RANKSxWORKERS:TLS[:private]
+    (private: ORDO_SHARED_MEMORY=0 on shared memory too). One rank with one worker writes the
+    reference output; each config runs `ordorun -n RANKS BINARY ARGS --workers W --verify
+    --output F`. parse(p, what, ranks) checks a run (exit 0, its result line, verify=ok) and
+    returns its fields, a dict; each field named in `same` must equal one rank's, and F the
+    reference byte for byte. Returns [(config, ranks, shared, fields)], one rank's run first
+    ("one rank", 1, False), for the caller's own checks (shared: the ranks shared their
+    locations' memory)."""
+    with tempfile.TemporaryDirectory() as d:
+        ref = os.path.join(d, "ref.npy")
+        p, _ = run([binary] + args + ["--workers", "1", "--verify", "--output", ref])
+        one = parse(p, "one rank", 1)
+        runs = [("one rank", 1, False, one)]
+        for c in configs.split(","):
+            k = re.match(r"^(\d+)x(\d+):(shm|tcp)(:private)?$", c)
+            if not k:
+                fail("bad config %r" % c)
+            n, w, tls = int(k.group(1)), k.group(2), k.group(3)
+            env = ucx_env(tls + ",self")
+            if k.group(4):
+                env["ORDO_SHARED_MEMORY"] = "0"
+            out = os.path.join(d, "out_%d.npy" % len(runs))
+            p, _ = run([ordorun, "--timeout", "60", "--timeout-startup", "30", "-n", str(n), binary]
+                       + args + ["--workers", w, "--verify", "--output", out], env=env, timeout=120)
+            f = parse(p, c, n)
+            for key in same:
+                if f[key] != one[key]:
+                    fail("%s: %s=%s, one rank %s=%s" % (c, key, f[key], key, one[key]))
+            with open(ref, "rb") as a, open(out, "rb") as b:
+                if a.read() != b.read():
+                    fail("%s: the output differs from the one-rank output" % c)
+            print("%s: verify=ok, %s as one rank, output identical to one rank"
+                  % (c, " ".join("%s=%s" % (key, f[key]) for key in same)))
+            runs.append((c, n, env["ORDO_SHARED_MEMORY"] == "1", f))
+        return runs
+
+
 def expect_refusal(cmd, env, words, what):
     """Runs cmd, which must exit 2 with each of `words` in its stderr."""
     p, _ = run(cmd, env=env)
