@@ -7,14 +7,17 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <fmt/core.h>
+#include <ordo/bench.hpp>
 #include <ordo/ordo.hpp>
 #include <ordo/sparse.hpp>
 
 #include "app_cli.hpp"
+#include "output_file.hpp"
 
 namespace ordo::app {
 
@@ -123,32 +126,79 @@ struct PartedRows {
   std::string partitioner = "block";
 };
 
-inline PartedRows parted_rows(const MatrixSource& src, Index n, std::uint32_t parts, bool metis,
-                              unsigned ranks, unsigned rank, bool require_symmetric) {
+// Which parts of `partition` this rank holds (rank kAllRanks: every part), with the index
+// map's default homes.
+inline std::vector<bool> held_parts(const sparse::Partition& partition, unsigned ranks,
+                                    unsigned rank) {
+  const sparse::IndexMap homes(partition, ranks);
+  std::vector<bool> held(partition.parts());
+  for (std::uint32_t p = 0; p < partition.parts(); ++p)
+    held[p] = rank == kAllRanks || homes.home(p) == rank;
+  return held;
+}
+
+// METIS's parts of `all` (every row of a square matrix), renumbered so that each part is
+// contiguous, and the rows of the parts this rank holds in the new numbering.
+inline PartedRows metis_rows(const sparse::Rows& all, std::uint32_t parts, unsigned ranks,
+                             unsigned rank) {
   PartedRows out;
-  const auto held_of = [&](const sparse::Partition& part) {
-    sparse::IndexMap homes(part, ranks);
-    std::vector<bool> held(parts);
-    for (std::uint32_t p = 0; p < parts; ++p) held[p] = rank == kAllRanks || homes.home(p) == rank;
-    return held;
-  };
-  if (!metis) {
-    out.partition = sparse::Partition::blocks(n, parts);
-    out.rows = source_rows(src, out.partition, held_of(out.partition), require_symmetric);
-    return out;
-  }
   out.partitioner = "metis";
-  const sparse::Rows all =
-      std::move(source_rows(src, sparse::Partition::blocks(n, 1), {true}, require_symmetric)[0]);
   const sparse::Renumbering rn = sparse::renumber(sparse::metis_partition(all, parts).part, parts);
   out.partition = rn.partition;
-  const std::vector<bool> held = held_of(out.partition);
+  const std::vector<bool> held = held_parts(out.partition, ranks, rank);
   out.rows.resize(parts);
   for (std::uint32_t p = 0; p < parts; ++p)
     if (held[p])
       out.rows[p] = sparse::permute_rows(all, rn, out.partition.begin(p), out.partition.end(p));
   out.old_of_new = rn.old_of_new;
   return out;
+}
+
+inline PartedRows parted_rows(const MatrixSource& src, Index n, std::uint32_t parts, bool metis,
+                              unsigned ranks, unsigned rank, bool require_symmetric) {
+  if (metis)
+    return metis_rows(
+        std::move(source_rows(src, sparse::Partition::blocks(n, 1), {true}, require_symmetric)[0]),
+        parts, ranks, rank);
+  PartedRows out;
+  out.partition = sparse::Partition::blocks(n, parts);
+  out.rows =
+      source_rows(src, out.partition, held_parts(out.partition, ranks, rank), require_symmetric);
+  return out;
+}
+
+// Entries of `rows` (a part's, owning [begin, end)) whose column lies outside the part; with
+// `later_only`, only those past it (in a symmetric matrix, each cut edge once).
+inline std::uint64_t cut_of(const sparse::Rows& rows, Index begin, Index end, bool later_only) {
+  std::uint64_t cut = 0;
+  for (Index c : rows.col) cut += c >= end || (!later_only && c < begin) ? 1 : 0;
+  return cut;
+}
+
+// The edge cut of every rank's parts together (collective): cut_of over the parts each holds.
+inline std::uint64_t edge_cut(Runtime& rt, const sparse::Partition& partition,
+                              const std::vector<sparse::Rows>& rows, bool later_only) {
+  std::uint64_t cut = 0;
+  for (std::uint32_t p = 0; p < partition.parts(); ++p)
+    cut += cut_of(rows[p], partition.begin(p), partition.end(p), later_only);
+  const auto cuts = rt.gather_values(cut);
+  return std::accumulate(cuts.begin(), cuts.end(), std::uint64_t{0});
+}
+
+// The runs of consecutive original indices among the new indices [begin, begin + values.size())
+// (METIS renumbers; `old_of_new` empty: none), as .npy segments in the original numbering.
+inline void add_original_segments(std::vector<NpySegment>& segments, Index begin,
+                                  std::span<const double> values,
+                                  const std::vector<Index>& old_of_new) {
+  const auto original = [&](Index i) { return old_of_new.empty() ? i : old_of_new[i]; };
+  std::size_t i = 0;
+  while (i < values.size()) {
+    const Index at = original(begin + i);
+    std::size_t j = i + 1;
+    while (j < values.size() && original(begin + j) == at + (j - i)) ++j;
+    segments.push_back({std::size_t(at), values.subspan(i, j - i)});
+    i = j;
+  }
 }
 
 // A matrix split over `parts` parts, the rows of this rank's parts only.
@@ -160,13 +210,6 @@ struct LoadedMatrix {
   // The matrix's own index of row i (as the file or the generator numbers it).
   Index original(Index i) const { return old_of_new.empty() ? i : old_of_new[i]; }
 };
-
-// Entries of `rows` (part p's) whose column lies past the part: the edge cut's share of p.
-inline std::uint64_t cut_of(const sparse::Rows& rows, Index end) {
-  std::uint64_t cut = 0;
-  for (Index c : rows.col) cut += c >= end ? 1 : 0;
-  return cut;
-}
 
 // Every rank reads (or generates) only its parts' rows (all of them with METIS); a file is
 // checked by every rank for what it sees and the ranks agree on one verdict (exit 2 on every
@@ -195,27 +238,30 @@ inline LoadedMatrix load_matrix(Runtime& rt, const MatrixSource& src, std::uint3
   LoadedMatrix out;
   out.partitioner = pr.partitioner;
   out.old_of_new = std::move(pr.old_of_new);
-  std::uint64_t cut = 0;
-  for (std::uint32_t p = 0; p < parts; ++p) cut += cut_of(pr.rows[p], pr.partition.end(p));
-  const auto cuts = rt.gather_values(cut);
-  out.edge_cut = std::accumulate(cuts.begin(), cuts.end(), std::uint64_t{0});
+  out.edge_cut = edge_cut(rt, pr.partition, pr.rows, true);
   sparse::IndexMap map(pr.partition, rt.ranks());
   out.matrix = std::make_shared<const sparse::Matrix>(rt, std::move(map), std::move(pr.rows));
   return out;
 }
 
-// "bytes_sent=A,B bytes_min=C,D": per rank, what the exchanges of `runs` iterations sent (the
-// message locations of this rank's parts) against the minimum the ghost sets imply.
+// "bytes_sent=A,B bytes_min=C,D bytes_wire=E,F", per rank: what the `exchanges` exchanges of
+// `v` send by the plan (the message locations of this rank's parts), the minimum the ghost
+// sets imply, and what this rank's transport was really handed for the graph's own locations
+// during the run (`wire`: ordo::bench::bytes_sent's difference around it; 0 where the ranks
+// of a host share their locations' memory).
 template <class T>
-std::string bytes_fields(Runtime& rt, const sparse::Vector<T>& v, std::uint64_t exchanges) {
+std::string bytes_fields(Runtime& rt, const sparse::Vector<T>& v, std::uint64_t exchanges,
+                         std::uint64_t wire) {
   const auto sent = rt.gather_values(v.bytes_sent(rt.rank()) * exchanges);
   const auto least = rt.gather_values(v.map().entries_sent(rt.rank()) * sizeof(T) * exchanges);
-  std::string a, b;
+  const auto measured = rt.gather_values(wire);
+  std::string a, b, c;
   for (unsigned r = 0; r < sent.size(); ++r) {
     a += (r ? "," : "") + std::to_string(sent[r]);
     b += (r ? "," : "") + std::to_string(least[r]);
+    c += (r ? "," : "") + std::to_string(measured[r]);
   }
-  return "bytes_sent=" + a + " bytes_min=" + b;
+  return "bytes_sent=" + a + " bytes_min=" + b + " bytes_wire=" + c;
 }
 
 }  // namespace ordo::app

@@ -11,6 +11,7 @@
 //   combine(stats)
 // rank reads stats before its combine: the previous iteration's dangling rank (iteration 0:
 // the initial x's, reduced by a small graph before the run).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -39,6 +40,7 @@ struct GraphSource {
   unsigned scale = 14;
   unsigned edge_factor = 8;
   std::uint64_t seed = 1;
+  bool metis = false;  // --partition metis
   std::string describe() const {
     return path.empty() ? fmt::format("rmat:{}x{}", scale, edge_factor) : "file:" + path;
   }
@@ -69,6 +71,39 @@ ordo::sparse::GraphRows rows_of(const GraphSource& src, const ordo::sparse::Part
                                   [&](const std::function<void(ordo::sparse::Edge)>& each) {
                                     ordo::sparse::read_edge_list(f, bytes, src.path, h, each);
                                   });
+}
+
+// The graph split over parts, with the rows and out-degrees of the parts `rank` holds
+// (kAllRanks: every part): blocks of vertices, or METIS's parts of the pattern renumbered so
+// that each is contiguous (every rank then reads every edge, to partition alike).
+struct PartedGraph {
+  ordo::app::PartedRows pr;
+  std::vector<std::vector<std::uint32_t>> out_degree;  // per part (empty where not held)
+};
+
+PartedGraph parted_graph(const GraphSource& src, Index n, std::uint32_t parts, unsigned ranks,
+                         unsigned rank) {
+  PartedGraph out;
+  if (!src.metis) {
+    out.pr.partition = ordo::sparse::Partition::blocks(n, parts);
+    ordo::sparse::GraphRows gr =
+        rows_of(src, out.pr.partition, ordo::app::held_parts(out.pr.partition, ranks, rank));
+    out.pr.rows = std::move(gr.rows);
+    out.out_degree = std::move(gr.out_degree);
+    return out;
+  }
+  ordo::sparse::GraphRows all = rows_of(src, ordo::sparse::Partition::blocks(n, 1), {true});
+  out.pr = ordo::app::metis_rows(all.rows[0], parts, ranks, rank);
+  const ordo::sparse::Partition& part = out.pr.partition;
+  const std::vector<bool> held = ordo::app::held_parts(part, ranks, rank);
+  out.out_degree.resize(parts);
+  for (std::uint32_t p = 0; p < parts; ++p) {
+    if (!held[p]) continue;
+    out.out_degree[p].resize(part.count(p));
+    for (std::size_t i = 0; i < part.count(p); ++i)
+      out.out_degree[p][i] = all.out_degree[0][out.pr.old_of_new[part.begin(p) + i]];
+  }
+  return out;
 }
 
 // One part's iteration, the graph's and the reference's: x_new from y = A z, z from x_new.
@@ -107,11 +142,11 @@ struct Result {
   Stats stats;
 };
 
-Result reference(const GraphSource& src, std::uint32_t parts, double tol, std::uint64_t iters) {
-  ordo::sparse::EdgeListHeader h;
-  const Index n = vertices_of(src, &h);
-  const ordo::sparse::Partition part = ordo::sparse::Partition::blocks(n, parts);
-  const ordo::sparse::GraphRows gr = rows_of(src, part, std::vector<bool>(parts, true));
+// The sequential PageRank, in the partition's numbering (METIS renumbers).
+Result reference(const GraphSource& src, Index n, std::uint32_t parts, double tol,
+                 std::uint64_t iters) {
+  const PartedGraph gr = parted_graph(src, n, parts, 1, ordo::kAllRanks);
+  const ordo::sparse::Partition& part = gr.pr.partition;
   std::vector<double> x(n), z(n), y(n);
   std::vector<Stats> partial(parts);
   for (std::uint32_t b = 0; b < parts; ++b)
@@ -123,7 +158,7 @@ Result reference(const GraphSource& src, std::uint32_t parts, double tol, std::u
     const double c0 = teleport(now.dangling, n);
     const std::vector<double> zo = z;
     for (std::uint32_t b = 0; b < parts; ++b) {
-      const ordo::sparse::Rows& r = gr.rows[b];
+      const ordo::sparse::Rows& r = gr.pr.rows[b];
       const Index o = part.begin(b);
       for (std::size_t i = 0; i < r.rows(); ++i) {
         double s = 0.0;
@@ -148,7 +183,7 @@ int run(int argc, char** argv) {
       "of workers or ranks",
       "ordo-pagerank"};
   GraphSource src;
-  std::string output, trace_path;
+  std::string output, trace_path, partition = "block";
   std::uint64_t iters = 100;
   std::uint32_t parts = 8;
   double tol = 1e-9;
@@ -171,6 +206,11 @@ int run(int argc, char** argv) {
                  "on workers or ranks)")
       ->check(ordo::cli::Integer(1, 1 << 20))
       ->capture_default_str();
+  cli.add_option("--partition", partition,
+                 "block (vertices in contiguous blocks) or metis (METIS k-way parts of the "
+                 "pattern made symmetric, renumbered contiguous; every rank reads every edge)")
+      ->check(CLI::IsMember({"block", "metis"}))
+      ->capture_default_str();
   ordo::app::add_run_flags(
       cli, {.workers = workers,
             .verify = verify,
@@ -184,6 +224,7 @@ int run(int argc, char** argv) {
             .iters_help = "the most iterations",
             .tol_help = "stop once an iteration changes the ranks by at most TOL (L1)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
+  src.metis = partition == "metis";
 
   std::optional<ordo::app::OutputFile> output_file;
   if (!output.empty()) output_file.emplace(output);
@@ -206,18 +247,18 @@ int run(int argc, char** argv) {
     problem = e.what();
   }
   ordo::sparse::agree(rt, problem);
-  ordo::sparse::IndexMap map(ordo::sparse::Partition::blocks(n, parts), ranks);
-  std::vector<bool> held(parts);
-  for (std::uint32_t p = 0; p < parts; ++p) held[p] = ranks == 1 || map.home(p) == rt.rank();
-  ordo::sparse::GraphRows gr;
+  PartedGraph pg;
   try {
-    gr = rows_of(src, map.partition(), held);
+    pg = parted_graph(src, n, parts, ranks, ranks == 1 ? ordo::kAllRanks : rt.rank());
   } catch (const ordo::Error& e) {
     problem = e.what();
   }
   ordo::sparse::agree(rt, problem);
-  const std::vector<std::vector<std::uint32_t>> outdeg = gr.out_degree;
-  auto a = std::make_shared<const ordo::sparse::Matrix>(rt, std::move(map), std::move(gr.rows));
+  const std::uint64_t edge_cut = ordo::app::edge_cut(rt, pg.pr.partition, pg.pr.rows, false);
+  const std::vector<std::vector<std::uint32_t>> outdeg = std::move(pg.out_degree);
+  const std::vector<Index> old_of_new = std::move(pg.pr.old_of_new);
+  ordo::sparse::IndexMap map(pg.pr.partition, ranks);
+  auto a = std::make_shared<const ordo::sparse::Matrix>(rt, std::move(map), std::move(pg.pr.rows));
   const ordo::sparse::IndexMap& m = *a->map();
 
   ordo::Graph g;
@@ -281,11 +322,13 @@ int run(int argc, char** argv) {
   until.done = [&](const ordo::Graph& gg) { return gg.value(stats_r).delta <= tol; };
   until.max_iterations = iters;
   const ordo::RunStats stats = rt.run_until(g, until);
+  // Before the run nothing was sent: the counter starts at the graph's first run.
+  const std::uint64_t wire = ordo::bench::bytes_sent(g).program;
   const Stats now = g.value(stats_r);
 
   int outcome = 0;
   if (verify) {
-    const Result want = reference(src, parts, tol, iters);
+    const Result want = reference(src, n, parts, tol, iters);
     if (want.iterations != stats.iterations || std::memcmp(&want.stats, &now, sizeof now) != 0)
       outcome = 1;
     for (std::uint32_t b = 0; b < parts && outcome == 0; ++b) {
@@ -298,8 +341,10 @@ int run(int argc, char** argv) {
   const std::vector<int> outcomes = rt.gather_values(outcome);
   if (output_file) {
     std::vector<ordo::app::NpySegment> segments;
-    for (std::uint32_t b = 0; b < parts; ++b)
-      if (a->holds(b)) segments.push_back({m.partition().begin(b), g.data(x[b])});
+    for (std::uint32_t b = 0; b < parts; ++b)  // in the graph's own numbering (METIS renumbers)
+      if (a->holds(b))
+        ordo::app::add_original_segments(segments, m.partition().begin(b), g.data(x[b]),
+                                         old_of_new);
     output_file->write(rt, {std::size_t(n)}, std::move(segments));
   }
   const auto nnz = rt.gather_values(a->nonzeros_here());
@@ -312,10 +357,10 @@ int run(int argc, char** argv) {
       if (o != 0) verdict = "fail";
   }
   std::string line = fmt::format(
-      "app=pagerank graph={} vertices={} nonzeros={} parts={} iters={} workers={} seconds={:.6f} "
-      "delta={:.6e} {} verify={}",
-      src.describe(), n, nonzeros, parts, stats.iterations, workers, stats.seconds, now.delta,
-      ordo::app::bytes_fields(rt, z, stats.iterations), verdict);
+      "app=pagerank graph={} vertices={} nonzeros={} parts={} partition={} edge_cut={} iters={} "
+      "workers={} seconds={:.6f} delta={:.6e} {} verify={}",
+      src.describe(), n, nonzeros, parts, partition, edge_cut, stats.iterations, workers,
+      stats.seconds, now.delta, ordo::app::bytes_fields(rt, z, stats.iterations, wire), verdict);
   if (ranks > 1) line += fmt::format(" ranks={}", ranks);
   if (rt.rank() == 0) fmt::print("{}\n", line);
   return verdict == "fail" ? 1 : 0;

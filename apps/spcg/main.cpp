@@ -371,6 +371,7 @@ int run(int argc, char** argv) {
   Solver s(lm, jacobi, first);
   s.set_initial();
   ordo::RunStats stats;
+  const std::uint64_t wire_before = ordo::bench::bytes_sent(s.g).program;
   if (tol > 0) {
     ordo::Until until;
     until.done = [&](const ordo::Graph& g) { return converged(g.value(s.dots), first, tol); };
@@ -379,6 +380,7 @@ int run(int argc, char** argv) {
   } else {
     stats = rt.run(s.g, iters);
   }
+  const std::uint64_t wire = ordo::bench::bytes_sent(s.g).program - wire_before;
   const Dots now = s.g.value(s.dots);
   const ordo::sparse::IndexMap& m = *lm.matrix->map();
 
@@ -398,19 +400,11 @@ int run(int argc, char** argv) {
   const std::vector<int> outcomes = rt.gather_values(outcome);
   if (output_file) {
     std::vector<ordo::app::NpySegment> segments;
-    // In the matrix's own numbering (METIS renumbers): runs of consecutive original rows.
-    for (std::uint32_t b = 0; b < parts; ++b) {
-      if (!lm.matrix->holds(b)) continue;
-      const std::span<const double> xb = s.g.data(s.x[b]);
-      std::size_t i = 0;
-      while (i < xb.size()) {
-        const Index at = lm.original(m.partition().begin(b) + i);
-        std::size_t j = i + 1;
-        while (j < xb.size() && lm.original(m.partition().begin(b) + j) == at + (j - i)) ++j;
-        segments.push_back({std::size_t(at), xb.subspan(i, j - i)});
-        i = j;
-      }
-    }
+    // In the matrix's own numbering (METIS renumbers).
+    for (std::uint32_t b = 0; b < parts; ++b)
+      if (lm.matrix->holds(b))
+        ordo::app::add_original_segments(segments, m.partition().begin(b), s.g.data(s.x[b]),
+                                         lm.old_of_new);
     output_file->write(rt, {std::size_t(m.size())}, std::move(segments));
   }
   const auto nnz = rt.gather_values(lm.matrix->nonzeros_here());
@@ -422,7 +416,7 @@ int run(int argc, char** argv) {
     for (int o : outcomes)
       if (o != 0) verdict = "fail";
   }
-  const std::string bytes = ordo::app::bytes_fields(rt, s.p, stats.iterations);
+  const std::string bytes = ordo::app::bytes_fields(rt, s.p, stats.iterations, wire);
   std::string line = fmt::format(
       "app=spcg matrix={} rows={} nonzeros={} parts={} partition={} edge_cut={} precond={} "
       "iters={} "
