@@ -277,6 +277,21 @@ Edge rmat_edge(unsigned scale, std::uint64_t seed, std::uint64_t e) {
   return Edge{(u * 0x9E3779B97F4A7C15ull) & mask, (v * 0x9E3779B97F4A7C15ull) & mask};
 }
 
+std::uint64_t graph_rows_bytes(const Partition& partition, const std::vector<bool>& held,
+                               std::uint64_t edges) {
+  constexpr std::uint64_t per_vertex = sizeof(std::uint32_t) + sizeof(std::uint64_t);
+  constexpr std::uint64_t per_edge = 2 * sizeof(Index) + sizeof(Index) + sizeof(double);
+  std::uint64_t vertices = 0;
+  for (std::uint32_t p = 0; p < partition.parts(); ++p)
+    if (held[p]) vertices += partition.count(p);
+  // Saturating: a count from outside may be anything up to 2^64 - 1.
+  const auto times = [](std::uint64_t a, std::uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+  };
+  const std::uint64_t v = times(vertices, per_vertex), e = times(edges, per_edge);
+  return v > UINT64_MAX - e ? UINT64_MAX : v + e;
+}
+
 GraphRows graph_rows(const Partition& partition, const std::vector<bool>& held,
                      const std::function<void(const std::function<void(Edge)>&)>& each_edge) {
   const std::uint32_t parts = partition.parts();

@@ -106,6 +106,42 @@ PartedGraph parted_graph(const GraphSource& src, Index n, std::uint32_t parts, u
   return out;
 }
 
+// Refuses, on every rank alike, a graph whose vertex and edge counts (a file's header, or
+// --scale) need more memory than the ranks have, before anything is sized by them: what
+// graph_rows keeps for a rank's parts, then per vertex x, y, z and a row start, per edge a
+// column and a value; the whole graph on every rank for --verify's sequential PageRank and
+// for METIS. Collective.
+void check_graph_fits(ordo::Runtime& rt, const GraphSource& src,
+                      const ordo::sparse::Partition& part, std::uint64_t edges, bool verify) {
+  const auto sat_add = [](std::uint64_t a, std::uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+  };
+  const auto sat_mul = [](std::uint64_t a, std::uint64_t b) {
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+  };
+  const std::vector<bool> held =
+      ordo::app::held_parts(part, rt.ranks(), rt.ranks() == 1 ? ordo::kAllRanks : rt.rank());
+  std::uint64_t vertices = 0;
+  for (std::uint32_t p = 0; p < part.parts(); ++p)
+    if (held[p]) vertices += part.count(p);
+  std::uint64_t bytes = sat_add(ordo::sparse::graph_rows_bytes(part, held, edges),
+                                sat_add(sat_mul(vertices, 4 * 8), sat_mul(edges, 4 + 8)));
+  const bool whole = verify || src.metis;
+  if (whole)
+    bytes = sat_add(bytes, sat_add(ordo::sparse::graph_rows_bytes(
+                                       part, std::vector<bool>(part.parts(), true), edges),
+                                   sat_mul(part.size(), 3 * 8)));
+  const std::string counts =
+      std::to_string(part.size()) + " vertices and " + std::to_string(edges) + " edges";
+  const std::string held_what = std::string("; their ranks and rows") +
+                                (whole ? ", and the whole graph for --verify or METIS)" : ")");
+  rt.check_memory_on_all_ranks(
+      bytes, src.path.empty() ? "--scale " + std::to_string(src.scale) + "'s " + counts + " (" +
+                                    held_what.substr(2)
+                              : "the " + counts + " the header of '" + src.path +
+                                    "' states (give the true counts if it is wrong" + held_what);
+}
+
 // One part's iteration, the graph's and the reference's: x_new from y = A z, z from x_new.
 Stats rank_part(const double* y, double* x, double* z, const std::uint32_t* outdeg, double c0,
                 std::size_t n) {
@@ -238,15 +274,20 @@ int run(int argc, char** argv) {
   Index n = 0;
   std::string problem;
   ordo::sparse::EdgeListHeader header;
+  std::uint64_t edges = 0;
+  ordo::sparse::Partition blocks;
   try {
     n = vertices_of(src, &header);
+    edges = src.path.empty() ? (std::uint64_t{1} << src.scale) * src.edge_factor : header.edges;
     if (parts > n)
       throw ordo::Error("--parts " + std::to_string(parts) + " for " + std::to_string(n) +
                         " vertices: give at most " + std::to_string(n));
+    blocks = ordo::sparse::Partition::blocks(n, parts);
   } catch (const ordo::Error& e) {
     problem = e.what();
   }
   ordo::sparse::agree(rt, problem);
+  check_graph_fits(rt, src, blocks, edges, verify);
   PartedGraph pg;
   try {
     pg = parted_graph(src, n, parts, ranks, ranks == 1 ? ordo::kAllRanks : rt.rank());

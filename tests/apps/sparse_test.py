@@ -3,8 +3,9 @@
 
   sparse_test.py hostile SPCG PAGERANK [ORDORUN]
       Matrix Market files that lie (size, entry count), reach past n, repeat an entry, are not
-      symmetric, or are not Matrix Market at all, and edge lists with ids past their count or
-      the wrong edge count: each refused with exit 2 and its message, without a result line.
+      symmetric, or are not Matrix Market at all, and edge lists with ids past their count, the
+      wrong edge count, or a vertex count no memory holds: each refused with exit 2 and its
+      message, without a result line.
       Then a small general file that is symmetric, and the same matrix stored symmetric, must
       both solve with verify=ok and the same residual. With ORDORUN: a duplicate entry in rank
       0's rows only, on 2 ranks: rank 0 names it, rank 1 says rank 0 refused, both exit 2.
@@ -28,6 +29,8 @@ import bisect
 import os
 import random
 import re
+import resource
+import subprocess
 import sys
 import tempfile
 
@@ -101,6 +104,25 @@ def cmd_hostile(spcg, pagerank, ordorun=None):
             if p.returncode != 2 or message not in out or "app=pagerank" in out:
                 fail("%s: expected exit 2 and %r, got %d:\n%s" % (name, message, p.returncode, out))
             print("%s: refused (%s)" % (name, message))
+        # A header stating more vertices than the memory holds (2^40, in parts small enough for
+        # a part's numbering): refused, naming the count, before anything is sized by it. Under
+        # an 8 GiB address-space limit, so that a regression fails at once instead of filling
+        # the host.
+        path = os.path.join(d, "huge.txt")
+        with open(path, "w") as f:
+            f.write("1099511627776 2\n0 1\n1 2\n")
+        limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # noqa: E731
+        try:
+            p = subprocess.run([pagerank, "--graph", path, "--workers", "1", "--parts", "1024"],
+                               capture_output=True, text=True, timeout=60, preexec_fn=limit)
+        except subprocess.TimeoutExpired:
+            fail("a header of 2^40 vertices: no answer within 60 s")
+        out = p.stdout + p.stderr
+        for words in ("1099511627776 vertices", "the header of '%s'" % path, "give the true counts"):
+            if p.returncode != 2 or words not in out or "app=pagerank" in out:
+                fail("a header of 2^40 vertices: expected exit 2 and %r, got %d:\n%s"
+                     % (words, p.returncode, out))
+        print("a header of 2^40 vertices: refused (%s)" % out.strip().splitlines()[-1])
         # The same matrix as a symmetric file and as a general one: the same solve.
         residuals = []
         for kind, text in (("symmetric", mm_lines("symmetric", LAPLACE)), ("general", mm_general(LAPLACE))):

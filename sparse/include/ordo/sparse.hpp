@@ -422,6 +422,12 @@ struct GraphRows {
 };
 GraphRows graph_rows(const Partition& partition, const std::vector<bool>& held,
                      const std::function<void(const std::function<void(Edge)>&)>& each_edge);
+// What graph_rows needs at most for the parts `held` of `partition` and a graph of `edges`
+// edges: per vertex of those parts its out-degree and row start, per edge its sorting pair,
+// column and value. For a check before reading a graph whose counts come from outside (a
+// file's header): ordo::check_memory_available, Runtime::check_memory_on_all_ranks.
+std::uint64_t graph_rows_bytes(const Partition& partition, const std::vector<bool>& held,
+                               std::uint64_t edges);
 
 // ---------------------------------------------------------------------------------------------
 // Partitions other than block rows (sparse/metis.cpp).
