@@ -82,11 +82,24 @@
   const laneName = (ln) => (ln.caller ? 'caller thread' : 'worker ' + ln.worker);
   const laneTop = new Float64Array(lanes.length);
   // Per lane: its instances and idle periods, sorted by begin, for binary search on draw.
-  function perLane(count, laneOf, begin) {
-    const out = lanes.map(() => []);
-    for (let i = 0; i < count; ++i) out[laneOf[i]].push(i);
-    for (const l of out) l.sort((a, b) => begin[a] - begin[b]);
-    return out.map((l) => Int32Array.from(l));
+  // Grouped by lane in one pass (counting), each lane sorted only where it is not already
+  // (the summary gives instances nearly in time order). `items` are the indices to group
+  // (default: all `count`).
+  function perLane(count, laneOf, begin, items) {
+    const item = items ? (k) => items[k] : (k) => k;
+    const n = items ? items.length : count;
+    const start = new Int32Array(lanes.length + 1);
+    for (let k = 0; k < n; ++k) ++start[laneOf[item(k)] + 1];
+    for (let l = 0; l < lanes.length; ++l) start[l + 1] += start[l];
+    const all = new Int32Array(n), at = start.slice(0, lanes.length);
+    for (let k = 0; k < n; ++k) { const i = item(k); all[at[laneOf[i]]++] = i; }
+    return lanes.map((_, l) => {
+      const list = all.subarray(start[l], start[l + 1]);
+      let sorted = true;
+      for (let k = 1; k < list.length && sorted; ++k) sorted = begin[list[k]] >= begin[list[k - 1]];
+      if (!sorted) list.set(Array.from(list).sort((a, b) => begin[a] - begin[b]));
+      return list;
+    });
   }
   const instOfLane = perLane(NI, I.lane, I.b);
   const idleOfLane = perLane(idle.lane.length, idle.lane, idle.b);
@@ -97,9 +110,9 @@
   const messageEnds = lanes.map(() => 0);
   for (let m = 0; m < M.from.length; ++m) { ++messageEnds[M.from[m]]; ++messageEnds[M.to[m]]; }
   // Lock waits per lane (where the instance ran), by when they began.
-  const waitOfLane = lanes.map(() => []);
-  for (let i = 0; i < NI; ++i) if (I.w[i] > 0 && I.ow[i] >= 0) waitOfLane[I.lane[i]].push(i);
-  for (const l of waitOfLane) l.sort((a, b) => I.ow[a] - I.ow[b]);
+  const waiting = [];
+  for (let i = 0; i < NI; ++i) if (I.w[i] > 0 && I.ow[i] >= 0) waiting.push(i);
+  const waitOfLane = perLane(NI, I.lane, I.ow, waiting);
   const longestWait = waitOfLane.map((l) => { let m = 0; for (const i of l) m = Math.max(m, I.w[i]); return m; });
   // Lanes whose slices overlap (fibers that suspend): drawn without skipping.
   const overlapping = lanes.map(() => false);
@@ -346,15 +359,18 @@
     };
   }
   const rankIndex = new Map(D.ranks.map((r, i) => [r.rank, i]));
+  const rankOfLane = Int32Array.from(lanes, (ln) => rankIndex.get(ln.rank));
   const util = D.ranks.map((r, ri) => {
-    const cb = [], ce = [], wb = [], we = [];
-    for (let i = 0; i < NI; ++i) {
-      if (rankIndex.get(lanes[I.lane[i]].rank) !== ri) continue;
-      cb.push(I.b[i]); ce.push(I.b[i] + I.d[i]);
-      if (I.w[i] > 0 && I.ow[i] >= 0) { wb.push(I.ow[i]); we.push(I.ow[i] + I.w[i]); }
+    let nc = 0, nw = 0;
+    for (let i = 0; i < NI; ++i)
+      if (rankOfLane[I.lane[i]] === ri) { ++nc; nw += I.w[i] > 0 && I.ow[i] >= 0; }
+    const cb = new Float64Array(nc), ce = new Float64Array(nc), wb = new Float64Array(nw), we = new Float64Array(nw);
+    for (let i = 0, c = 0, w = 0; i < NI; ++i) {
+      if (rankOfLane[I.lane[i]] !== ri) continue;
+      cb[c] = I.b[i]; ce[c++] = I.b[i] + I.d[i];
+      if (I.w[i] > 0 && I.ow[i] >= 0) { wb[w] = I.ow[i]; we[w++] = I.ow[i] + I.w[i]; }
     }
-    return { compute: integral(Float64Array.from(cb), Float64Array.from(ce)),
-             wait: integral(Float64Array.from(wb), Float64Array.from(we)), workers: r.workers };
+    return { compute: integral(cb, ce), wait: integral(wb, we), workers: r.workers };
   });
 
   // ---- drawing -----------------------------------------------------------------------------
@@ -985,8 +1001,10 @@
 
   resize();
   drawMinimap();
-  draw();
-  if (D.view[1] > D.view[0] && (D.view[0] > 0 || D.view[1] < span)) showRange(D.view[0], D.view[1]);
+  // The first view drawn once: the user's runs where they are not the whole trace.
+  if (D.view[1] - D.view[0] >= 100 && (D.view[0] > 0 || D.view[1] < span)) showRange(D.view[0], D.view[1]);
+  else draw();
+  drawnWidth = lanesBox.clientWidth;
   // The location view starts on the location that held up the most waiting (the summary's
   // figure: the time in which some instance waited on it).
   let best = -1, most = -1;
