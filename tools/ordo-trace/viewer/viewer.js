@@ -278,9 +278,10 @@
       marks.push({ it, px, label: px - prev > 46 });
       if (px - prev > 46) prev = px;
     }
-    rulerSvg.selectAll('line.iteration-mark').data(marks).join('line')
-      .attr('class', 'iteration-mark').attr('x1', (m) => m.px).attr('x2', (m) => m.px)
-      .attr('y1', 2).attr('y2', 18);
+    // All marks in one path: hundreds of line elements would be laid out on every frame.
+    rulerSvg.selectAll('path.iteration-mark').data([0]).join('path').attr('class', 'iteration-mark')
+      .attr('data-marks', marks.length)
+      .attr('d', marks.map((m) => 'M' + (Math.round(m.px * 10) / 10) + ',2V18').join('') || null);
     rulerSvg.selectAll('text.iteration-label').data(marks.filter((m) => m.label)).join('text')
       .attr('class', 'iteration-label').attr('x', (m) => m.px + 3).attr('y', 13)
       .text((m) => 'it ' + m.it);
@@ -639,7 +640,7 @@
       xa = xb; ya = yb;
       if (!at || atX !== c0 || atY !== c1) { parts.push('M' + r1(c0) + ',' + c1); at = true; lastOut = c0; }
       atX = c2; atY = c3;
-      if (thin && c3 === c1 && Math.abs(c2 - lastOut) < 0.5 && k + 1 < last) continue;
+      if (thin && c3 === c1 && Math.abs(c2 - lastOut) < 1 && k + 1 < last) continue;
       parts.push('L' + r1(c2) + ',' + c3);
       lastOut = c2;
     }
@@ -692,6 +693,11 @@
       row.grants.sort((a, b) => G.req[a] - G.req[b]);
       row.longest = 0;
       for (const g of row.grants) row.longest = Math.max(row.longest, I.b[G.inst[g]] + I.d[G.inst[g]] - G.req[g]);
+      row.chained = true;
+      for (let j = 1; j < row.grants.length && row.chained; ++j) {
+        const p = row.grants[j - 1];
+        row.chained = G.req[row.grants[j]] >= I.b[G.inst[p]] + I.d[G.inst[p]];
+      }
     }
     fifoRows.forEach((row, k) => {
       const el = document.createElement('div');
@@ -744,6 +750,12 @@
         const wa = Math.max(lo, px(G.req[g])), hb = Math.min(hi, px(end));
         if (hb < drawnTo && hb - wa < 1) continue;
         drawnTo = wa + 1;
+        // As in the lanes: a row whose grants do not overlap skips, by binary search, those
+        // that begin in the pixel column just drawn (only the last of them can reach past it).
+        if (row.chained && hb - wa < 1) {
+          const jj = lowerBound(row.grants, G.req, t0 + (drawnTo - lo) / kx);
+          if (jj - 2 > j) j = jj - 2;
+        }
         // Waiting: from its request to the grant; holding: from the grant to the end of the
         // instance.
         const wb = Math.min(hi, px(G.at[g])), ha = Math.max(lo, px(G.at[g]));
