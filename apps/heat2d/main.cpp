@@ -31,11 +31,10 @@ double row(double* __restrict out, const double* __restrict u, const double* __r
   std::size_t k = 0;
   V8 big8{};
   double big = 0;
-  if (c >= 16) {
+  if (c >= 8) {
     V8 prev = V8{} + u[-1];  // lane 7: the value left of the chunk
     V8 old = load8(u);
-    for (; k + 16 <= c; k += 8) {
-      const V8 next = load8(u + k + 8);
+    auto chunk = [&](V8 next) {
       const V8 w = __builtin_shufflevector(prev, old, 7, 8, 9, 10, 11, 12, 13, 14);
       const V8 e = __builtin_shufflevector(old, next, 1, 2, 3, 4, 5, 6, 7, 8);
       const V8 r = point8(old, load8(up + k), load8(down + k), w, e);
@@ -43,6 +42,13 @@ double row(double* __restrict out, const double* __restrict u, const double* __r
       if constexpr (Track) big8 = ordo::app::max8(big8, ordo::app::abs8(r - old));
       prev = old;
       old = next;
+    };
+    for (; k + 16 <= c; k += 8) chunk(load8(u + k + 8));
+    // The last whole chunk needs one value past it (u[k + 8], the row's east neighbour at
+    // the end), not eight: on a row of 64 points no point is left to the scalar loop.
+    if (k + 8 <= c) {
+      chunk(V8{} + u[k + 8]);
+      k += 8;
     }
   }
   for (; k < c; ++k) {
