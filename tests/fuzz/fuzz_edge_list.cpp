@@ -12,21 +12,18 @@
 
 #include <ordo/sparse.hpp>
 
+#include "memory_file.hpp"
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size == 0) return 0;  // fmemopen refuses an empty buffer
-  std::FILE* f = fmemopen(const_cast<std::uint8_t*>(data), size, "rb");
-  if (f == nullptr) return 0;
-  try {
+  return read_as_file(data, size, [](std::FILE* f, std::size_t size) {
     const auto h = ordo::sparse::read_edge_list_header(f, size, "fuzz.txt");
     if (h.edges > size) __builtin_trap();  // an edge count the file cannot hold
     const std::uint32_t parts = h.vertices < 3 ? std::uint32_t(h.vertices) : 3;
     const auto part = ordo::sparse::Partition::blocks(h.vertices, parts);
     std::vector<bool> held(parts, true);
     if (parts == 3) held[1] = false;
-    if (ordo::sparse::graph_rows_bytes(part, held, h.edges) > (std::uint64_t{64} << 20)) {
-      std::fclose(f);
-      return 0;  // refused for want of memory, as the app does
-    }
+    if (ordo::sparse::graph_rows_bytes(part, held, h.edges) > (std::uint64_t{64} << 20))
+      return;  // refused for want of memory, as the app does
     std::uint64_t edges = 0, into = 0, from = 0;
     const auto gr = ordo::sparse::graph_rows(
         part, held, [&](const std::function<void(ordo::sparse::Edge)>& each) {
@@ -54,8 +51,5 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       for (std::uint32_t d : gr.out_degree[p]) counted_from += d;
     }
     if (counted_into != into || counted_from != from) __builtin_trap();
-  } catch (const ordo::Error&) {
-  }
-  std::fclose(f);
-  return 0;
+  });
 }

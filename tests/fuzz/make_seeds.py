@@ -60,12 +60,13 @@ def main():
     put("matrix_market", "duplicate", mm + b"general\n2 2 3\n1 1 1\n2 2 1\n1 1 2\n")
     put("matrix_market", "not_symmetric", mm + b"general\n2 2 3\n1 1 1\n1 2 1\n2 2 1\n")
     # Edge lists (fuzz_edge_list.cpp): as ordo-pagerank reads them.
-    put("edge_list", "good", b"# a graph\n% another comment\n4 5\n0 1\n1 2\n2 0\n2 0\n3 3\n")
-    put("edge_list", "huge_vertices", b"1099511627776 2\n0 1\n1 2\n")
-    put("edge_list", "big_vertices", b"4000000000 2\n0 1\n1 2\n")
-    put("edge_list", "lying_edges", b"3 4000000000\n0 1\n")
-    put("edge_list", "past_count", b"3 2\n0 1\n1 3\n")
-    put("edge_list", "fewer_edges", b"3 3\n0 1\n1 2\n")
+    for name, text in (("good", b"# a graph\n% another comment\n4 5\n0 1\n1 2\n2 0\n2 0\n3 3\n"),
+                       ("huge_vertices", b"1099511627776 2\n0 1\n1 2\n"),
+                       ("big_vertices", b"4000000000 2\n0 1\n1 2\n"),
+                       ("lying_edges", b"3 4000000000\n0 1\n"),
+                       ("past_count", b"3 2\n0 1\n1 3\n"),
+                       ("fewer_edges", b"3 3\n0 1\n1 2\n")):
+        put("edge_list", name, text)
     put("npy", "2d", npy("(4, 4)", 128))
     put("npy", "1d", npy("(3,)", 24))
     put("npy", "5d", npy("(2, 1, 2, 1, 2)", 64))
