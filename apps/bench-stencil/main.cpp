@@ -355,11 +355,14 @@ int run(int argc, char** argv) {
   for (const System& s : systems) {
     if (s.name != "ordo-tb") continue;
     if (s.best) {
-      fmt::print("{} system=ordo-tb tb={} size={} iters={} workers={} seconds={} gstencils={} "
-                 "ordo_vs_openmp={}\n",
-                 head, tb, s.best->fields.count("size") ? s.best->fields.at("size") : "?", iters,
-                 workers, s.best->fields.count("seconds") ? s.best->fields.at("seconds") : "?",
-                 s.best->fields.at("gstencils"), format_ratio(s.best->gstencils, omp));
+      // The app's own counts: under --tol it stops before --iters.
+      const auto& f = s.best->fields;
+      auto field = [&](const char* k) { return f.count(k) ? f.at(k) : std::string("?"); };
+      fmt::print(
+          "{} system=ordo-tb tb={} size={} iters={} workers={} seconds={} gstencils={} "
+          "ordo_vs_openmp={}\n",
+          head, tb, field("size"), field("iters"), field("workers"), field("seconds"),
+          field("gstencils"), format_ratio(s.best->gstencils, omp));
     } else if (!s.failure.empty()) {
       failed = true;
       fmt::print("{} system=ordo-tb failed {}\n", head, s.failure);
