@@ -1,3 +1,5 @@
+static_assert(__cplusplus >= 202002L, "ordo needs C++20 (-std=c++20)");
+// (Checked first, so that a compiler in an older mode says so before any other error.)
 // ordo: iterative task graphs over ordered read-write locks (the ORWL model).
 //
 // A program declares *locations* (named, typed, contiguous buffers, each with one FIFO lock)
