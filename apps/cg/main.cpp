@@ -268,18 +268,12 @@ int run(int argc, char** argv) {
                  "block grid BxC; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
   ordo::app::add_run_flags(
-      cli, {.workers = workers,
-            .verify = verify,
-            .output = output,
-            .trace_path = trace_path,
-            .verify_help = "compare x, the iteration count and r.r bit for bit with a "
-                           "sequential CG",
-            .output_help = "write the solution x (.npy, float64, NxM)",
-            .iters = &iters,
-            .tol = &tol,
-            .iters_help = "iterations (with --tol: the most)",
-            .tol_help = "stop after the first iteration whose residual norm is at most TOL "
-                        "times the initial one (0: run --iters iterations)"});
+      cli, {iters, tol, workers, verify, output, trace_path},
+      {.iters = "iterations (with --tol: the most)",
+       .tol = "stop after the first iteration whose residual norm is at most TOL times the "
+              "initial one (0: run --iters iterations)",
+       .verify = "compare x, the iteration count and r.r bit for bit with a sequential CG",
+       .output = "write the solution x (.npy, float64, NxM)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
 
   std::optional<ordo::app::OutputFile> output_file;

@@ -13,38 +13,38 @@
 
 namespace ordo::app {
 
+// Where the parsed values go.
 struct RunFlags {
+  std::uint64_t& iters;
+  double& tol;
   unsigned& workers;
   bool& verify;
   std::string& output;
   std::string& trace_path;
-  const char* verify_help;
-  const char* output_help;
-  // --iters and --tol, when the app takes them in this form; null where it declares its own
-  // (ordo-lbm shares its model flags with its OpenMP baseline).
-  std::uint64_t* iters = nullptr;
-  double* tol = nullptr;
-  const char* iters_help = "";
-  const char* tol_help = "";
 };
 
-inline void add_run_flags(CLI::App& cli, const RunFlags& f) {
-  if (f.iters) {
-    cli.add_option("--iters", *f.iters, f.iters_help)
+// What --iters, --tol, --verify and --output mean in the app's words. Without `iters` the app
+// declares --iters and --tol itself (ordo-lbm shares its model flags with its OpenMP baseline).
+struct RunFlagWords {
+  const char* iters;
+  const char* tol;
+  const char* verify;
+  const char* output;
+};
+
+inline void add_run_flags(CLI::App& cli, const RunFlags& f, const RunFlagWords& words) {
+  if (words.iters) {
+    cli.add_option("--iters", f.iters, words.iters)
         ->check(ordo::cli::Integer(1, max_iters))
         ->capture_default_str();
-  }
-  if (f.tol) {
-    cli.add_option("--tol", *f.tol, f.tol_help)
-        ->check(ordo::cli::Real(0, 1))
-        ->capture_default_str();
+    cli.add_option("--tol", f.tol, words.tol)->check(ordo::cli::Real(0, 1))->capture_default_str();
   }
   cli.add_option("--workers", f.workers,
                  "worker threads (default: one per core of this process's share of the host, "
                  "docs/scheduler.md)")
       ->check(ordo::cli::Integer(1, max_workers));
-  cli.add_flag("--verify", f.verify, f.verify_help);
-  cli.add_option("--output", f.output, f.output_help)->check(ordo::cli::Path());
+  cli.add_flag("--verify", f.verify, words.verify);
+  cli.add_option("--output", f.output, words.output)->check(ordo::cli::Path());
   cli.add_option("--trace", f.trace_path,
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->check(ordo::cli::Path())

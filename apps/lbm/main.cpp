@@ -98,15 +98,13 @@ int run(int argc, char** argv) {
                  "block grid BxC; at most --size (blocks differ by at most one point)")
       ->capture_default_str();
   CLI::Option* tol_opt = lbm::add_model_flags(cli, pb, iters);
+  // No words for --iters and --tol: they are the model flags above.
   ordo::app::add_run_flags(
-      cli, {.workers = workers,
-            .verify = verify,
-            .output = output,
-            .trace_path = trace_path,
-            .verify_help = "compare the populations and the steps run bit for bit with a "
-                           "sequential loop",
-            .output_help = "write the populations after the run (.npy, float64, 9xNxM, "
-                           "direction first)"});
+      cli, {iters, pb.tol, workers, verify, output, trace_path},
+      {.iters = nullptr,
+       .tol = nullptr,
+       .verify = "compare the populations and the steps run bit for bit with a sequential loop",
+       .output = "write the populations after the run (.npy, float64, 9xNxM, direction first)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   lbm::finish_model_flags(pb, iters, tol_opt);
   const bool until = pb.tol >= 0;

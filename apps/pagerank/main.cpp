@@ -248,17 +248,11 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"block", "metis"}))
       ->capture_default_str();
   ordo::app::add_run_flags(
-      cli, {.workers = workers,
-            .verify = verify,
-            .output = output,
-            .trace_path = trace_path,
-            .verify_help = "compare the ranks and the iteration count bit for bit with a "
-                           "sequential PageRank",
-            .output_help = "write the ranks (.npy, float64, N)",
-            .iters = &iters,
-            .tol = &tol,
-            .iters_help = "the most iterations",
-            .tol_help = "stop once an iteration changes the ranks by at most TOL (L1)"});
+      cli, {iters, tol, workers, verify, output, trace_path},
+      {.iters = "the most iterations",
+       .tol = "stop once an iteration changes the ranks by at most TOL (L1)",
+       .verify = "compare the ranks and the iteration count bit for bit with a sequential PageRank",
+       .output = "write the ranks (.npy, float64, N)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   src.metis = partition == "metis";
 

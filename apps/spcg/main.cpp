@@ -333,17 +333,11 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "jacobi"}))
       ->capture_default_str();
   ordo::app::add_run_flags(
-      cli, {.workers = workers,
-            .verify = verify,
-            .output = output,
-            .trace_path = trace_path,
-            .verify_help = "compare x, the iteration count and the dots bit for bit with a "
-                           "sequential CG",
-            .output_help = "write the solution x (.npy, float64, N)",
-            .iters = &iters,
-            .tol = &tol,
-            .iters_help = "iterations (with --tol: the most)",
-            .tol_help = "stop once |r| / |b| <= TOL (0: run --iters iterations)"});
+      cli, {iters, tol, workers, verify, output, trace_path},
+      {.iters = "iterations (with --tol: the most)",
+       .tol = "stop once |r| / |b| <= TOL (0: run --iters iterations)",
+       .verify = "compare x, the iteration count and the dots bit for bit with a sequential CG",
+       .output = "write the solution x (.npy, float64, N)"});
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   ordo::app::finish_matrix_flags(src, l2, l3);
   const bool jacobi = precond == "jacobi";
