@@ -111,6 +111,10 @@ CommNet::~CommNet() {
 }
 
 void CommNet::will_talk_to(std::span<const unsigned> peers) {
+  {
+    std::lock_guard lock(mu_);
+    graph_peers_.insert(peers.begin(), peers.end());
+  }
   std::vector<int> ranks(peers.begin(), peers.end());
   try {
     transport_->learn_addresses(ranks);
@@ -585,6 +589,16 @@ void CommNet::abort_job(const std::string& message, int status) {
 void CommNet::pass_leave(std::span<const std::byte> record, unsigned leaver, unsigned except) {
   std::vector<unsigned> to = tree::children(rank(), size());
   if (rank() != 0) to.push_back(tree::parent(rank()));
+  // The leaver tells its graph peers directly too: each would otherwise learn of the leave
+  // along the tree, and could see this process exit first (its own endpoint to it failing),
+  // which it would take for a failure: "rank 2 failed (Endpoint timeout)" for a rank that
+  // returned from main. The others drop the record they hear twice (on_leave).
+  if (leaver == rank()) {
+    std::lock_guard lock(mu_);
+    to.insert(to.end(), graph_peers_.begin(), graph_peers_.end());
+  }
+  std::sort(to.begin(), to.end());
+  to.erase(std::unique(to.begin(), to.end()), to.end());
   for (unsigned r : to)
     if (r != except && r != leaver)
       transport_->send(static_cast<int>(r), kLeaveTag, record, {}, [](comm::Status) {});

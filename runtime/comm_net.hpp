@@ -47,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -218,6 +219,9 @@ class CommNet final : public Net, public sched::Poller {
   // leave() told the store what this rank stops on; guarded by mu_.
   mutable std::optional<std::pair<unsigned, std::string>> departure_;
   bool cause_told_ = false;
+  // The graphs' peers (will_talk_to), guarded by mu_: a rank that leaves tells them itself as
+  // well as its tree neighbours, since their transports are the ones to see it exit.
+  std::set<unsigned> graph_peers_;
   unsigned failure_rank_ = 0;                  // its rank, guarded by mu_
   std::int64_t delivering_ = -1;               // channel in a callback, guarded by mu_
   // Per channel, the destinations of placed receives in flight, guarded by mu_.
