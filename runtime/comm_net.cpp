@@ -45,7 +45,7 @@ CommNet::CommNet(std::unique_ptr<comm::Bootstrap> bootstrap, comm::TransportOpti
   });
   // Another rank called Runtime::abort: this rank ends now, on the transport's thread, with
   // that rank's message and status (nothing else of this process can be trusted to return).
-  transport_->on_message(kAbortTag, [this](comm::Incoming& m) {
+  transport_->on_message(kAbortTag, [](comm::Incoming& m) {
     const std::span<const std::byte> h = m.header();
     std::int32_t status = 1;
     if (h.size() >= 4) std::memcpy(&status, h.data(), 4);
