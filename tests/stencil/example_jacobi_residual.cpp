@@ -22,10 +22,10 @@ int main() {
     double change = 0;
     st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
       const double* u = b.in[0] + at;
-      for (std::size_t j = 0; j < len; ++j) {
+      for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(len); ++j) {
         const double next = 0.25 * ((u[j - n] + u[j + n]) + (u[j - 1] + u[j + 1]));
         change = std::max(change, std::fabs(next - u[j]));
-        b.out[at + static_cast<std::ptrdiff_t>(j)] = next;
+        b.out[at + j] = next;
       }
     });
     b.contribute(0, change);  // this block's part; the layer combines the blocks'

@@ -205,11 +205,12 @@ StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blo
     st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
       const double* u = b.in[0] + at;
       const double west = b.before(at)[-1], east = b.after(at, len)[0];
-      for (std::size_t j = 0; j < len; ++j)
-        b.out[at + j] = 0.25 * u[j] +
-                        0.125 * ((j == 0 ? west : u[j - 1]) + (j + 1 == len ? east : u[j + 1])) +
-                        0.0625 * (u[j - b.stride[0]] + u[j + b.stride[0]] +
-                                  u[j - b.stride[1]] + u[j + b.stride[1]]);
+      const auto m = static_cast<std::ptrdiff_t>(len);
+      for (std::ptrdiff_t j = 0; j < m; ++j)
+        b.out[at + j] =
+            0.25 * u[j] + 0.125 * ((j == 0 ? west : u[j - 1]) + (j + 1 == m ? east : u[j + 1])) +
+            0.0625 *
+                (u[j - b.stride[0]] + u[j + b.stride[0]] + u[j - b.stride[1]] + u[j + b.stride[1]]);
     });
   });
   st1.set([](st::Coord c) { return static_cast<double>((c[0] * 7 + c[1] * 3 + c[2]) % 11); });
@@ -369,7 +370,8 @@ TEST_CASE("a rank keeps no copy of the edges that stay on it", "[stencil]") {
   s.tb_depth = 3;
   const auto kernel = [](const st::Block& b) {
     st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-      for (std::size_t j = 0; j < len; ++j) b.out[at + j] = 0.5 * b.in[0][at + j] + 1.0;
+      for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(len); ++j)
+        b.out[at + j] = 0.5 * b.in[0][at + j] + 1.0;
     });
   };
   ordo::Runtime rt({.workers = 2});

@@ -51,7 +51,7 @@ inline st::Kernel kernel() {
     st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
       const double* u = b.in[0] + at;
       double* v = b.out + at;
-      for (std::size_t j = 0; j < len; ++j) {
+      for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(len); ++j) {
         const double next = point(u[j], u[j - n], u[j + n], u[j - 1], u[j + 1]);
         const double c = std::fabs(next - u[j]);
         big = big < c ? c : big;
