@@ -18,6 +18,8 @@
 #include "runtime/graph.hpp"
 #include "runtime/plan.hpp"
 #include "scheduler/pool.hpp"
+#include "scheduler/topology.hpp"
+#include "skip.hpp"
 
 using namespace ordo::rt;
 using ordo::test::GraphSpec;
@@ -171,6 +173,8 @@ TEST_CASE("a lane spins as long as the pool's idle workers, not at all where cor
   else
     CHECK(long_spin == 0);
   // Two workers on a one-core machine (hwloc's synthetic description: nothing is bound).
+  if (!ordo::sched::Topology::hwloc_available())
+    ORDO_SKIP("built without hwloc: no synthetic one-core machine for the shared case");
   const auto shared = lane_parks({.workers = 2,
                                   .topology = "synthetic:pack:1 core:1 pu:1",
                                   .idle_spin = std::chrono::seconds(10)},
@@ -185,6 +189,8 @@ TEST_CASE("lane_parks counts every run's parks, also across a new split of the l
   // machine (hwloc's synthetic description: oversubscribed, so a waiting lane parks at once):
   // r's lane waits for w in every instance but the first. The count must only grow, also
   // when a pool of another size splits the lanes anew.
+  if (!ordo::sched::Topology::hwloc_available())
+    ORDO_SKIP("built without hwloc: no synthetic one-core machine to oversubscribe");
   Graph g;
   const std::uint32_t x = slow_writer(g);
   auto engine = make_engine(g);
