@@ -106,11 +106,13 @@ int main(int argc, char** argv) {
         }
         // 8 KiB on along the next row, in the direction the sweep runs (backwards going up).
         const auto below = reinterpret_cast<std::uintptr_t>(u + b.ahead) + (b.ahead > 0 ? 8192 : -8192);
-        for (std::size_t j0 = 0; j0 < len; j0 += 64) {
-          const std::size_t j1 = std::min<std::size_t>(j0 + 64, len);
-          for (std::size_t j = j0; j < j1; j += 8)
+        // Signed indices: u[j - 1] and u[j - n] with an unsigned j wrap the pointer.
+        const auto m = static_cast<std::ptrdiff_t>(len);
+        for (std::ptrdiff_t j0 = 0; j0 < m; j0 += 64) {
+          const std::ptrdiff_t j1 = std::min<std::ptrdiff_t>(j0 + 64, m);
+          for (std::ptrdiff_t j = j0; j < j1; j += 8)
             __builtin_prefetch(reinterpret_cast<const void*>(below + j * sizeof(double)), 0, 2);
-          for (std::size_t j = j0; j < j1; ++j)
+          for (std::ptrdiff_t j = j0; j < j1; ++j)
             v[j] = ordo::app::heat2d_point(u[j], u[j - n], u[j + n], u[j - 1], u[j + 1]);
         }
       });

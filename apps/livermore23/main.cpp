@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
         const double *zr = b.aux[0] + at, *zb = b.aux[1] + at, *zu = b.aux[2] + at,
                      *zv = b.aux[3] + at, *zz = b.aux[4] + at;
         double* out = b.out + at;
-        for (std::size_t j = 0; j < len; ++j) {
+        for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(len); ++j) {  // signed: j - n
           const double qa = za[j + n] * zr[j] + za[j - n] * zb[j] + za[j + 1] * zu[j] +
                             za[j - 1] * zv[j] + zz[j];
           out[j] = za[j] + 0.175 * (qa - za[j]);

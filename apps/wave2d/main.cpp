@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
         const double* u = b.in[0] + at;
         const double* um = b.in[1] + at;
         double* v = b.out + at;
-        for (std::size_t j = 0; j < len; ++j)
+        for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(len); ++j)  // signed: j - n
           v[j] = 2.0 * u[j] - um[j] + 0.25 * ((u[j - n] + u[j + n]) + (u[j - 1] + u[j + 1]) -
                                               4.0 * u[j]);
       });
