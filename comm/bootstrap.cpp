@@ -111,31 +111,23 @@ class StoreBootstrap final : public Bootstrap {
   }
 
   void aborted(const std::string& message, int status) override {
-    const std::string value = std::to_string(status) + " " + message;
-    try {
-      request(store::Op::put, "abort/" + std::to_string(rank_),
-              std::as_bytes(std::span(value.data(), value.size())), "saying it aborts",
-              Clock::now() + std::chrono::milliseconds(500));
-    } catch (const CommError&) {
-    }
+    tell_launcher("abort/", std::to_string(status) + " " + message, "saying it aborts");
   }
 
   void caused_by(unsigned rank, const std::string& what) override {
-    const std::string value = std::to_string(rank) + " " + what;
-    try {
-      request(store::Op::put, "cause/" + std::to_string(rank_),
-              std::as_bytes(std::span(value.data(), value.size())), "saying why it stops",
-              Clock::now() + std::chrono::milliseconds(500));
-    } catch (const CommError&) {
-    }
+    tell_launcher("cause/", std::to_string(rank) + " " + what, "saying why it stops");
   }
 
-  void finished() override {
+  void finished() override { tell_launcher("done/", "", "saying it finished"); }
+
+  // A put of "<prefix><this rank>" for ordorun to read when the job ends, bounded by 0.5 s;
+  // best effort: when ordorun is gone or stops the job, no one is left to tell.
+  void tell_launcher(const char* prefix, const std::string& value, const char* doing) {
     try {
-      request(store::Op::put, "done/" + std::to_string(rank_), {}, "saying it finished",
+      request(store::Op::put, prefix + std::to_string(rank_),
+              std::as_bytes(std::span(value.data(), value.size())), doing,
               Clock::now() + std::chrono::milliseconds(500));
     } catch (const CommError&) {
-      // ordorun is gone or stops the job: no one is left to tell.
     }
   }
 
