@@ -22,8 +22,8 @@
 
 #include <ordo/stencil.hpp>
 
-#include "api/mirrored_ring.hpp"
-#include "api/stencil_impl.hpp"
+#include "stencil/mirrored_ring.hpp"
+#include "stencil/stencil_impl.hpp"
 #include "stencil_cases.hpp"
 
 using ordo::test::same_bits;

@@ -60,8 +60,8 @@
 
 #include <ordo/bench.hpp>
 
-#include "api/mirrored_ring.hpp"
-#include "api/stencil_impl.hpp"
+#include "stencil/mirrored_ring.hpp"
+#include "stencil/stencil_impl.hpp"
 
 namespace ordo::stencil {
 

@@ -1,7 +1,7 @@
 // A blocked grid collected onto one rank or every rank (grid_gather.hpp): one gathered piece
 // per block, its padded buffer from its home; a receiving rank copies each block's owned
 // points into the global grid (BlockedGrid::gather).
-#include "api/grid_gather.hpp"
+#include "stencil/grid_gather.hpp"
 
 #include <cstring>
 

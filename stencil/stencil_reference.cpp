@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "api/stencil_impl.hpp"
+#include "stencil/stencil_impl.hpp"
 
 namespace ordo::stencil {
 

@@ -12,7 +12,7 @@
 
 #include <ordo/bench.hpp>
 
-#include "api/stencil_impl.hpp"
+#include "stencil/stencil_impl.hpp"
 
 #if defined(__SSE2__)
 #include <immintrin.h>

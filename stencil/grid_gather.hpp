@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "api/blocked_grid.hpp"
+#include "stencil/blocked_grid.hpp"
 
 namespace ordo::stencil::core {
 

@@ -1,5 +1,5 @@
 // The blocked-grid core (see blocked_grid.hpp). Built on the public API only.
-#include "api/blocked_grid.hpp"
+#include "stencil/blocked_grid.hpp"
 
 #include <algorithm>
 #include <utility>

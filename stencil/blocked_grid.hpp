@@ -24,7 +24,7 @@
 
 #include <ordo/stencil.hpp>
 
-#include "api/stencil_geometry.hpp"
+#include "stencil/stencil_geometry.hpp"
 
 namespace ordo::stencil::core {
 

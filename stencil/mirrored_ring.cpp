@@ -1,4 +1,4 @@
-#include "api/mirrored_ring.hpp"
+#include "stencil/mirrored_ring.hpp"
 
 #include <algorithm>
 #include <atomic>

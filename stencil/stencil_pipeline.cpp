@@ -45,9 +45,9 @@
 #include <string>
 #include <utility>
 
-#include "api/blocked_grid.hpp"
-#include "api/grid_gather.hpp"
-#include "api/stencil_reductions.hpp"
+#include "stencil/blocked_grid.hpp"
+#include "stencil/grid_gather.hpp"
+#include "stencil/stencil_reductions.hpp"
 
 namespace ordo::stencil {
 

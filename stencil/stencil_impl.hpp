@@ -54,8 +54,8 @@
 
 #include <ordo/stencil.hpp>
 
-#include "api/blocked_grid.hpp"
-#include "api/stencil_reductions.hpp"
+#include "stencil/blocked_grid.hpp"
+#include "stencil/stencil_reductions.hpp"
 
 namespace ordo::stencil {
 

@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "api/graph_impl.hpp"
-#include "api/grid_gather.hpp"
-#include "api/stencil_impl.hpp"
+#include "stencil/grid_gather.hpp"
+#include "stencil/stencil_impl.hpp"
 
 namespace ordo::stencil {
 

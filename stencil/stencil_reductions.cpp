@@ -1,6 +1,6 @@
 // Reductions of the stencil layer (api/stencil_reductions.hpp, docs/stencil.md "Reductions and
 // stopping on convergence"). Built on the public API only.
-#include "api/stencil_reductions.hpp"
+#include "stencil/stencil_reductions.hpp"
 
 #include <set>
 
