@@ -5,7 +5,9 @@
 // user's task kinds; no two time-axis labels overlap (also zoomed in); the critical path is drawn
 // through every instance of the summary's path, and its colour is in the screenshot; the
 // location view shows a chosen location's FIFO (one row per task accessing it, the location's
-// grants all there); hover, search, histogram and messages work; nothing is logged to the console.
+// grants all there); hover, search, histogram and messages work; on a dense trace, every pixel
+// column of the lanes' lock waits and the location view's holds is drawn as the events say;
+// nothing is logged to the console.
 // Exit 77 (skip) when Chromium or node_modules is missing.
 // Usage: node viewer_check.mjs ORDO_TRACE HEAT2D ORDORUN VIEWER_DIR
 import { execFileSync } from 'node:child_process';
@@ -531,6 +533,113 @@ try {
   if (counts.red < 50) fail('the screenshot shows ' + counts.red + ' pixels of the critical path\'s red');
   if (counts.painted < 50) fail('the screenshot\'s location view has ' + counts.painted + ' painted pixels');
   if (process.env.ORDO_VIEWER_SHOT) fs.writeFileSync(process.env.ORDO_VIEWER_SHOT, shot);
+
+  // What is drawn is what the events say, pixel column by pixel column, on a trace dense
+  // enough (several instances per column, nearly every one waiting) that the lanes' lock
+  // waits and the location view's holds are drawn from their unions and skipped by binary
+  // search. The oracle is the page's own data, read here event by event: a column that an
+  // interval covers with a pixel to spare on each side is painted (the lock-wait orange in
+  // the lanes' wait bar; not the row's background in the location view's hold band), a
+  // column with no interval within a pixel shows the background. At the whole trace, zoomed
+  // in, after a drag and zoomed in deeper.
+  const dense = path.join(dir, 'dense.trace'), densePage = path.join(dir, 'dense.html');
+  execFileSync(heat, ['--size', '96x96', '--blocks', '3x3', '--iters', '400', '--workers', '2',
+    '--trace', dense], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(tool, ['html', '-o', densePage, dense]);
+  await p.goto('file://' + densePage);
+  await p.waitForSelector('body[data-ready="1"]', { timeout: 20000 });
+  const checkDrawn = () => p.evaluate(() => {
+    const D = JSON.parse(document.getElementById('trace-data').textContent);
+    const lanesEl = document.getElementById('lanes');
+    const t0 = Number(lanesEl.dataset.t0), t1 = Number(lanesEl.dataset.t1);
+    const lo = Number(lanesEl.dataset.plotLeft), hi = Number(lanesEl.dataset.plotRight), kx = (hi - lo) / (t1 - t0);
+    // Per pixel column x in [lo, hi): 1 where one interval covers [x - 1, x + 2), 0 where
+    // none touches it, -1 (not checked) otherwise.
+    const columns = (intervals) => {
+      const n = Math.floor(hi - lo), state = new Int8Array(n).fill(0);
+      const cover = new Int8Array(n);
+      for (const [a, b] of intervals) {
+        const pa = lo + (a - t0) * kx, pb = lo + (b - t0) * kx;
+        for (let x = Math.max(0, Math.floor(pa - lo) - 1); x < Math.min(n, Math.ceil(pb - lo) + 1); ++x) {
+          if (state[x] === 0) state[x] = -1;
+          if (pa <= lo + x - 1 && pb >= lo + x + 2) cover[x] = 1;
+        }
+      }
+      for (let x = 0; x < n; ++x) if (cover[x]) state[x] = 1;
+      return state;
+    };
+    const rgbAt = (img, w, x, y) => { const i = 4 * (y * w + x); return [img[i], img[i + 1], img[i + 2], img[i + 3]]; };
+    const near = (c, r, tol) => Math.abs(c[0] - r[0]) <= tol && Math.abs(c[1] - r[1]) <= tol && Math.abs(c[2] - r[2]) <= tol;
+    const backgrounds = [[0xfa, 0xfa, 0xfa], [0xf3, 0xf3, 0xf3]];
+    const out = { painted: 0, empty: 0, bad: [] };
+    const check = (state, img, w, y, paintedOk, what) => {
+      for (let x = 0; x < state.length; ++x) {
+        if (state[x] < 0) continue;
+        const c = rgbAt(img, w, Math.floor(lo) + x, y), bg = c[3] === 255 && backgrounds.some((b) => near(c, b, 0));
+        if (state[x] === 1) ++out.painted; else ++out.empty;
+        if (state[x] === 1 ? !paintedOk(c, bg) : !bg)
+          if (out.bad.length < 5) out.bad.push(what + ' x ' + (Math.floor(lo) + x) + ': ' + c + ' where the events ' +
+            (state[x] ? 'cover the column' : 'have nothing'));
+      }
+    };
+    // The lanes' lock waits: a bar 3 px tall at the bottom of the lane (row 22 of 24 is under
+    // no flush, slice or idle bar).
+    // Read from a copy: reading a canvas back more than once makes Chromium warn on the console.
+    const pixels = (c) => {
+      const copy = document.createElement('canvas');
+      copy.width = c.width; copy.height = c.height;
+      const g = copy.getContext('2d');
+      g.drawImage(c, 0, 0);
+      return g.getImageData(0, 0, c.width, c.height).data;
+    };
+    const lc = document.getElementById('lanes-canvas'), limg = pixels(lc);
+    [...document.querySelectorAll('.lane')].forEach((el, l) => {
+      const waits = [];
+      for (let i = 0; i < D.inst.lane.length; ++i)
+        if (D.inst.lane[i] === l && D.inst.wait[i] > 0 && D.inst.otherwise[i] >= 0)
+          waits.push([D.inst.otherwise[i], D.inst.otherwise[i] + D.inst.wait[i]]);
+      check(columns(waits), limg, lc.width, parseFloat(el.style.top) + 22,
+            (c) => near(c, [0xf2, 0x8e, 0x2b], 2), 'lane ' + l + ' lock wait');
+    });
+    // The location view's holds, from each grant to the end of its instance (row 4 of 20:
+    // in the hold band, above the hatched waits); empty where nothing is waited for or held.
+    const fc = document.getElementById('fifo-canvas'), fimg = pixels(fc);
+    const loc = D.locs.indexOf(document.getElementById('location-view').dataset.location);
+    [...document.querySelectorAll('.fifo-row')].forEach((el, k) => {
+      const name = D.names.indexOf(el.dataset.task), holds = [], any = [];
+      for (let g = 0; g < D.grants.loc.length; ++g) {
+        const i = D.grants.inst[g];
+        if (D.grants.loc[g] !== loc || D.inst.name[i] !== name) continue;
+        holds.push([D.grants.at[g], D.inst.begin[i] + D.inst.dur[i]]);
+        any.push([Math.min(D.grants.requested[g], D.grants.at[g]), D.inst.begin[i] + D.inst.dur[i]]);
+      }
+      const held = columns(holds), touched = columns(any);
+      // Empty only where neither a hold nor a wait comes near.
+      for (let x = 0; x < held.length; ++x) if (held[x] === 0 && touched[x] !== 0) held[x] = -1;
+      check(held, fimg, fc.width, k * 20 + 4, (c, bg) => !bg, 'location row ' + el.dataset.task);
+    });
+    return out;
+  });
+  const lb2 = await (await p.$('#lanes')).boundingBox();
+  for (const when of ['whole trace', 'zoomed in', 'dragged', 'zoomed in deeper']) {
+    if (when === 'zoomed in') {
+      await p.mouse.move(lb2.x + lb2.width * 0.4, lb2.y + 40);
+      for (let i = 0; i < 4; ++i) await p.mouse.wheel(0, -300);
+    } else if (when === 'dragged') {
+      await p.mouse.move(lb2.x + lb2.width * 0.6, lb2.y + 40);
+      await p.mouse.down();
+      for (let i = 1; i <= 10; ++i) await p.mouse.move(lb2.x + lb2.width * 0.6 - 17 * i, lb2.y + 40);
+      await p.mouse.up();
+    } else if (when === 'zoomed in deeper') {
+      for (let i = 0; i < 6; ++i) await p.mouse.wheel(0, -300);
+    }
+    await p.waitForTimeout(150);
+    const r = await checkDrawn();
+    if (r.bad.length) fail(when + ' on a dense trace: ' + r.bad.join('; '));
+    if (r.painted < 20 || r.empty < 20)
+      fail(when + ' on a dense trace: ' + r.painted + ' columns painted and ' + r.empty +
+           ' empty checked, too few for the check to test anything');
+  }
 
   // Colours are keyed by name: two traces whose task sets differ (and list them in another
   // order) give the names they share the same colours.

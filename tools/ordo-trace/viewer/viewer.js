@@ -101,6 +101,21 @@
       return list;
     });
   }
+  // The union of intervals listed in order of their begins, as disjoint intervals in time
+  // order (begins and ends both sorted): what a layer of one colour shows. A frame then draws
+  // disjoint intervals and skips them by binary search as the lanes skip slices, however many
+  // of the raw intervals overlap (nearly every instance of a large trace waits). Empty
+  // intervals are kept where `empty` says so (a hold is drawn a pixel wide).
+  function unionOf(count, beginAt, endAt, empty) {
+    const B = new Float64Array(count), E = new Float64Array(count);
+    let n = 0;
+    for (let k = 0; k < count; ++k) {
+      const b = beginAt(k), e = endAt(k);
+      if (!(e > b || (empty && e === b))) continue;
+      if (n && b <= E[n - 1]) { if (e > E[n - 1]) E[n - 1] = e; } else { B[n] = b; E[n] = e; ++n; }
+    }
+    return { b: B.slice(0, n), e: E.slice(0, n) };
+  }
   const instOfLane = perLane(NI, I.lane, I.b);
   const idleOfLane = perLane(idle.lane.length, idle.lane, idle.b);
   const flushOfLane = perLane(FL.lane.length, FL.lane, FL.b);
@@ -114,6 +129,8 @@
   for (let i = 0; i < NI; ++i) if (I.w[i] > 0 && I.ow[i] >= 0) waiting.push(i);
   const waitOfLane = perLane(NI, I.lane, I.ow, waiting);
   const longestWait = waitOfLane.map((l) => { let m = 0; for (const i of l) m = Math.max(m, I.w[i]); return m; });
+  const waitUnion = waitOfLane.map((wl) => unionOf(wl.length, (k) => I.ow[wl[k]], (k) => I.ow[wl[k]] + I.w[wl[k]]));
+  const longestIdle = idleOfLane.map((l) => { let m = 0; for (const i of l) m = Math.max(m, idle.d[i]); return m; });
   // Lanes whose slices overlap (fibers that suspend): drawn without skipping.
   const overlapping = lanes.map(() => false);
   // Longest slice per lane, so a binary search can start early enough.
@@ -174,7 +191,11 @@
   // ---- scales, zoom ------------------------------------------------------------------------
   // Never narrower than the gutter and a little room: a page laid out at width 0 (a hidden
   // tab, a window being created) must not give scales and SVG shapes negative sizes.
-  const width = () => Math.max(lanesBox.clientWidth, GUTTER + RIGHT + 200);
+  // Measured only when the lanes are resized: reading clientWidth after the DOM changed (as
+  // every frame does) would lay the page out again, several times per frame.
+  const measureWidth = () => Math.max(lanesBox.clientWidth, GUTTER + RIGHT + 200);
+  let widthNow = GUTTER + RIGHT + 200;
+  const width = () => widthNow;
   const x0 = d3.scaleLinear().domain([0, span]);
   let x = x0.copy();
   function fmtTime(t) {
@@ -211,6 +232,7 @@
   let laidOut = false;
   function resize() {
     const [a, b] = x.domain();
+    widthNow = measureWidth();
     x0.range([GUTTER, width() - RIGHT]);
     zoom.extent([[GUTTER, 0], [width() - RIGHT, height]])
         .translateExtent([[GUTTER, 0], [width() - RIGHT, height]]);
@@ -382,6 +404,27 @@
     while (lo < hi) { const m = (lo + hi) >> 1; if (key[arr[m]] < t) lo = m + 1; else hi = m; }
     return lo;
   }
+  // The first index of a sorted array whose value is t or more.
+  function firstAtLeast(arr, t) {
+    let lo = 0, hi = arr.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (arr[m] < t) lo = m + 1; else hi = m; }
+    return lo;
+  }
+  // Disjoint intervals in time order (unionOf) that reach into [t0, t1], given to put(a, b)
+  // in pixels cut to [lo, hi]. As on a lane of slices: once an interval narrower than a pixel
+  // is drawn, the next ones that begin in its pixel column are skipped by binary search (only
+  // the last of them can reach past it, and it is drawn), so a layer costs its pixels.
+  function eachInterval(u, t0, t1, lo, hi, kx, put) {
+    const B = u.b, E = u.e, n = B.length;
+    for (let k = firstAtLeast(E, t0); k < n && B[k] <= t1; ++k) {
+      const a = Math.max(lo, lo + (B[k] - t0) * kx), b = Math.min(hi, lo + (E[k] - t0) * kx);
+      put(a, b);
+      if (b - a < 1) {
+        const j = firstAtLeast(B, t0 + (a + 1 - lo) / kx);
+        if (j - 2 > k) k = j - 2;
+      }
+    }
+  }
   // The segment (xa, ya)-(xb, yb) cut to lo <= x <= hi, slope kept; null when outside.
   function clipSegment(xa, ya, xb, yb, lo, hi) {
     if (xa > xb) { const r = clipSegment(xb, yb, xa, ya, lo, hi); return r && [r[2], r[3], r[0], r[1]]; }
@@ -402,9 +445,17 @@
   const nameColourIndex = D.names.map((_, n) => colourOf(nameColour[n]));
   const waitIndex = colourOf(COLOUR.wait);
   let buckets = [];
+  // A rectangle that reaches the last one of its colour on the same row extends it: slices
+  // side by side become one bar, and rastering the canvas (most of a frame's cost) is per
+  // rectangle drawn.
   function rectangle(colour, faded, a, y0, w, h) {
     const k = 2 * colour + (faded ? 1 : 0);
-    (buckets[k] || (buckets[k] = [])).push(a, y0, w, h);
+    const r = buckets[k] || (buckets[k] = []), n = r.length;
+    if (n && r[n - 3] === y0 && r[n - 1] === h && a >= r[n - 4] && a <= r[n - 4] + r[n - 2]) {
+      r[n - 2] = Math.max(r[n - 2], a + w - r[n - 4]);
+      return;
+    }
+    r.push(a, y0, w, h);
   }
   function fillBuckets() {
     for (let k = 0; k < buckets.length; ++k) {
@@ -452,7 +503,7 @@
       // Idle periods: a thin grey bar.
       const il = idleOfLane[l];
       ctx.fillStyle = COLOUR.idle;
-      for (let k = lowerBound(il, idle.b, t0 - span); k < il.length; ++k) {
+      for (let k = lowerBound(il, idle.b, t0 - longestIdle[l]); k < il.length; ++k) {
         const i = il[k];
         if (idle.b[i] > t1) break;
         if (idle.b[i] + idle.d[i] < t0) continue;
@@ -484,8 +535,12 @@
         }
       }
       // Lock waits, under the slices: orange from when each instance could otherwise have
-      // run; one covering the pixels already drawn is skipped.
-      if (show.waits) {
+      // run. Their union, but while searching (the waits of other tasks fade): then each wait,
+      // one covering the pixels already drawn skipped.
+      if (show.waits && !matches) {
+        eachInterval(waitUnion[l], t0, t1, lo, hi, kx,
+          (a, b) => rectangle(waitIndex, false, a, top + LANE - 4, Math.max(1, b - a), 3));
+      } else if (show.waits) {
         const wl = waitOfLane[l];
         let waitTo = -Infinity;
         for (let k = lowerBound(wl, I.ow, t0 - longestWait[l]); k < wl.length; ++k) {
@@ -560,12 +615,26 @@
         wait[c] = Math.min(Math.max(0, (gw - fw) / per / u.workers), 1 - compute[c]);
         fc = gc; fw = gw;
       }
+      // Each as one shape, its top a step per bin (one fill, not one rectangle per bin):
+      // compute from the bottom, lock wait on top of it.
       const bw = (hi - lo) / nbins;
-      ctx.fillStyle = COLOUR.compute;
-      for (let c = 0; c < nbins; ++c) ctx.fillRect(lo + c * bw, top + h - compute[c] * h, bw + 0.5, compute[c] * h);
-      ctx.fillStyle = COLOUR.wait;
-      for (let c = 0; c < nbins; ++c)
-        ctx.fillRect(lo + c * bw, top + h - (compute[c] + wait[c]) * h, bw + 0.5, wait[c] * h);
+      const area = (upper, lower, colour) => {
+        ctx.fillStyle = colour;
+        ctx.beginPath();
+        ctx.moveTo(lo, top + h - lower(0) * h);
+        for (let c = 0; c < nbins; ++c) {
+          const yy = top + h - upper(c) * h;
+          ctx.lineTo(lo + c * bw, yy); ctx.lineTo(lo + (c + 1) * bw, yy);
+        }
+        for (let c = nbins - 1; c >= 0; --c) {
+          const yy = top + h - lower(c) * h;
+          ctx.lineTo(lo + (c + 1) * bw, yy); ctx.lineTo(lo + c * bw, yy);
+        }
+        ctx.closePath();
+        ctx.fill();
+      };
+      area((c) => compute[c], () => 0, COLOUR.compute);
+      area((c) => compute[c] + wait[c], (c) => compute[c], COLOUR.wait);
       const row = utilRows[r];
       row.dataset.t0 = t0; row.dataset.t1 = t1; row.dataset.bins = nbins;
       row.dataset.compute = Array.from(compute, (v) => v.toFixed(4)).join(',');
@@ -693,11 +762,17 @@
       row.grants.sort((a, b) => G.req[a] - G.req[b]);
       row.longest = 0;
       for (const g of row.grants) row.longest = Math.max(row.longest, I.b[G.inst[g]] + I.d[G.inst[g]] - G.req[g]);
-      row.chained = true;
-      for (let j = 1; j < row.grants.length && row.chained; ++j) {
-        const p = row.grants[j - 1];
-        row.chained = G.req[row.grants[j]] >= I.b[G.inst[p]] + I.d[G.inst[p]];
-      }
+      // What the row shows, as unions (drawn as the lanes draw theirs): waiting, from each
+      // request to its grant; holding, from the grant to the end of the instance, writes and
+      // reads apart.
+      const gs = row.grants, end = (g) => I.b[G.inst[g]] + I.d[G.inst[g]];
+      row.waits = unionOf(gs.length, (k) => G.req[gs[k]], (k) => G.at[gs[k]], false);
+      const holds = (wr) => {
+        const list = gs.filter((g) => !G.wr[g] === !wr).sort((a, b) => G.at[a] - G.at[b]);
+        return unionOf(list.length, (k) => G.at[list[k]], (k) => end(list[k]), true);
+      };
+      row.writes = holds(true);
+      row.reads = holds(false);
     }
     fifoRows.forEach((row, k) => {
       const el = document.createElement('div');
@@ -722,49 +797,58 @@
       '(granted until the instance ended); dark: writes, light: reads.';
     drawLocation();
   }
+  // The hatching is not a pattern fill: a canvas rasters a pattern pixel by pixel, which took
+  // most of a frame's time at a million events. The waits are drawn solid on a canvas of their
+  // own, kept only where a full-size hatched mask (the pattern filled once per size) has
+  // pixels, and that canvas drawn over the rows' backgrounds: the same pixels.
+  const hatchCanvas = document.createElement('canvas'), hctx = hatchCanvas.getContext('2d');
+  const hatchMask = document.createElement('canvas');
   let fifoW = -1, fifoH = -1;
   function drawLocation() {
     const w = width(), h = Math.max(FIFO_ROW, fifoRows.length * FIFO_ROW);
     if (fifoW !== w || fifoH !== h) {
       fifoCanvas.width = w; fifoCanvas.height = h;
       fifoCanvas.style.height = h + 'px';
+      hatchCanvas.width = hatchMask.width = w;
+      hatchCanvas.height = hatchMask.height = h;
+      const m = hatchMask.getContext('2d');
+      m.fillStyle = waitFill;
+      m.fillRect(0, 0, w, h);
       fifoW = w; fifoH = h;
     }
     fctx.clearRect(0, 0, w, h);
+    hctx.clearRect(0, 0, w, h);
+    hctx.fillStyle = COLOUR.wait;
     const [t0, t1] = x.domain();
-    const lo = GUTTER, hi = w - RIGHT, kx = (hi - lo) / (t1 - t0), px = (t) => lo + (t - t0) * kx;
+    const lo = GUTTER, hi = w - RIGHT, kx = (hi - lo) / (t1 - t0);
     let widest = 0;
-    fifoRows.forEach((row, k) => {
+    // Rectangles that reach the last one of their list become one (as in the lanes).
+    const push = (list, a, wd) => {
+      const n = list.length;
+      if (n && a <= list[n - 2] + list[n - 1]) list[n - 1] = Math.max(list[n - 1], a + wd - list[n - 2]);
+      else list.push(a, wd);
+    };
+    const holds = fifoRows.map((row, k) => {
       const top = k * FIFO_ROW;
       fctx.fillStyle = k % 2 ? '#f3f3f3' : '#fafafa';
       fctx.fillRect(lo, top, hi - lo, FIFO_ROW - 1);
-      // Grants by request time; those narrower than a pixel in a column already drawn are
-      // skipped, as in the lanes.
       const waits = [], writes = [], reads = [];
-      let drawnTo = -Infinity;
-      for (let j = lowerBound(row.grants, G.req, t0 - row.longest); j < row.grants.length; ++j) {
-        const g = row.grants[j];
-        if (G.req[g] > t1) break;
-        const i = G.inst[g], end = I.b[i] + I.d[i];
-        if (end < t0) continue;
-        const wa = Math.max(lo, px(G.req[g])), hb = Math.min(hi, px(end));
-        if (hb < drawnTo && hb - wa < 1) continue;
-        drawnTo = wa + 1;
-        // As in the lanes: a row whose grants do not overlap skips, by binary search, those
-        // that begin in the pixel column just drawn (only the last of them can reach past it).
-        if (row.chained && hb - wa < 1) {
-          const jj = lowerBound(row.grants, G.req, t0 + (drawnTo - lo) / kx);
-          if (jj - 2 > j) j = jj - 2;
-        }
-        // Waiting: from its request to the grant; holding: from the grant to the end of the
-        // instance.
-        const wb = Math.min(hi, px(G.at[g])), ha = Math.max(lo, px(G.at[g]));
-        if (wb > wa) { waits.push(wa, wb - wa); widest = Math.max(widest, wb - wa); }
-        (G.wr[g] ? writes : reads).push(ha, Math.max(1, hb - ha));
-      }
-      fctx.fillStyle = waitFill;
-      for (let j = 0; j < waits.length; j += 2) fctx.fillRect(waits[j], top + 5, waits[j + 1], FIFO_ROW - 11);
-      fctx.fillStyle = nameColour[row.name];
+      eachInterval(row.waits, t0, t1, lo, hi, kx, (a, b) => {
+        if (b > a) { push(waits, a, b - a); widest = Math.max(widest, b - a); }
+      });
+      for (let j = 0; j < waits.length; j += 2) hctx.fillRect(waits[j], top + 5, waits[j + 1], FIFO_ROW - 11);
+      eachInterval(row.writes, t0, t1, lo, hi, kx, (a, b) => push(writes, a, Math.max(1, b - a)));
+      eachInterval(row.reads, t0, t1, lo, hi, kx, (a, b) => push(reads, a, Math.max(1, b - a)));
+      return [writes, reads];
+    });
+    hctx.globalCompositeOperation = 'destination-in';
+    hctx.drawImage(hatchMask, 0, 0);
+    hctx.globalCompositeOperation = 'source-over';
+    fctx.drawImage(hatchCanvas, 0, 0);
+    // Holding, over the waits: dark for writes, light for reads.
+    holds.forEach(([writes, reads], k) => {
+      const top = k * FIFO_ROW;
+      fctx.fillStyle = nameColour[fifoRows[k].name];
       for (let j = 0; j < writes.length; j += 2) fctx.fillRect(writes[j], top + 3, writes[j + 1], FIFO_ROW - 7);
       fctx.globalAlpha = 0.55;
       for (let j = 0; j < reads.length; j += 2) fctx.fillRect(reads[j], top + 3, reads[j + 1], FIFO_ROW - 7);
