@@ -682,8 +682,10 @@
     const svg = d3.select(overlay).attr('width', width()).attr('height', height);
     const [t0, t1] = x.domain();
     // Each step cut to the plot (slopes kept); a step out of view is left out, and the line
-    // goes on from where it comes back. A path of more points than the plot has pixels skips
-    // a point within half a pixel of the last one on the same lane (the line looks the same).
+    // goes on from where it comes back. A path of more points than the plot has pixels keeps,
+    // of the points that follow one another in a pixel column, the lowest, the highest and the
+    // last (the line looks the same: it went up and down that column), so that the path has a
+    // few points per pixel, not per instance (a large trace's path hops between lanes).
     const lo = GUTTER, hi = width() - RIGHT;
     const n = show.critical ? D.critical.length : 0, thin = 2 * n > 2 * (hi - lo);
     const kx = (hi - lo) / (t1 - t0);
@@ -698,6 +700,14 @@
       last = Math.min(2 * n - 1, 2 * d3.bisectRight(cBegin, t1) + 1);
     }
     let at = null, xa = n ? ptX(first) : 0, ya = n ? ptY(first) : 0, atX = 0, atY = 0, lastOut = -Infinity;
+    // The points held back in the column of the last one written.
+    let held = false, heldX = 0, heldY = 0, heldMin = 0, heldMax = 0;
+    const release = () => {
+      if (!held) return;
+      if (heldMin !== heldMax) parts.push('L' + r1(heldX) + ',' + heldMin, 'L' + r1(heldX) + ',' + heldMax);
+      parts.push('L' + r1(heldX) + ',' + heldY);
+      held = false;
+    };
     for (let k = first; k < last; ++k) {
       const xb = ptX(k + 1), yb = ptY(k + 1);
       let c0 = xa, c1 = ya, c2 = xb, c3 = yb;
@@ -707,12 +717,19 @@
         [c0, c1, c2, c3] = c;
       }
       xa = xb; ya = yb;
-      if (!at || atX !== c0 || atY !== c1) { parts.push('M' + r1(c0) + ',' + c1); at = true; lastOut = c0; }
+      if (!at || atX !== c0 || atY !== c1) { release(); parts.push('M' + r1(c0) + ',' + c1); at = true; lastOut = c0; }
       atX = c2; atY = c3;
-      if (thin && c3 === c1 && Math.abs(c2 - lastOut) < 1 && k + 1 < last) continue;
+      if (thin && Math.floor(c2) === Math.floor(lastOut) && k + 1 < last) {
+        if (!held) { held = true; heldMin = heldMax = c3; }
+        heldMin = Math.min(heldMin, c3); heldMax = Math.max(heldMax, c3);
+        heldX = c2; heldY = c3;
+        continue;
+      }
+      release();
       parts.push('L' + r1(c2) + ',' + c3);
       lastOut = c2;
     }
+    release();
     let d = parts.join('');
     if (n === 1 && ptX(0) >= lo && ptX(0) <= hi) d = 'M' + r1(ptX(0)) + ',' + ptY(0);
     svg.selectAll('path#critical-path').data([0]).join('path').attr('id', 'critical-path')
@@ -734,17 +751,11 @@
   });
   const fifoCanvas = $('fifo-canvas'), fctx = fifoCanvas.getContext('2d');
   const FIFO_ROW = 20;
-  // Waiting is hatched: diagonal lines of the lock-wait colour, 6 px apart.
-  const waitFill = (() => {
-    const c = document.createElement('canvas');
-    c.width = c.height = 6;
-    const g = c.getContext('2d');
-    g.strokeStyle = COLOUR.wait; g.lineWidth = 1.5;
-    g.beginPath();
-    for (const o of [-6, 0, 6]) { g.moveTo(o, 6); g.lineTo(o + 6, 0); }
-    g.stroke();
-    return fctx.createPattern(c, 'repeat');
-  })();
+  // Waiting is hatched: diagonal lines of the lock-wait colour, 6 px apart (drawn as lines, not
+  // as a pattern fill, which a canvas rasters pixel by pixel: at a million events that took
+  // most of a frame). A wait narrower than a hatch's period is a pale bar of the wait colour,
+  // about as dark as the hatching.
+  const HATCH = 6;
   let fifoRows = [];
   function chooseLocation(l) {
     const box = $('fifo-rows');
@@ -797,28 +808,15 @@
       '(granted until the instance ended); dark: writes, light: reads.';
     drawLocation();
   }
-  // The hatching is not a pattern fill: a canvas rasters a pattern pixel by pixel, which took
-  // most of a frame's time at a million events. The waits are drawn solid on a canvas of their
-  // own, kept only where a full-size hatched mask (the pattern filled once per size) has
-  // pixels, and that canvas drawn over the rows' backgrounds: the same pixels.
-  const hatchCanvas = document.createElement('canvas'), hctx = hatchCanvas.getContext('2d');
-  const hatchMask = document.createElement('canvas');
   let fifoW = -1, fifoH = -1;
   function drawLocation() {
     const w = width(), h = Math.max(FIFO_ROW, fifoRows.length * FIFO_ROW);
     if (fifoW !== w || fifoH !== h) {
       fifoCanvas.width = w; fifoCanvas.height = h;
       fifoCanvas.style.height = h + 'px';
-      hatchCanvas.width = hatchMask.width = w;
-      hatchCanvas.height = hatchMask.height = h;
-      const m = hatchMask.getContext('2d');
-      m.fillStyle = waitFill;
-      m.fillRect(0, 0, w, h);
       fifoW = w; fifoH = h;
     }
     fctx.clearRect(0, 0, w, h);
-    hctx.clearRect(0, 0, w, h);
-    hctx.fillStyle = COLOUR.wait;
     const [t0, t1] = x.domain();
     const lo = GUTTER, hi = w - RIGHT, kx = (hi - lo) / (t1 - t0);
     let widest = 0;
@@ -828,7 +826,8 @@
       if (n && a <= list[n - 2] + list[n - 1]) list[n - 1] = Math.max(list[n - 1], a + wd - list[n - 2]);
       else list.push(a, wd);
     };
-    const holds = fifoRows.map((row, k) => {
+    const hatch = [], pale = [];
+    fifoRows.forEach((row, k) => {
       const top = k * FIFO_ROW;
       fctx.fillStyle = k % 2 ? '#f3f3f3' : '#fafafa';
       fctx.fillRect(lo, top, hi - lo, FIFO_ROW - 1);
@@ -836,19 +835,32 @@
       eachInterval(row.waits, t0, t1, lo, hi, kx, (a, b) => {
         if (b > a) { push(waits, a, b - a); widest = Math.max(widest, b - a); }
       });
-      for (let j = 0; j < waits.length; j += 2) hctx.fillRect(waits[j], top + 5, waits[j + 1], FIFO_ROW - 11);
       eachInterval(row.writes, t0, t1, lo, hi, kx, (a, b) => push(writes, a, Math.max(1, b - a)));
       eachInterval(row.reads, t0, t1, lo, hi, kx, (a, b) => push(reads, a, Math.max(1, b - a)));
-      return [writes, reads];
+      for (let j = 0; j < waits.length; j += 2) (waits[j + 1] < HATCH ? pale : hatch).push(waits[j], top, waits[j + 1]);
+      row.drawn = [writes, reads];
     });
-    hctx.globalCompositeOperation = 'destination-in';
-    hctx.drawImage(hatchMask, 0, 0);
-    hctx.globalCompositeOperation = 'source-over';
-    fctx.drawImage(hatchCanvas, 0, 0);
+    // Waiting, under the holds: the lines x + y = a multiple of HATCH, cut to each wait.
+    const ya = 5, yb = FIFO_ROW - 6;
+    fctx.fillStyle = COLOUR.wait;
+    fctx.globalAlpha = 0.35;
+    for (let j = 0; j < pale.length; j += 3) fctx.fillRect(pale[j], pale[j + 1] + ya, pale[j + 2], yb - ya);
+    fctx.globalAlpha = 1;
+    fctx.strokeStyle = COLOUR.wait; fctx.lineWidth = 1.5;
+    fctx.beginPath();
+    for (let j = 0; j < hatch.length; j += 3) {
+      const xa = hatch[j], xb = xa + hatch[j + 2], top = hatch[j + 1], y0 = top + ya, y1 = top + yb;
+      for (let c = Math.ceil((xa + y0) / HATCH) * HATCH; c < xb + y1; c += HATCH) {
+        // From the bottom edge (or the left) up to the top edge (or the right).
+        const p = Math.max(xa, c - y1), q = Math.min(xb, c - y0);
+        if (q > p) { fctx.moveTo(p, c - p); fctx.lineTo(q, c - q); }
+      }
+    }
+    fctx.stroke();
     // Holding, over the waits: dark for writes, light for reads.
-    holds.forEach(([writes, reads], k) => {
-      const top = k * FIFO_ROW;
-      fctx.fillStyle = nameColour[fifoRows[k].name];
+    fifoRows.forEach((row, k) => {
+      const top = k * FIFO_ROW, [writes, reads] = row.drawn;
+      fctx.fillStyle = nameColour[row.name];
       for (let j = 0; j < writes.length; j += 2) fctx.fillRect(writes[j], top + 3, writes[j + 1], FIFO_ROW - 7);
       fctx.globalAlpha = 0.55;
       for (let j = 0; j < reads.length; j += 2) fctx.fillRect(reads[j], top + 3, reads[j + 1], FIFO_ROW - 7);
