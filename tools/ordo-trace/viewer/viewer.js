@@ -751,11 +751,26 @@
   });
   const fifoCanvas = $('fifo-canvas'), fctx = fifoCanvas.getContext('2d');
   const FIFO_ROW = 20;
-  // Waiting is hatched: diagonal lines of the lock-wait colour, 6 px apart (drawn as lines, not
-  // as a pattern fill, which a canvas rasters pixel by pixel: at a million events that took
-  // most of a frame). A wait narrower than a hatch's period is a pale bar of the wait colour,
-  // about as dark as the hatching.
-  const HATCH = 6;
+  // Waiting is hatched: diagonal lines of the lock-wait colour, 6 px apart, the pattern's tile
+  // repeated from the canvas's corner. Not filled with the pattern each frame, which a canvas
+  // rasters pixel by pixel (most of a frame at a million events), nor stroked (a thousand
+  // slanted lines cost nearly as much): a strip of the hatching is filled once per width, and
+  // each wait copies its part, whole pixels, which is a plain copy. A wait narrower than a
+  // tile is a pale bar of the wait colour, about as dark as the hatching.
+  const HATCH = 6, HATCH_H = FIFO_ROW - 11;
+  const waitFill = (() => {
+    const c = document.createElement('canvas');
+    c.width = c.height = HATCH;
+    const g = c.getContext('2d');
+    g.strokeStyle = COLOUR.wait; g.lineWidth = 1.5;
+    g.beginPath();
+    for (const o of [-HATCH, 0, HATCH]) { g.moveTo(o, HATCH); g.lineTo(o + HATCH, 0); }
+    g.stroke();
+    return fctx.createPattern(c, 'repeat');
+  })();
+  // Its rows from the tile's row 0 on, HATCH more than a wait's height: a wait whose top is at
+  // row r of the canvas copies from row r mod HATCH.
+  const hatchStrip = document.createElement('canvas');
   let fifoRows = [];
   function chooseLocation(l) {
     const box = $('fifo-rows');
@@ -814,6 +829,12 @@
     if (fifoW !== w || fifoH !== h) {
       fifoCanvas.width = w; fifoCanvas.height = h;
       fifoCanvas.style.height = h + 'px';
+      if (hatchStrip.width !== w) {
+        hatchStrip.width = w; hatchStrip.height = HATCH_H + HATCH;
+        const g = hatchStrip.getContext('2d');
+        g.fillStyle = waitFill;
+        g.fillRect(0, 0, w, HATCH_H + HATCH);
+      }
       fifoW = w; fifoH = h;
     }
     fctx.clearRect(0, 0, w, h);
@@ -826,40 +847,39 @@
       if (n && a <= list[n - 2] + list[n - 1]) list[n - 1] = Math.max(list[n - 1], a + wd - list[n - 2]);
       else list.push(a, wd);
     };
-    const hatch = [], pale = [];
+    const hatch = [];
     fifoRows.forEach((row, k) => {
       const top = k * FIFO_ROW;
       fctx.fillStyle = k % 2 ? '#f3f3f3' : '#fafafa';
       fctx.fillRect(lo, top, hi - lo, FIFO_ROW - 1);
-      const waits = [], writes = [], reads = [];
+      // A pale wait is at least a pixel wide, as a hold is: thousands of slivers side by side
+      // zoomed out become one bar.
+      const pale = [], writes = [], reads = [];
       eachInterval(row.waits, t0, t1, lo, hi, kx, (a, b) => {
-        if (b > a) { push(waits, a, b - a); widest = Math.max(widest, b - a); }
+        if (!(b > a)) return;
+        widest = Math.max(widest, b - a);
+        if (b - a >= HATCH) hatch.push(a, top, b - a); else push(pale, a, Math.max(1, b - a));
       });
       eachInterval(row.writes, t0, t1, lo, hi, kx, (a, b) => push(writes, a, Math.max(1, b - a)));
       eachInterval(row.reads, t0, t1, lo, hi, kx, (a, b) => push(reads, a, Math.max(1, b - a)));
-      for (let j = 0; j < waits.length; j += 2) (waits[j + 1] < HATCH ? pale : hatch).push(waits[j], top, waits[j + 1]);
-      row.drawn = [writes, reads];
+      row.drawn = [pale, writes, reads];
     });
-    // Waiting, under the holds: the lines x + y = a multiple of HATCH, cut to each wait.
-    const ya = 5, yb = FIFO_ROW - 6;
+    // Waiting, under the holds.
+    const ya = 5, yb = ya + HATCH_H;
     fctx.fillStyle = COLOUR.wait;
     fctx.globalAlpha = 0.35;
-    for (let j = 0; j < pale.length; j += 3) fctx.fillRect(pale[j], pale[j + 1] + ya, pale[j + 2], yb - ya);
+    fifoRows.forEach((row, k) => {
+      const pale = row.drawn[0];
+      for (let j = 0; j < pale.length; j += 2) fctx.fillRect(pale[j], k * FIFO_ROW + ya, pale[j + 1], yb - ya);
+    });
     fctx.globalAlpha = 1;
-    fctx.strokeStyle = COLOUR.wait; fctx.lineWidth = 1.5;
-    fctx.beginPath();
     for (let j = 0; j < hatch.length; j += 3) {
-      const xa = hatch[j], xb = xa + hatch[j + 2], top = hatch[j + 1], y0 = top + ya, y1 = top + yb;
-      for (let c = Math.ceil((xa + y0) / HATCH) * HATCH; c < xb + y1; c += HATCH) {
-        // From the bottom edge (or the left) up to the top edge (or the right).
-        const p = Math.max(xa, c - y1), q = Math.min(xb, c - y0);
-        if (q > p) { fctx.moveTo(p, c - p); fctx.lineTo(q, c - q); }
-      }
+      const xa = Math.round(hatch[j]), xb = Math.round(hatch[j] + hatch[j + 2]), y0 = hatch[j + 1] + ya;
+      fctx.drawImage(hatchStrip, xa, y0 % HATCH, xb - xa, HATCH_H, xa, y0, xb - xa, HATCH_H);
     }
-    fctx.stroke();
     // Holding, over the waits: dark for writes, light for reads.
     fifoRows.forEach((row, k) => {
-      const top = k * FIFO_ROW, [writes, reads] = row.drawn;
+      const top = k * FIFO_ROW, [, writes, reads] = row.drawn;
       fctx.fillStyle = nameColour[row.name];
       for (let j = 0; j < writes.length; j += 2) fctx.fillRect(writes[j], top + 3, writes[j + 1], FIFO_ROW - 7);
       fctx.globalAlpha = 0.55;
