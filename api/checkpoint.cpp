@@ -7,12 +7,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <string_view>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -136,10 +142,26 @@ bool sync_dir(const fs::path& dir) {
   return fd.get() >= 0 && ::fsync(fd.get()) == 0;
 }
 
+// The test hook (ORDO_CHECKPOINT_TEST_KILL): this process dies here when it names this stage,
+// iteration and rank, as a crash at that moment would kill it.
+void test_stage(const char* stage, std::uint64_t iteration, unsigned rank) {
+  static const std::optional<CheckpointTestKill> kill = checkpoint_test_kill_setting();
+  if (!kill || kill->stage != stage || kill->iteration != iteration || kill->rank != rank) return;
+  std::fprintf(stderr, "ordo: test hook: rank %u killed at stage '%s' of checkpoint %llu\n", rank,
+               stage, static_cast<unsigned long long>(iteration));
+  ::raise(SIGKILL);
+}
+
+// Where a file's writing is, for test_stage: null, or the iteration and rank it belongs to.
+struct Stages {
+  std::uint64_t iteration;
+  unsigned rank;
+};
+
 // Writes `path` atomically: `fill(fd)` writes a temporary file beside it, which is synced and
 // renamed over `path`, and the directory synced. "" or the error.
 template <class Fill>
-std::string write_atomically(const fs::path& path, Fill&& fill) {
+std::string write_atomically(const fs::path& path, Fill&& fill, const Stages* stages = nullptr) {
   const fs::path tmp = path.string() + ".tmp";
   if (const std::string why = files::output_refusal(path.string()); !why.empty())
     return "cannot write " + path.string() + ": " + why;
@@ -147,11 +169,14 @@ std::string write_atomically(const fs::path& path, Fill&& fill) {
   if (fd.get() < 0) return "cannot create " + tmp.string() + ": " + errno_text();
   if (!files::keep_mode(tmp.string(), path.string()))
     return "cannot give " + tmp.string() + " the mode of " + path.string() + ": " + errno_text();
-  if (!fill(fd.get()) || ::fsync(fd.get()) != 0 || !fd.close()) {
+  bool ok = fill(fd.get());
+  if (ok && stages) test_stage("fsync", stages->iteration, stages->rank);
+  if (!ok || ::fsync(fd.get()) != 0 || !fd.close()) {
     const std::string e = "cannot write " + tmp.string() + ": " + errno_text();
     ::unlink(tmp.c_str());
     return e;
   }
+  if (stages) test_stage("rename", stages->iteration, stages->rank);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string e = "cannot rename " + tmp.string() + ": " + errno_text();
     ::unlink(tmp.c_str());
@@ -219,10 +244,21 @@ bool saved_here(const rt::Engine& engine, const rt::Graph& graph, std::uint32_t 
   return is_home(engine, location) && !is_rank_copy(graph, location);
 }
 
-std::string write_part(const rt::Engine& engine, const rt::Graph& graph, const fs::path& sub,
-                       std::uint64_t fingerprint, std::uint64_t iteration) {
+// What one rank's part holds: its header, table and names, and where each saved location's
+// bytes are (the locations themselves, or their copy).
+struct PartImage {
+  PartHeader header{};
+  std::vector<TableEntry> table;
+  std::string names;
+  std::vector<const char*> bytes;  // per table entry
+  std::uint64_t total = 0;         // bytes of the locations
+};
+
+PartImage part_image(const rt::Engine& engine, const rt::Graph& graph, std::uint64_t fingerprint,
+                     std::uint64_t iteration) {
   const auto& locs = graph.locations();
-  PartHeader h{};
+  PartImage p;
+  PartHeader& h = p.header;
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
   h.rank = engine.rank();
@@ -234,25 +270,53 @@ std::string write_part(const rt::Engine& engine, const rt::Graph& graph, const f
   for (std::uint32_t l = 0; l < locs.size(); ++l)
     if (saved_here(engine, graph, l)) saved.push_back(l), names += locs[l].name.size();
   h.records = saved.size();
-  std::vector<TableEntry> table(saved.size());
+  p.table.resize(saved.size());
   std::uint64_t at = sizeof h + saved.size() * sizeof(TableEntry) + names;
-  std::string blob;
-  blob.reserve(names);
+  p.names.reserve(names);
   for (std::size_t i = 0; i < saved.size(); ++i) {
     const rt::LocationDesc& d = locs[saved[i]];
-    table[i] = {at, graph.bytes_of(saved[i]), static_cast<std::uint32_t>(d.name.size()), 0};
-    at += table[i].bytes;
-    blob += d.name;
+    p.table[i] = {at, graph.bytes_of(saved[i]), static_cast<std::uint32_t>(d.name.size()), 0};
+    at += p.table[i].bytes;
+    p.total += p.table[i].bytes;
+    p.names += d.name;
+    p.bytes.push_back(reinterpret_cast<const char*>(graph.data(saved[i])));
   }
-  return write_atomically(sub / ("rank-" + std::to_string(engine.rank()) + ".part"), [&](int fd) {
-    if (!write_all(fd, &h, sizeof h) ||
-        !write_all(fd, table.data(), table.size() * sizeof(TableEntry)) ||
-        !write_all(fd, blob.data(), blob.size()))
-      return false;
-    for (std::size_t i = 0; i < saved.size(); ++i)
-      if (!write_all(fd, graph.data(saved[i]), table[i].bytes)) return false;
-    return true;
-  });
+  return p;
+}
+
+fs::path part_path(const fs::path& sub, unsigned rank) {
+  return sub / ("rank-" + std::to_string(rank) + ".part");
+}
+
+std::string write_part(const PartImage& p, const fs::path& sub) {
+  const Stages stages{p.header.iteration, p.header.rank};
+  return write_atomically(
+      part_path(sub, p.header.rank),
+      [&](int fd) {
+        if (!write_all(fd, &p.header, sizeof p.header) ||
+            !write_all(fd, p.table.data(), p.table.size() * sizeof(TableEntry)) ||
+            !write_all(fd, p.names.data(), p.names.size()))
+          return false;
+        for (std::size_t i = 0; i < p.table.size(); ++i) {
+          if (i == p.table.size() / 2) test_stage("write", p.header.iteration, p.header.rank);
+          if (!write_all(fd, p.bytes[i], p.table[i].bytes)) return false;
+        }
+        return true;
+      },
+      &stages);
+}
+
+// Whether rank `w`'s part of the checkpoint `h` describes is in `sub`: renamed there, hence on
+// disk (a part is renamed only once synced), and of this checkpoint (its header's).
+bool part_present(const fs::path& sub, unsigned w, const PartHeader& h) {
+  std::string why;
+  const int raw = files::open_regular(part_path(sub, w).string(), why);
+  if (raw < 0) return false;
+  Fd fd(raw);
+  PartHeader got{};
+  return read_all(fd.get(), &got, sizeof got, 0) && std::memcmp(got.magic, kMagic, 8) == 0 &&
+         got.version == kVersion && got.rank == w && got.ranks == h.ranks && got.graph == h.graph &&
+         got.iteration == h.iteration;
 }
 
 // The first non-empty entry of `all`, as "rank R: what", or "".
@@ -486,7 +550,11 @@ void remove_older(const fs::path& dir, std::uint64_t newest, unsigned keep) {
       ++kept;
       continue;
     }
-    std::error_code ignored;  // a leftover is harmless: the newest complete one is read
+    // The manifest first: a removal cut short leaves an incomplete checkpoint, never one that
+    // claims parts it lacks. A leftover is harmless: the newest complete one is read.
+    std::error_code ignored;
+    fs::remove(sub / "manifest", ignored);
+    test_stage("remove", newest, 0);
     fs::remove_all(sub, ignored);
   }
 }
@@ -588,24 +656,232 @@ CheckpointLock prepare_checkpoint_dir(const std::string& dir, bool lock) {
   return held;
 }
 
-std::string write_checkpoint(rt::Engine& engine, const rt::Graph& graph, const std::string& dir,
-                             std::uint64_t iteration, unsigned keep) {
-  const std::uint64_t fingerprint = checkpoint_fingerprint(graph);
-  const fs::path sub = fs::path(dir) / checkpoint_name(iteration);
-  std::error_code ec;
-  fs::create_directories(sub, ec);
-  std::string mine = ec ? "cannot create " + sub.string() + ": " + ec.message()
-                        : write_part(engine, graph, sub, fingerprint, iteration);
-  // Every part is on disk before the manifest exists: the checkpoint counts from its rename.
-  if (std::string e = first_error(engine.gather(mine)); !e.empty()) return e;
-  mine.clear();
-  if (engine.rank() == 0) {
-    const std::string text = format_manifest({fingerprint, iteration, engine.ranks()});
-    mine = write_atomically(sub / "manifest",
-                            [&](int fd) { return write_all(fd, text.data(), text.size()); });
-    if (mine.empty()) remove_older(dir, iteration, keep);
+struct CheckpointWriter::Pending {
+  PartImage image;
+  fs::path dir, sub;
+  unsigned keep = 2;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool part_done = false;  // this rank's part is written (or failed: part_error)
+  std::string part_error;
+  bool all_parts = false;  // rank 0, told at the completion: every rank's part is on disk
+  bool cancel = false;     // rank 0: stop waiting, write no manifest
+  // Rank 0 looks for the others' parts in the directory (else it waits to be told): only
+  // where no part of a killed job can be there (removed at the pause, with the copy).
+  bool look = false;
+  std::string manifest_error;
+  std::thread thread;
+
+  std::uint64_t iteration() const { return image.header.iteration; }
+  void set_part(std::string error) {
+    std::lock_guard lock(mu);
+    part_error = std::move(error);
+    part_done = true;
+    cv.notify_all();
   }
-  return first_error(engine.gather(mine));
+  void wait_part() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [this] { return part_done; });
+  }
+  void tell(bool complete) {
+    {
+      std::lock_guard lock(mu);
+      (complete ? all_parts : cancel) = true;
+    }
+    cv.notify_all();
+    if (thread.joinable()) thread.join();
+  }
+
+  // The thread: this rank's part; on rank 0 then, once every rank's part is on disk (seen in
+  // the directory, or told at the completion), the manifest and the removal of older ones.
+  void write() {
+    set_part(write_part(image, sub));
+    if (image.header.rank != 0 || !part_error.empty()) return;
+    const unsigned ranks = image.header.ranks;
+    std::vector<bool> seen(ranks, false);
+    seen[0] = true;
+    auto wait = std::chrono::milliseconds(1);
+    for (;;) {
+      {
+        std::unique_lock lock(mu);
+        if (cancel) return;
+        if (all_parts) break;
+      }
+      bool all = look;
+      for (unsigned w = 1; w < ranks && all; ++w)
+        all = all && (seen[w] || (seen[w] = part_present(sub, w, image.header)));
+      if (all) break;
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, wait, [this] { return cancel || all_parts; });
+      wait = std::min(wait * 2, std::chrono::milliseconds(50));
+    }
+    manifest_error = write_manifest(dir, sub, image.header, keep);
+  }
+
+  // Rank 0, every part on disk: the manifest (the checkpoint counts from its rename), then the
+  // older checkpoints beyond `keep` go.
+  static std::string write_manifest(const fs::path& dir, const fs::path& sub, const PartHeader& h,
+                                    unsigned keep) {
+    test_stage("manifest", h.iteration, 0);
+    const std::string text = format_manifest({h.graph, h.iteration, h.ranks});
+    std::string e = write_atomically(
+        sub / "manifest", [&](int fd) { return write_all(fd, text.data(), text.size()); });
+    if (e.empty()) remove_older(dir, h.iteration, keep);
+    return e;
+  }
+};
+
+CheckpointWriter::CheckpointWriter(CheckpointPolicy policy) : policy_(std::move(policy)) {}
+
+CheckpointWriter::~CheckpointWriter() { abandon(); }
+
+void CheckpointWriter::abandon() {
+  if (!pending_) return;
+  pending_->tell(false);
+  pending_.reset();
+}
+
+namespace {
+constexpr const char* kRankFailed = "a rank failed while the checkpoints were written";
+}  // namespace
+
+bool CheckpointWriter::collect(rt::Engine& engine, Completion& c,
+                               std::optional<std::uint64_t> next) {
+  if (pending_) {
+    pending_->wait_part();
+    const auto parts = engine.gather(pending_->part_error);
+    if (!parts) {
+      abandon();
+      return false;
+    }
+    c.failed = first_error(parts);
+    c.iteration = pending_->iteration();
+    pending_->tell(c.failed.empty());
+  }
+  // Rank 0 alone touches the directories now: no thread writes, and no rank writes before the
+  // next round. A failed checkpoint goes (on a full disk it holds the room the next one needs),
+  // so does what a killed job left of the next one (its parts must not count as this job's).
+  if (engine.rank() == 0) {
+    std::error_code ignored;
+    if (pending_ && c.failed.empty()) c.mine = pending_->manifest_error;
+    if (pending_ && !(c.failed.empty() && c.mine.empty())) fs::remove_all(pending_->sub, ignored);
+    if (next) fs::remove_all(fs::path(policy_.dir) / checkpoint_name(*next), ignored);
+  }
+  pending_.reset();
+  return true;
+}
+
+std::string CheckpointWriter::verdict(const rt::Engine& engine, Completion& c,
+                                      const std::vector<std::string>& manifests) {
+  if (!c.iteration) return "";
+  if (c.failed.empty())
+    for (std::size_t r = 0; r < manifests.size() && c.failed.empty(); ++r)
+      if (!manifests[r].empty()) c.failed = "rank " + std::to_string(r) + ": " + manifests[r];
+  if (c.failed.empty()) return "";
+  const std::string failed = "the checkpoint of iteration " + std::to_string(*c.iteration) +
+                             " in '" + policy_.dir + "' failed: " + c.failed;
+  if (!policy_.keep_going) return failed;
+  if (engine.rank() == 0)
+    std::fprintf(stderr,
+                 "ordo: warning: %s; the run goes on (ORDO_CHECKPOINT_ON_FAILURE=continue), "
+                 "the previous checkpoint is kept\n",
+                 failed.c_str());
+  return "";
+}
+
+std::string CheckpointWriter::complete_pending(rt::Engine& engine) {
+  if (!pending_) return "";
+  Completion c;
+  if (!collect(engine, c, std::nullopt)) return kRankFailed;
+  const auto manifests = engine.gather(c.mine);
+  if (!manifests) return kRankFailed;
+  return verdict(engine, c, *manifests);
+}
+
+std::unique_ptr<CheckpointWriter::Pending> CheckpointWriter::prepare(const rt::Engine& engine,
+                                                                     const rt::Graph& graph,
+                                                                     std::uint64_t iteration,
+                                                                     bool& copied) {
+  auto p = std::make_unique<Pending>();
+  p->dir = policy_.dir;
+  p->sub = fs::path(policy_.dir) / checkpoint_name(iteration);
+  p->keep = policy_.keep;
+  p->look = policy_.copy;
+  p->image = part_image(engine, graph, checkpoint_fingerprint(graph), iteration);
+  copied = false;
+  if (!policy_.copy) return p;
+  if (p->image.total > copy_bytes_) {
+    copy_.reset(new (std::nothrow) char[p->image.total]);
+    copy_bytes_ = copy_ ? p->image.total : 0;
+    if (!copy_ && !copy_refused_)
+      std::fprintf(stderr,
+                   "ordo: warning: rank %u has no memory for a copy of its checkpoint (%llu "
+                   "bytes): written with the run stopped, as with ORDO_CHECKPOINT_COPY=0\n",
+                   engine.rank(), static_cast<unsigned long long>(p->image.total));
+    copy_refused_ = copy_refused_ || !copy_;
+  }
+  if (!copy_) return p;
+  // The locations' bytes now, at the iteration boundary; the thread writes the copy.
+  char* to = copy_.get();
+  for (std::size_t i = 0; i < p->image.bytes.size(); ++i) {
+    if (i == p->image.bytes.size() / 2) test_stage("copy", iteration, engine.rank());
+    std::memcpy(to, p->image.bytes[i], p->image.table[i].bytes);
+    p->image.bytes[i] = to;
+    to += p->image.table[i].bytes;
+  }
+  copied = true;
+  return p;
+}
+
+void CheckpointWriter::start(std::unique_ptr<Pending> p) {
+  std::error_code ec;
+  fs::create_directories(p->sub, ec);
+  if (ec) {
+    p->set_part("cannot create " + p->sub.string() + ": " + ec.message());
+  } else {
+    Pending& raw = *p;
+    p->thread = std::thread([&raw] { raw.write(); });
+  }
+  pending_ = std::move(p);
+}
+
+std::string CheckpointWriter::at_pause(rt::Engine& engine, const rt::Graph& graph,
+                                       std::uint64_t iteration) {
+  const std::string stopped = "; the run stopped after iteration " + std::to_string(iteration) +
+                              " (the previous checkpoint is kept)";
+  bool copied = false;
+  if (!policy_.copy) {
+    // Every part written, then the manifest, with the run stopped (a stale part of a killed
+    // job is overwritten before the manifest is written).
+    start(prepare(engine, graph, iteration, copied));
+    std::string e = complete_pending(engine);
+    return e.empty() ? e : e + stopped;
+  }
+  Completion c;
+  if (!collect(engine, c, iteration)) return kRankFailed;
+  auto p = prepare(engine, graph, iteration, copied);
+  // The copy precedes the round: no rank runs on (and, sharing memory with this one, writes
+  // its locations) before every rank has its copy.
+  const auto round = engine.gather((copied ? "c" : "u") + c.mine);
+  if (!round) return kRankFailed;
+  std::vector<std::string> manifests;
+  bool all_copied = true;
+  for (const std::string& r : *round) {
+    all_copied = all_copied && r[0] == 'c';
+    manifests.push_back(r.substr(1));
+  }
+  if (std::string e = verdict(engine, c, manifests); !e.empty()) return e + stopped;
+  start(std::move(p));
+  if (all_copied) return "";
+  // A rank without its copy writes from its locations: every rank stays in the pause until
+  // the checkpoint is complete.
+  std::string e = complete_pending(engine);
+  return e.empty() ? e : e + stopped;
+}
+
+std::string CheckpointWriter::finish(rt::Engine& engine) {
+  std::string e = complete_pending(engine);
+  return e.empty() ? e : e + " (the previous checkpoint is kept)";
 }
 
 bool has_checkpoint_to_resume(const std::string& dir) {

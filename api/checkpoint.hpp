@@ -1,7 +1,8 @@
 // Checkpoints of a graph's locations between iterations, and the restart from them
 // (docs/checkpoint.md). A checkpoint is a directory DIR/ckpt-<iteration> holding one part per
-// rank (rank-<r>.part: that rank's home locations) and a manifest that rank 0 writes last,
-// once every rank's part is on disk: without the manifest the checkpoint does not count.
+// rank (rank-<r>.part: that rank's home locations, written from a copy while the run goes on,
+// or with the run stopped) and a manifest that rank 0 writes last, once every rank's part is on
+// disk: without the manifest the checkpoint does not count.
 // Every file is written atomically (a temporary file beside it, fsync, rename). Files are read
 // as hostile input: every size is checked against the file and the graph before anything is
 // read into a location.
@@ -9,7 +10,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "api/checkpoint_manifest.hpp"
 #include "runtime/engine.hpp"
@@ -37,12 +41,68 @@ class CheckpointLock {
 // Runtime is built, so a bad directory fails before any iteration runs).
 CheckpointLock prepare_checkpoint_dir(const std::string& dir, bool lock);
 
-// Collective (a pause of Engine::run, every rank): writes this rank's part of the checkpoint of
-// `graph` after `iteration`, then rank 0 the manifest, then removes the checkpoints older than
-// the newest `keep` complete ones.
-// Returns "" once the checkpoint is complete, else what went wrong (the same on every rank).
-std::string write_checkpoint(rt::Engine& engine, const rt::Graph& graph, const std::string& dir,
-                             std::uint64_t iteration, unsigned keep);
+// How a job writes its checkpoints (docs/checkpoint.md): where, how many it keeps, whether it
+// copies each checkpoint's bytes and writes them while the run goes on (ORDO_CHECKPOINT_COPY),
+// and whether a checkpoint that cannot be written stops the run (ORDO_CHECKPOINT_ON_FAILURE).
+struct CheckpointPolicy {
+  std::string dir;
+  unsigned keep = 2;
+  bool copy = true;
+  bool keep_going = false;
+};
+
+// Writes the checkpoints of one run at its pauses. With `copy`, a pause copies this rank's
+// saved locations into memory and a thread writes them while the next iterations run; the
+// checkpoint is completed (rank 0's manifest, once every part is durably on disk) by that
+// thread as soon as it sees every part, at the latest at the next pause or at the run's end.
+// Without `copy`, a pause writes the part and the manifest with the run stopped.
+class CheckpointWriter {
+ public:
+  explicit CheckpointWriter(CheckpointPolicy policy);
+  ~CheckpointWriter();  // abandon()
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+  // Collective (a pause of Engine::run, every rank): completes the checkpoint still being
+  // written, then begins the one of `iteration`. "" to go on, else why the run stops there
+  // (the same on every rank); a failed checkpoint with keep_going is reported instead.
+  std::string at_pause(rt::Engine& engine, const rt::Graph& graph, std::uint64_t iteration);
+  // Collective, once a run returned: completes the checkpoint still being written. "" or why
+  // it failed (with keep_going: reported, and "").
+  std::string finish(rt::Engine& engine);
+  // A failed run: stops the thread, without talking to the other ranks; a checkpoint still
+  // being written stays incomplete.
+  void abandon();
+
+  struct Pending;  // the checkpoint a thread writes (checkpoint.cpp)
+
+ private:
+  // What the first round of a completion found: the pending checkpoint's iteration, why it
+  // failed (known to every rank), and rank 0's manifest error (told in the second round).
+  struct Completion {
+    std::optional<std::uint64_t> iteration;
+    std::string failed, mine;
+  };
+  // The first round (collective): every rank's part written? Rank 0 then completes the
+  // checkpoint, and removes a failed one and what a killed job left of `next`. False when a
+  // rank failed.
+  bool collect(rt::Engine& engine, Completion& c, std::optional<std::uint64_t> next);
+  // After the second round (rank 0's manifest error in `manifests`): "" or why the run stops.
+  std::string verdict(const rt::Engine& engine, Completion& c,
+                      const std::vector<std::string>& manifests);
+  // Both rounds, for the checkpoint still being written (none: nothing to do).
+  std::string complete_pending(rt::Engine& engine);
+  // This rank's part of the checkpoint of `iteration`; `copied` when its bytes are copied.
+  std::unique_ptr<Pending> prepare(const rt::Engine& engine, const rt::Graph& graph,
+                                   std::uint64_t iteration, bool& copied);
+  // Starts the thread that writes `p`, now the pending checkpoint.
+  void start(std::unique_ptr<Pending> p);
+  CheckpointPolicy policy_;
+  std::unique_ptr<Pending> pending_;
+  std::unique_ptr<char[]> copy_;  // the copy of this rank's saved bytes, kept between pauses
+  std::size_t copy_bytes_ = 0;
+  bool copy_refused_ = false;  // said once: no memory for the copy, written with the run stopped
+};
 
 // Checks this rank's home locations after a checkpoint filled them and before anything reads
 // them: "" or what is wrong. Layers that keep state of their own inside locations (the stencil
@@ -67,5 +127,18 @@ bool has_checkpoint_to_resume(const std::string& dir);
 // the library's one reader of the environment; throw Error for a value that is not a count.
 unsigned checkpoint_keep_setting();
 unsigned relaunch_setting();
+// ORDO_CHECKPOINT_COPY (on unless 0/off) and ORDO_CHECKPOINT_ON_FAILURE (stop, the default, or
+// continue: true); Error for another value.
+bool checkpoint_copy_setting();
+bool checkpoint_keep_going_setting();
+// ORDO_CHECKPOINT_TEST_KILL=stage:iteration:rank, a test's hook: that rank kills its own
+// process (SIGKILL) at that stage of the checkpoint of that iteration (stages: copy, write,
+// fsync, rename, manifest, remove), as a crash there would.
+struct CheckpointTestKill {
+  std::string stage;
+  std::uint64_t iteration = 0;
+  unsigned rank = 0;
+};
+std::optional<CheckpointTestKill> checkpoint_test_kill_setting();
 
 }  // namespace ordo::detail

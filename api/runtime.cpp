@@ -105,7 +105,12 @@ struct Runtime::Impl {
         checkpoint_lock(s.checkpoint_dir.empty()
                             ? detail::CheckpointLock{}
                             : detail::prepare_checkpoint_dir(s.checkpoint_dir, boot->rank() == 0)),
-        checkpoint_keep(s.checkpoint_dir.empty() ? 2 : detail::checkpoint_keep_setting()),
+        checkpoint_writer(
+            s.checkpoint_dir.empty()
+                ? nullptr
+                : std::make_unique<detail::CheckpointWriter>(detail::CheckpointPolicy{
+                      s.checkpoint_dir, detail::checkpoint_keep_setting(),
+                      detail::checkpoint_copy_setting(), detail::checkpoint_keep_going_setting()})),
         stacks(make_stacks(s.fiber_stack_size)),
         pool_config(workers_config(s, *boot)),
         net(connect_ranks(std::move(boot), s)),
@@ -212,23 +217,33 @@ struct Runtime::Impl {
   // ends the run and is thrown by checked().
   std::optional<rt::Engine::Pause> checkpoints(Graph& graph, rt::Engine& engine) {
     checkpoint_error.clear();
-    if (settings.checkpoint_dir.empty()) return std::nullopt;
+    if (!checkpoint_writer) return std::nullopt;
     rt::Engine::Pause p;
     p.every = settings.checkpoint_every;
     p.at = [this, &graph, &engine](std::uint64_t iteration) {
       checkpoint_error =
-          detail::write_checkpoint(engine, detail::impl_of(graph).graph, settings.checkpoint_dir,
-                                   iteration, checkpoint_keep);
-      if (!checkpoint_error.empty())
-        checkpoint_error = "the checkpoint of iteration " + std::to_string(iteration) + " in '" +
-                           settings.checkpoint_dir + "' failed: " + checkpoint_error +
-                           "; the run stopped there (the previous checkpoint is kept)";
+          checkpoint_writer->at_pause(engine, detail::impl_of(graph).graph, iteration);
       return checkpoint_error.empty();
     };
     return p;
   }
-  std::uint64_t checked(std::uint64_t iterations) const {
-    if (!checkpoint_error.empty()) throw Error(checkpoint_error);
+  // Runs `run` (the engine's run with the pause above): a checkpoint still being written when
+  // it returns is completed (every rank, collective), and abandoned when the run failed.
+  template <class F>
+  std::uint64_t checked(rt::Engine& engine, F&& run) {
+    std::uint64_t iterations = 0;
+    try {
+      iterations = run();
+    } catch (...) {
+      if (checkpoint_writer) checkpoint_writer->abandon();
+      throw;
+    }
+    if (checkpoint_error.empty() && checkpoint_writer)
+      checkpoint_error = checkpoint_writer->finish(engine);
+    if (!checkpoint_error.empty()) {
+      checkpoint_writer->abandon();
+      throw Error(checkpoint_error);
+    }
     return iterations;
   }
 
@@ -247,7 +262,8 @@ struct Runtime::Impl {
 
   detail::Settings settings;
   detail::CheckpointLock checkpoint_lock;
-  unsigned checkpoint_keep;  // ORDO_CHECKPOINT_KEEP, read when the Runtime is built
+  // After the lock: its thread ends before the lock goes.
+  std::unique_ptr<detail::CheckpointWriter> checkpoint_writer;
   std::string checkpoint_error;
   // Declared before the pool: destroyed after it, so the workers (fibers' stacks, the last
   // unparks recorded when the pool stops) still find them.
@@ -388,12 +404,14 @@ RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   const auto pause = impl_->checkpoints(graph, engine);
-  stats.iterations = impl_->checked(failing_typed([&] {
-    return impl_->traced(graph, engine, iterations, agreed ? nullptr : &call, [&] {
-      return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get(),
-                        pause ? &*pause : nullptr);
+  stats.iterations = impl_->checked(engine, [&] {
+    return failing_typed([&] {
+      return impl_->traced(graph, engine, iterations, agreed ? nullptr : &call, [&] {
+        return engine.run(impl_->pool, iterations, {}, 0, impl_->stacks.get(),
+                          pause ? &*pause : nullptr);
+      });
     });
-  }));
+  });
   stats.seconds = seconds_since(t0);
   return stats;
 }
@@ -440,16 +458,18 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
   const auto pause = impl_->checkpoints(graph, engine);
-  stats.iterations = impl_->checked(failing_typed([&] {
-    return impl_->traced(graph, engine, until.max_iterations, agreed ? nullptr : &call, [&] {
-      if (decision)
-        return engine.run(impl_->pool, until.max_iterations, {}, until.check_every,
-                          impl_->stacks.get(), pause ? &*pause : nullptr, &*decision);
-      return engine.run(impl_->pool, until.max_iterations,
-                        [&](std::uint64_t) { return until.done(graph); }, until.check_every,
-                        impl_->stacks.get(), pause ? &*pause : nullptr);
+  stats.iterations = impl_->checked(engine, [&] {
+    return failing_typed([&] {
+      return impl_->traced(graph, engine, until.max_iterations, agreed ? nullptr : &call, [&] {
+        if (decision)
+          return engine.run(impl_->pool, until.max_iterations, {}, until.check_every,
+                            impl_->stacks.get(), pause ? &*pause : nullptr, &*decision);
+        return engine.run(
+            impl_->pool, until.max_iterations, [&](std::uint64_t) { return until.done(graph); },
+            until.check_every, impl_->stacks.get(), pause ? &*pause : nullptr);
+      });
     });
-  }));
+  });
   stats.seconds = seconds_since(t0);
   return stats;
 }

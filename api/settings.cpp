@@ -222,6 +222,46 @@ unsigned checkpoint_keep_setting() {
   return static_cast<unsigned>(*n);
 }
 
+bool checkpoint_copy_setting() {
+  switch (switch_env("ORDO_CHECKPOINT_COPY")) {
+    case Switch::on:
+    case Switch::unset: return true;
+    case Switch::off: return false;
+    case Switch::invalid: break;
+  }
+  throw Error(quoted("ORDO_CHECKPOINT_COPY", env("ORDO_CHECKPOINT_COPY")) +
+              " is not understood: give 1 (or on) to copy a checkpoint's bytes and write them "
+              "while the run goes on, 0 (or off) to write them with the run stopped (no copy "
+              "in memory), or leave it unset (on)");
+}
+
+bool checkpoint_keep_going_setting() {
+  const char* v = env("ORDO_CHECKPOINT_ON_FAILURE");
+  if (v == nullptr || std::string_view(v) == "stop") return false;
+  if (std::string_view(v) == "continue") return true;
+  throw Error(quoted("ORDO_CHECKPOINT_ON_FAILURE", v) +
+              " is not understood: give 'stop' (a checkpoint that cannot be written stops the "
+              "run) or 'continue' (it is reported and the run goes on), or leave it unset (stop)");
+}
+
+std::optional<CheckpointTestKill> checkpoint_test_kill_setting() {
+  // A test's hook, "stage:iteration:rank": the writer kills its own process there, as a crash
+  // at that moment would (tests/api/checkpoint_test.py).
+  const char* v = env("ORDO_CHECKPOINT_TEST_KILL");
+  if (v == nullptr) return std::nullopt;
+  const std::string s(v);
+  const std::size_t a = s.find(':'), b = a == std::string::npos ? a : s.find(':', a + 1);
+  std::optional<unsigned long long> k, r;
+  if (b != std::string::npos) {
+    k = number(s.substr(a + 1, b - a - 1).c_str(), ~0ull);
+    r = number(s.substr(b + 1).c_str(), 1u << 30);
+  }
+  if (!k || !r)
+    throw Error(quoted("ORDO_CHECKPOINT_TEST_KILL", v) +
+                " is not 'stage:iteration:rank' (a test's hook); unset it");
+  return CheckpointTestKill{s.substr(0, a), *k, static_cast<unsigned>(*r)};
+}
+
 unsigned relaunch_setting() {
   // Like ORDO_RANK it says how the process was started: a value that is not a count is the
   // launcher's mistake, reported.
