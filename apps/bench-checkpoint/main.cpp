@@ -9,7 +9,15 @@
 // Output, one line:
 //   bench=checkpoint bytes=B locations=L plain_gbps=P checkpoint_gbps=C ratio=R
 // (ratio: checkpoint seconds / plain-write seconds; 1 means a checkpoint costs what the disk
-// needs to take its bytes.) Exit status: 0 ok, 2 bad command line or an I/O error.
+// needs to take its bytes.)
+// With --app heat2d (or another stencil app): the slowdown of a whole run. The app's binary
+// (found beside this one, or in --bin-dir) runs --iters steps of --size three ways, --reps
+// times in turn: without checkpoints, with one every --every steps written from a copy while
+// the run goes on (the default), and with ORDO_CHECKPOINT_COPY=0 (written with the run
+// stopped). The run's own seconds (its seconds= field) are compared, per repetition; medians:
+//   bench=checkpoint-slowdown app=A size=S iters=I every=N plain_s=P copy_s=C stopped_s=T
+//     copy_ratio=C/P stopped_ratio=T/P
+// Exit status: 0 ok, 2 bad command line, an I/O error or a failed run of the app.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -24,6 +32,7 @@
 
 #include "app_cli.hpp"
 #include "bench_numbers.hpp"
+#include "bench_process.hpp"
 #include "cli_number.hpp"
 
 namespace {
@@ -81,6 +90,61 @@ double plain_write(const Blocks& blocks, const fs::path& dir) {
   return seconds_since(t0);
 }
 
+// The seconds= field of an app's result line.
+double run_seconds(const ordo::bench::CommandOutput& out, const std::string& what) {
+  const std::size_t at = out.text.find(" seconds=");
+  if (out.status != 0 || at == std::string::npos)
+    throw ordo::Error(what + " failed (exit " + std::to_string(out.status) +
+                      "): " + ordo::bench::last_lines(out.text, 5));
+  return std::stod(out.text.substr(at + 9));
+}
+
+struct Slowdown {
+  std::string app, size, bin_dir;
+  std::uint64_t iters = 300, every = 50;
+  unsigned reps = 3, workers = 0;
+};
+
+// The --app mode: the app's run without checkpoints, with them from a copy, and with them
+// written with the run stopped, in turn; each repetition's ratios, then their medians.
+int slowdown(const Slowdown& o, const fs::path& dir) {
+  const auto bin = ordo::bench::find_binary("ordo-" + o.app, o.bin_dir);
+  if (!bin)
+    throw ordo::Error("cannot find ordo-" + o.app + " beside this benchmark; give --bin-dir");
+  std::vector<std::string> base = {"env", bin->string(), "--size", o.size, "--iters",
+                                   std::to_string(o.iters)};
+  if (o.workers) base.insert(base.end(), {"--workers", std::to_string(o.workers)});
+  std::vector<double> plain, copy, stopped, copy_ratio, stopped_ratio;
+  for (unsigned r = 0; r < o.reps; ++r) {
+    auto timed = [&](const char* copy_setting) {
+      std::vector<std::string> argv = base;
+      if (copy_setting) {
+        const fs::path ckpt = dir / "ckpt";
+        argv.insert(argv.begin() + 1, std::string("ORDO_CHECKPOINT_COPY=") + copy_setting);
+        argv.insert(argv.end(), {"--checkpoint", ckpt.string(), "--checkpoint-every",
+                                 std::to_string(o.every)});
+        const double s = run_seconds(ordo::bench::run_command(argv, 3600),
+                                     "ordo-" + o.app + " with checkpoints");
+        std::error_code ec;
+        fs::remove_all(ckpt, ec);
+        return s;
+      }
+      return run_seconds(ordo::bench::run_command(argv, 3600), "ordo-" + o.app);
+    };
+    plain.push_back(timed(nullptr));
+    copy.push_back(timed("1"));
+    stopped.push_back(timed("0"));
+    copy_ratio.push_back(copy.back() / plain.back());
+    stopped_ratio.push_back(stopped.back() / plain.back());
+  }
+  using ordo::bench::median;
+  fmt::print("bench=checkpoint-slowdown app={} size={} iters={} every={} plain_s={:.3f} "
+             "copy_s={:.3f} stopped_s={:.3f} copy_ratio={:.3f} stopped_ratio={:.3f}\n",
+             o.app, o.size, o.iters, o.every, median(plain), median(copy), median(stopped),
+             median(copy_ratio), median(stopped_ratio));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,12 +166,30 @@ int main(int argc, char** argv) {
         ->check(ordo::cli::Integer(1, ordo::app::max_workers));
     cli.add_option("--dir", dir_text,
                    "directory on the disk to measure (default: a new one in $TMPDIR or /tmp)");
-    cli.add_flag("--quick", quick, "64 MiB, 3 repetitions (the benchmark suite's smoke run)");
+    cli.add_flag("--quick", quick,
+                 "64 MiB, 3 repetitions (the benchmark suite's smoke run); with --app: "
+                 "1024x1024, 100 steps, every 25");
+    Slowdown sd;
+    cli.add_option("--app", sd.app,
+                   "measure the slowdown of this stencil app's run instead (heat2d, ...)");
+    cli.add_option("--size", sd.size, "with --app: the grid (default 8192x8192)");
+    cli.add_option("--iters", sd.iters, "with --app: steps")
+        ->check(ordo::cli::Integer(1, 1u << 30))->capture_default_str();
+    cli.add_option("--every", sd.every, "with --app: steps between checkpoints")
+        ->check(ordo::cli::Integer(1, 1u << 30))->capture_default_str();
+    cli.add_option("--bin-dir", sd.bin_dir, "with --app: the folder of the app's binary");
     if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
     if (quick) {
       mib = 64;
       reps = 3;
     }
+    if (!sd.app.empty() && sd.size.empty()) sd.size = quick ? "1024x1024" : "8192x8192";
+    if (!sd.app.empty() && quick) {
+      sd.iters = 100;
+      sd.every = 25;
+    }
+    sd.reps = reps;
+    sd.workers = workers;
     const char* tmpdir = std::getenv("TMPDIR");
     fs::path base = dir_text.empty() ? fs::path(tmpdir && *tmpdir ? tmpdir : "/tmp") : fs::path(dir_text);
     std::string pattern = (base / "ordo-bench-checkpoint-XXXXXX").string();
@@ -121,6 +203,7 @@ int main(int argc, char** argv) {
         fs::remove_all(dir, ec);
       }
     } cleanup{dir};
+    if (!sd.app.empty()) return slowdown(sd, dir);
 
     const std::size_t doubles = std::max<std::size_t>(1, (mib << 20) / 8 / locations);
     const double bytes = static_cast<double>(doubles) * 8.0 * locations;
