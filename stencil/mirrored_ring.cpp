@@ -15,7 +15,7 @@ namespace ordo::stencil::detail_stencil {
 
 namespace {
 
-std::atomic<std::size_t> mapped{0}, refused{0};
+std::atomic<std::size_t> refused{0};
 std::atomic<std::size_t> failures_to_inject{0};
 std::atomic<int> injected_error{0};
 
@@ -56,7 +56,6 @@ std::unique_ptr<MirroredRing> MirroredRing::map(std::size_t bytes, std::string& 
     if (at != MAP_FAILED) munmap(at, 2 * bytes);
     return failed("mmap", error);
   }
-  mapped.fetch_add(1, std::memory_order_relaxed);
   return std::unique_ptr<MirroredRing>(new MirroredRing(static_cast<double*>(at), bytes));
 }
 
@@ -92,7 +91,6 @@ double* thread_ring(std::size_t slot, std::size_t bytes) {
   return held.front()->data();
 }
 
-std::size_t rings_mapped() { return mapped.load(std::memory_order_relaxed); }
 std::size_t ring_mappings_refused() { return refused.load(std::memory_order_relaxed); }
 
 void fail_ring_mappings(std::size_t count, int error) {

@@ -1,4 +1,4 @@
-// The in-place wavefront's windows (stencil_in_place.cpp): rings of planes in memory mapped
+// The in-place wavefront's windows (stencil_windows.cpp): rings of planes in memory mapped
 // twice back to back, one set per worker thread, kept from task to task. Internal to api/.
 #pragma once
 
@@ -42,10 +42,8 @@ inline constexpr std::size_t kRingsPerSlot = 4;
 // which gives the same results).
 double* thread_ring(std::size_t slot, std::size_t bytes);
 
-// For tests: how many rings this process has mapped so far, and how many mappings failed
-// (injected or refused by the system); and the errno that the next `count` ring mappings fail
-// with, as if the system had refused them.
-std::size_t rings_mapped();
+// For tests: how many ring mappings failed (injected or refused by the system); and the errno
+// that the next `count` ring mappings fail with, as if the system had refused them.
 std::size_t ring_mappings_refused();
 void fail_ring_mappings(std::size_t count, int error);
 

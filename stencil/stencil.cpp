@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include <ordo/bench.hpp>
+
 #include "api/graph_impl.hpp"
 #include "stencil/grid_gather.hpp"
 #include "stencil/stencil_impl.hpp"
@@ -151,13 +153,16 @@ void Stencil::Impl::declare_exchange() {
   halo.exports.assign(n, {});
   // Each direction a neighbour reads from b: an export location when the neighbour lives on
   // another rank, else a halo task (one per neighbour, gathering its directions). Except the
-  // faces a one-step in-place sweep unpacks itself as it goes (is_late_face): written into
+  // faces a one-step in-place sweep unpacks itself as it goes (the plan's late faces): written into
   // the halo before the sweep, such a face costs a line fetched, written back and fetched
   // again per row, so it keeps its export (a face one point deep: no deep halo without
   // temporal blocking).
   // Block b's halo tasks are pushes[first_push[b] .. first_push[b + 1]): each block looks only
   // at its own, so declaring stays linear in the blocks.
   std::vector<std::size_t> first_push(n + 1);
+  // Each block's export stage, which only its compute and export tasks hold (their closures).
+  std::vector<std::shared_ptr<ExportStage>> stages;
+  stages.resize(n);
   for (std::size_t b = 0; b < n; ++b) {
     const core::BlockGeom& geo = grid.block(b);
     first_push[b] = pushes.size();
@@ -167,7 +172,7 @@ void Stencil::Impl::declare_exchange() {
       for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
       if (!geometry::block_neighbour(d, spec.blocks, grid.periodic(), geo.coord, o, c)) continue;
       const std::size_t to = geometry::block_index(d, spec.blocks, c);
-      if (placement.home[to] != placement.home[b] || is_late_face(r, spec.tb_depth)) {
+      if (placement.home[to] != placement.home[b] || plan.is_late_face(r, spec.tb_depth)) {
         remote.insert(r);
         continue;
       }
@@ -177,11 +182,11 @@ void Stencil::Impl::declare_exchange() {
       p->dirs.push_back(o);
     }
     halo.exports[b] = grid.declare_exports(g, b, spec.name, halo.width, remote, levels);
-    ExportStage& stage = stages[b];
-    stage = {};
+    stages[b] = std::make_shared<ExportStage>();
+    ExportStage& stage = *stages[b];
     for (const core::Export& e : halo.exports[b]) {
       g.set_home_rank(e.loc, placement.home[b]);
-      if (!is_staged_export(e)) continue;
+      if (!plan.is_staged_export(e.dir)) continue;
       Ix lo{}, hi{};
       geometry::send_box(geo.pad, static_cast<std::ptrdiff_t>(halo.width), e.dir, lo, hi);
       stage.parts.push_back({lo[2], stage.count});
@@ -189,6 +194,10 @@ void Stencil::Impl::declare_exchange() {
     }
   }
   first_push[n] = pushes.size();
+  // The fixed values the sweeps put back, for the blocks no set() has filled (a restart):
+  // built before the first run, so that the tasks only read them.
+  for (std::size_t b = 0; b < n; ++b)
+    if (holds(b)) build_fixed_halo(b);
   grid.wire_imports(halo, read_dirs);
 
   auto declare_compute = [&](std::size_t b) {
@@ -197,16 +206,17 @@ void Stencil::Impl::declare_exchange() {
     for (const core::Import& i : halo.imports[b]) acc.push_back(read(i.loc));
     reds.add_accesses(acc, static_cast<std::uint32_t>(b), {});
     g.task(spec.name + ".compute[" + std::to_string(b) + "]", std::move(acc),
-           [this, b](Context& ctx) { compute(ctx, b); });
+           [this, b, stage = stages[b]](Context& ctx) { compute(ctx, b, *stage); });
   };
   auto declare_sends = [&](std::size_t b) {
     if (!halo.exports[b].empty()) {
       std::vector<Access> acc{read(locs[b].main)};
       for (const core::Export& e : halo.exports[b]) acc.push_back(write(e.loc));
       g.task(spec.name + ".export[" + std::to_string(b) + "]", std::move(acc),
-             [this, b](Context& ctx) {
-               export_block(b, ctx.read(locs[b].main),
-                            [&](Location<double> l) { return ctx.write(l); });
+             [this, b, stage = stages[b]](Context& ctx) {
+               export_block(
+                   b, ctx.read(locs[b].main), [&](Location<double> l) { return ctx.write(l); },
+                   *stage);
              });
     }
     // The bodies find their push by index: a reference into `pushes` would stay valid only as
@@ -284,7 +294,7 @@ void Stencil::Impl::pack_exports(
   const double* next = staged ? staged->values.data() : nullptr;
   for (const core::Export& e : halo.exports[b]) {
     std::span<double> dst = out(e.loc);
-    if (staged && is_staged_export(e)) {
+    if (staged && plan.is_staged_export(e.dir)) {
       geometry::copy_row(dst.data(), next, e.count);
       next += e.count;
       continue;
@@ -295,10 +305,9 @@ void Stencil::Impl::pack_exports(
   }
 }
 
-void Stencil::Impl::export_block(
-    std::size_t b, std::span<const double> main,
-    const std::function<std::span<double>(Location<double>)>& out) {
-  ExportStage& stage = stages[b];
+void Stencil::Impl::export_block(std::size_t b, std::span<const double> main,
+                                 const std::function<std::span<double>(Location<double>)>& out,
+                                 ExportStage& stage) const {
   pack_exports(b, main, out, stage.steps == main[0] ? &stage : nullptr);
   stage.steps = -1;
 }
@@ -321,17 +330,11 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
   // The halo is D*h deep where a neighbour's values land, h beyond a fixed end of the grid.
   // Where the kernel and the sweep allow, the last dimension's halo lies beside the rows.
-  m.grid.set_padding(m.spec.halo * m.spec.tb_depth, m.spec.halo, row_halo_of(m.spec, m.grid));
-  if (m.spec.traversal == Traversal::jacobi_in_place) {
-    m.shift = in_place_shift(m.spec, m.grid);
-    m.shift_rows = in_place_shift_rows(m.spec, m.grid);
-    m.spare_units = in_place_spare_units(m.spec, m.grid);
-    m.wavefront_steps =
-        in_place_wavefront_steps(m.spec, m.grid, m.spare_units, m.tile_budget());
-  }
+  // The in-place plan decides that, and pads the blocks.
+  const bench::CacheSizes& caches = bench::cache_sizes();
+  m.plan =
+      plan_in_place(m.spec, m.grid, m.tile_budget(), caches.l2 ? caches.l2 : std::size_t{1} << 20);
   m.fixed_halo.resize(m.grid.count());
-  m.stages.resize(m.grid.count());
-  m.in_place_groups.resize(m.grid.count());
   m.read_dirs = read_directions(m.spec);
   m.declare_blocks();
   m.reds.who = "stencil '" + m.spec.name + "'";
@@ -343,9 +346,9 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   std::vector<std::uint32_t> mains;
   for (const auto& l : m.locs) mains.push_back(l.main.id());
   ordo::detail::impl_of(graph).restored_checks.push_back(
-      [mains = std::move(mains), nb = m.nb, shift = m.shift,
-       spare = m.shift != 0 ? m.spare_units : 0, name = m.spec.name](
-          const rt::Engine& engine, const rt::Graph& g) -> std::string {
+      [mains = std::move(mains), nb = m.nb, shift = m.plan.shift_planes,
+       spare = m.plan.shift_planes != 0 ? m.plan.spare_units : 0,
+       name = m.spec.name](const rt::Engine& engine, const rt::Graph& g) -> std::string {
         auto number = [](double v) {
           char text[32];
           std::snprintf(text, sizeof text, "%.17g", v);
@@ -452,7 +455,7 @@ void Stencil::set(const BoxFill& fill, std::size_t level) {
       m.pack_exports(b, main, [&](Location<double> l) { return m.graph->data(l); });
     // Set-up work, which the block's first sweep would otherwise do (a value per cell of the
     // halo beyond fixed ends of the grid, twice).
-    if (m.shift != 0 && !m.fixed_halo[b]) m.fixed_halo[b] = m.fixed_runs(b);
+    m.build_fixed_halo(b);
   }
   m.filled = true;
 }

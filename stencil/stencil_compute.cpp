@@ -138,7 +138,7 @@ std::size_t default_tile_bytes() {
   return v;
 }
 
-void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
+void Stencil::Impl::compute(Context& ctx, std::size_t b, ExportStage& stage) const {
   const core::BlockGeom& geo = grid.block(b);
   const geometry::Pad& pad = geo.pad;
   std::span<double> main = ctx.write(locs[b].main);
@@ -149,7 +149,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
   std::vector<LateFace> late;
   for (const core::Import& i : halo.imports[b]) {
     std::span<const double> src = ctx.read(i.loc);
-    if (is_late_face(i.dir, S)) {
+    if (plan.is_late_face(i.dir, S)) {
       late.push_back({&i, src.data()});
       continue;
     }
@@ -207,7 +207,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b) const {
     run_range(b, blk, streaming && S == 1);
   };
   if (spec.traversal == Traversal::jacobi_in_place) {
-    run_in_place(b, main, blk, rot, S, slo, shi, late);
+    run_in_place(b, main, blk, rot, S, slo, shi, late, stage);
     main[0] = static_cast<double>(rot + S);
     contribute();
     return;

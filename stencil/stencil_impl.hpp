@@ -6,10 +6,9 @@
 //
 // Locations per block b (all on b's rank):
 //   main[b]    header (steps done, then where each buffer's block lies; kHeader doubles) + NB
-//              padded buffers of the block (geometry::Pad; in place, + spare_units * shift_at()
-//              each):
-//              Jacobi NB = time_levels + 1 (rotating; the spare one receives u^{t+1}),
-//              in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
+//              padded buffers of the block (geometry::Pad; in place, + plan.spare_units *
+//              shift_at() each): Jacobi NB = time_levels + 1 (rotating; the spare one receives
+//              u^{t+1}), in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
 //              Gauss-Seidel NB = 1 (in place).
 //              Then, where the last dimension's halo lies beside the rows (pad.beside), NB
 //              side arrays (Pad::side_count each), buffer i's at kHeader + NB * buffer size +
@@ -55,6 +54,7 @@
 #include <ordo/stencil.hpp>
 
 #include "stencil/blocked_grid.hpp"
+#include "stencil/stencil_plan.hpp"
 #include "stencil/stencil_reductions.hpp"
 
 namespace ordo::stencil {
@@ -63,7 +63,7 @@ namespace detail_stencil {
 // The block header, kHeader doubles at the start of main[b] (64-byte aligned): [0] the steps
 // done, then for each buffer i, [1 + i] where the block lies in it: the units (shift_at()
 // doubles each) by which in-place sweeps have moved it from where set() puts it (kAtRest, 0)
-// towards the buffer's start, at most Impl::spare_units (that many: at the buffer's start; a
+// towards the buffer's start, at most InPlacePlan::spare_units (that many: at the buffer's start; a
 // one-step sweep moves it by one, a wavefront of temporal blocking by a star by one per step). Only
 // in-place Jacobi moves blocks. A checkpoint holds the headers as they are.
 inline constexpr std::size_t kHeader = 8;
@@ -76,10 +76,6 @@ inline constexpr double kAtRest = 0;
 // more than a slot holds replaces its contents. Slot 0: the streaming pieces (run_range);
 // 1 and up: the in-place sweeps (stencil_in_place.cpp).
 double* thread_scratch(std::size_t slot, std::size_t n);
-
-// For tests: how many wavefronts of a star's temporal blocking this process has run in strips
-// of rows, more than one (Impl::sweep_wavefront).
-std::size_t wavefronts_in_strips();
 
 // Copies n doubles with non-temporal stores (no read of dst's lines before they are written:
 // for what the cache would lose before anyone reads it). The caller issues stream_fence()
@@ -100,28 +96,15 @@ struct Stencil::Impl {
   core::BlockedGrid grid;
   std::size_t d = 0, nb = 0, levels = 0;
   bool streaming = false;  // Stores resolved at construction
-  // In-place Jacobi: the planes (dimension 0) by which a one-step sweep moves a block in its
-  // buffer, h + the planes of one kernel call (stencil_in_place.cpp); 0 otherwise. With a
-  // star neighbourhood the sweep moves it by h planes and `shift_rows` along dimension 1
-  // instead (sweep_rows): in 3-D and up h rows, a row per kernel call; in 2-D 512 points, a
-  // piece of a row of that length per call.
-  std::ptrdiff_t shift = 0;
-  std::ptrdiff_t shift_rows = 0;
-  // The units of shift_at() a buffer has to spare below the block (in_place_spare_units): 1
-  // for one-step sweeps; for temporal blocking by a star, the most steps one wavefront may
-  // run, each moving the block by a unit (sweep_wavefront).
-  std::size_t spare_units = 1;
-  // How many of those steps one wavefront runs on this machine (in_place_wavefront_steps);
-  // 1: none, the group runs through windows.
-  std::size_t wavefront_steps = 1;
-  // The doubles by which a one-step sweep moves a block of layout `pad`.
-  std::ptrdiff_t shift_at(const geometry::Pad& pad) const {
-    return shift * pad.stride[0] + (shift_rows != 0 ? shift_rows * pad.stride[1] : 0);
-  }
+  // Traversal::jacobi_in_place's strategy and numbers (stencil_plan.hpp), decided once at
+  // construction; a plan with Sweep::none (no shift, one unit) for the other traversals.
+  InPlacePlan plan;
+  std::ptrdiff_t shift_at(const geometry::Pad& pad) const { return plan.shift_at(pad); }
   // Per block, the fixed values of its halo beyond fixed ends of the grid that a shifted
-  // sweep must put back at the block's new place, one list per direction (built by the
-  // block's first sweep, the only task that touches it). A run whose cells already hold their
-  // values after the shift (the cells it lands on held the same fixed values) is left out.
+  // sweep must put back at the block's new place, one list per direction. Built between runs
+  // (set(), or placement for a block set by a restart) and only read by the sweeps. A run
+  // whose cells already hold their values after the shift (the cells it lands on held the
+  // same fixed values) is left out.
   struct FixedHalo {
     struct Runs {
       std::vector<std::pair<std::ptrdiff_t, std::size_t>> at;  // (pad.at offset, length)
@@ -135,13 +118,19 @@ struct Stencil::Impl {
     // held before (for a wavefront in strips, which leaves some of them out on the way).
     Runs deep;
   };
-  mutable std::vector<std::unique_ptr<FixedHalo>> fixed_halo;
+  std::vector<std::unique_ptr<FixedHalo>> fixed_halo;
+  // Builds block b's fixed_halo where it has none (between runs).
+  void build_fixed_halo(std::size_t b) {
+    if (plan.sweep != InPlacePlan::Sweep::none && !fixed_halo[b]) fixed_halo[b] = fixed_runs(b);
+  }
   // Per block, the new values of its exports across the last dimension (3-D, one time level,
-  // a row-shifted sweep: is_staged_export), copied by the group's last sweep from each row it
-  // has just written, still in L1, for the export task that follows: gathered from the buffer
-  // there, each value of such a face costs a line read from memory. `steps`: main[0] after
-  // that group; the export task uses the stage only while it matches, then clears it. Guarded
-  // by the block's main location (the compute task writes it, the export task reads it).
+  // a row-shifted sweep: InPlacePlan::is_staged_export), copied by the group's last sweep from
+  // each row it has just written, still in L1, for the export task that follows: gathered
+  // from the buffer there, each value of such a face costs a line read from memory. `steps`:
+  // main[0] after that group; the export task uses the stage only while it matches, then
+  // clears it. Owned by the block's compute and export tasks, which alone hold it (their
+  // closures share it); they never run at once, since one writes the block's main location
+  // and the other reads it.
   struct ExportStage {
     // Each staged export's part of a row: the column it starts at, and where row (p, j)'s part
     // goes in `values`: first + (p * rows + j) * halo width. Set when the exchange is declared.
@@ -154,18 +143,6 @@ struct Stencil::Impl {
     std::vector<double> values;  // the staged exports' packed values, one after the other
     double steps = -1;
   };
-  mutable std::vector<ExportStage> stages;
-  // Whether `dir` points across the last dimension alone: its face is h values per row, so a
-  // cache line per row where it is read or written in the buffer (the in-place sweep unpacks
-  // such faces row by row, stages such exports, reads them beside the rows).
-  bool is_across_last(const core::Ix& dir) const {
-    for (std::size_t k = 0; k + 1 < d; ++k)
-      if (dir[k] != 0) return false;
-    return dir[d - 1] != 0;
-  }
-  bool is_staged_export(const core::Export& e) const {
-    return shift_rows != 0 && d == 3 && levels == 1 && is_across_last(e.dir);
-  }
   std::unique_ptr<FixedHalo> fixed_runs(std::size_t b) const;
   core::Exchange halo;     // the exports and imports across ranks (all time levels)
   // A block's edges that go straight into the halo of a neighbour on its rank: every
@@ -201,7 +178,7 @@ struct Stencil::Impl {
   }
   // By how many units of shift_at() buffer `index`'s block lies moved from rest towards the
   // buffer's start, in the header of main[b] (detail_stencil::kHeader): 0 (kAtRest) to
-  // spare_units.
+  // plan.spare_units.
   template <class T>
   static std::size_t moved_units(std::span<T> main, std::size_t index) {
     return static_cast<std::size_t>(main[1 + index]);
@@ -215,7 +192,7 @@ struct Stencil::Impl {
   T* buffer_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
     return main.data() + detail_stencil::kHeader + index * buffer_size(b) +
-           static_cast<std::ptrdiff_t>(spare_units - moved_units(main, index)) * shift_at(pad);
+           static_cast<std::ptrdiff_t>(plan.spare_units - moved_units(main, index)) * shift_at(pad);
   }
   // Time level `delta` of block b after `rot` steps (buffer_index), as buffer_data gives it.
   template <class T>
@@ -237,7 +214,7 @@ struct Stencil::Impl {
   // Doubles per buffer of block b: the padded block and the room the shifted sweeps need.
   std::size_t buffer_size(std::size_t b) const {
     const geometry::Pad& pad = grid.block(b).pad;
-    return pad.count + spare_units * static_cast<std::size_t>(shift_at(pad));
+    return pad.count + plan.spare_units * static_cast<std::size_t>(shift_at(pad));
   }
   // Working set of one cache tile or in-place window set: Spec::tile_bytes, or the default.
   std::size_t tile_budget() const;
@@ -255,86 +232,50 @@ struct Stencil::Impl {
     const core::Import* import = nullptr;
     const double* src = nullptr;
   };
-  // The compute task of block b (stencil_compute.cpp).
-  void compute(Context& ctx, std::size_t b) const;
+  // The compute task of block b (stencil_compute.cpp); `stage`: the block's export stage,
+  // which it shares with the block's export task.
+  void compute(Context& ctx, std::size_t b, ExportStage& stage) const;
   // Runs the kernel over blk's range (block b's layout); with `stream`, piece by piece
   // through the per-thread scratch.
   void run_range(std::size_t b, Block& blk, bool stream) const;
-  // Traversal::jacobi_in_place (stencil_in_place.cpp): the group's S steps over block b,
+  // Traversal::jacobi_in_place (stencil_in_place.cpp): the group's `steps` steps over block b,
   // whose main location is `main`, step s over [slo[s], shi[s]), the result overwriting the
-  // oldest level.
-  // `late`: the faces that compute left for the sweep to unpack (is_late_face).
+  // oldest level, as the plan says. `late`: the faces that compute left for the sweep to
+  // unpack (InPlacePlan::is_late_face).
   void run_in_place(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
-                    std::size_t S, const std::vector<core::Ix>& slo,
-                    const std::vector<core::Ix>& shi, std::span<const LateFace> late) const;
-  // How a temporal-blocking group of S steps over block b runs in place: windows of `planes`
-  // planes (a ring of `window_bytes`), `unit_planes` per kernel call, strips of `strip_rows`
-  // rows (dimension 1; the whole block when it fits the tile budget), or one shifted sweep per
-  // step where strip_rows is 0 (stencil_in_place.cpp).
-  struct Wavefront {
-    std::ptrdiff_t strip_rows = 0, planes = 0, unit_planes = 1;
-    std::size_t window_bytes = 0;
-  };
-  Wavefront wavefront(std::size_t b, std::size_t S) const;
-  // A temporal-blocking group of `steps` in-place steps over one block, worked out by its
-  // first such group and kept for the next ones (only the shorter last group of a run differs):
-  // the wavefront, what each step reads beyond its range (`rim_lo`/`rim_hi`), the planes each
-  // step covers ([from, to)) and the wavefront's ([q0, q1)); and the task's own lists, sized
-  // once: each step's window and carried rows (this thread's), the row each window starts at,
-  // and the fixed regions each window holds. Used by the block's compute task only, like
-  // fixed_halo.
-  struct InPlaceGroup {
-    std::size_t steps = 0;  // 0: not worked out yet
-    Wavefront w;
-    std::vector<core::Ix> rim_lo, rim_hi;
-    std::vector<std::ptrdiff_t> from, to;
-    std::ptrdiff_t q0 = 0, q1 = 0;
-    std::vector<double*> window, carry;
-    std::vector<std::ptrdiff_t> held;
-    std::vector<std::vector<std::pair<core::Ix, core::Ix>>> rims;
-  };
-  mutable std::vector<InPlaceGroup> in_place_groups;  // per block
-  // Block b's group of S steps over the ranges [slo[s], shi[s]), worked out if not yet.
-  InPlaceGroup& in_place_group(std::size_t b, std::size_t S, const std::vector<core::Ix>& slo,
-                               const std::vector<core::Ix>& shi) const;
-  // Steps s0 .. s0+k-1 of a group of a star's steps, each moving the block by a unit (down:
-  // towards the buffer's start) and all k in one wavefront along dimension 0: none copies,
-  // since each overwrites only what its own and the steps before have read for the last time.
+                    std::size_t steps, const std::vector<core::Ix>& slo,
+                    const std::vector<core::Ix>& shi, std::span<const LateFace> late,
+                    ExportStage& stage) const;
+  // Group::wavefront (stencil_wavefront.cpp): steps s0 .. s0+k-1 of a group of a star's
+  // steps, each moving the block by a unit (down: towards the buffer's start) and all k in one
+  // wavefront along dimension 0: none copies, since each overwrites only what its own and the
+  // steps before have read for the last time.
   void sweep_wavefront(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
                        std::size_t s0, std::size_t k, const std::vector<core::Ix>& slo,
                        const std::vector<core::Ix>& shi, bool down) const;
-  // The rows of a strip of block b's wavefronts of k steps (3-D and up; 0: none), whose
-  // planes in flight fit the slab budget (slab_rows' for a one-step sweep).
-  std::ptrdiff_t wavefront_strip_rows(std::size_t b, std::size_t k) const;
-  // Its one-step sweep, moving the block by shift_at() (stencil_in_place.cpp).
-  // `last`: the group's last step (its range is the block), which fills the export stage.
+  // Group::windows (stencil_windows.cpp): the group's steps as a wavefront through windows,
+  // strip by strip; false where it has no windows (the plan's strips do not pay, or a ring
+  // cannot be mapped), which leaves the group to the caller, untouched.
+  class WindowedStrips;
+  bool sweep_windows(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
+                     std::size_t steps, const std::vector<core::Ix>& slo,
+                     const std::vector<core::Ix>& shi) const;
+  // A one-step sweep, moving the block by shift_at() (stencil_in_place.cpp). `stage`: where
+  // the group's last step (its range is the block) stages the exports; null for the others.
   void sweep_shifted(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
-                     const core::Ix& lo, const core::Ix& hi, bool last,
+                     const core::Ix& lo, const core::Ix& hi, ExportStage* stage,
                      std::span<const LateFace> late = {}) const;
-  // The sweep's units when it moves the block by rows too (shift_rows): one row each, slab by
-  // slab, plane by plane, writing through blk.out; down (ascending) or up (descending); with
-  // `stage`, copying each row's part of the staged exports into stages[b].
+  // Sweep::by_rows (stencil_sweep_rows.cpp): its units one row each (2-D: a piece of a row),
+  // slab by slab, plane by plane, writing through blk.out; down (ascending) or up
+  // (descending); with `stage`, copying each row's part of the staged exports into it.
   void sweep_rows(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
-                  const core::Ix& lo, const core::Ix& hi, std::span<const LateFace> late,
-                  bool down, bool stage) const;
-  // The sweep's units when it moves the block by planes only: P planes (and a slab's rows in
-  // 3-D and up) each, writing to `out`.
+                  const core::Ix& lo, const core::Ix& hi, std::span<const LateFace> late, bool down,
+                  ExportStage* stage) const;
+  // Sweep::by_planes (stencil_sweep_planes.cpp): its units plan.unit_planes planes (and a
+  // slab's rows in 3-D and up) each, writing to `out`.
   void sweep_planes(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
                     const core::Ix& lo, const core::Ix& hi, std::span<const LateFace> late,
                     bool down, double* out) const;
-  // Rows per slab of a 3-D+ sweep over rows [lo, hi) of block b (dimension 1): the planes a
-  // unit reaches stay in slab_budget().
-  std::ptrdiff_t slab_rows(std::size_t b, std::ptrdiff_t lo, std::ptrdiff_t hi) const;
-  // The bytes a slab or strip of an in-place sweep's rows may fill: tile_bytes, else a share
-  // of the L2 (stencil_in_place.cpp).
-  std::size_t slab_budget() const;
-  // Whether a group of `steps` in-place steps unpacks the halo face from direction `dir` (an
-  // import's dir) plane by plane inside its sweep instead of before it: a face across the last
-  // dimension in 3-D and up (every face, where the sweep moves the block by rows). Unpacked up
-  // front, such a face writes one value per row, a cache line per row fetched from memory,
-  // written back, and fetched again when the sweep reaches the row; inside the sweep its line
-  // is fetched once, just before the kernel reads it.
-  bool is_late_face(const core::Ix& dir, std::size_t steps) const;
   // Unpacks the rows [r0, r1) (dimension 1) of plane p of a late face into every level.
   void unpack_late(std::size_t b, std::span<double> main, std::uint64_t rot, const LateFace& f,
                    std::ptrdiff_t p, std::ptrdiff_t r0, std::ptrdiff_t r1) const;
@@ -346,10 +287,11 @@ struct Stencil::Impl {
   void pack_exports(std::size_t b, std::span<const double> main,
                     const std::function<std::span<double>(Location<double>)>& out,
                     const ExportStage* staged = nullptr) const;
-  // The export task of block b: packs its exports, taking the staged ones from stages[b]
-  // while the stage matches main, and spends the stage (every later pack reads the buffer).
+  // The export task of block b: packs its exports, taking the staged ones from `stage` while
+  // it matches main, and spends the stage (every later pack reads the buffer).
   void export_block(std::size_t b, std::span<const double> main,
-                    const std::function<std::span<double>(Location<double>)>& out);
+                    const std::function<std::span<double>(Location<double>)>& out,
+                    ExportStage& stage) const;
 };
 
 // Default working-set budget of a cache tile: half of a core's share of the last-level cache,
@@ -365,21 +307,6 @@ Spec with_defaults(Spec s);
 // Throws Error saying what is wrong with a spec whose defaults are filled in, `grid` being
 // its block decomposition (which checked the shape).
 void validate(const Spec& s, const core::BlockedGrid& grid);
-// In-place Jacobi's shift for this spec and decomposition, planes and rows
-// (stencil_in_place.cpp).
-std::ptrdiff_t in_place_shift(const Spec& s, const core::BlockedGrid& grid);
-std::ptrdiff_t in_place_shift_rows(const Spec& s, const core::BlockedGrid& grid);
-// Where the stencil keeps the last dimension's halo: beside the rows where the kernel reads it
-// through Block::before/after (Spec::row_halo_beside) and the sweep is one that gains by it
-// and handles it (stencil_in_place.cpp); at the grid's fixed ends only with temporal blocking.
-geometry::RowHalo row_halo_of(const Spec& s, const core::BlockedGrid& grid);
-// The units a buffer has to spare for the block's moves (Impl::spare_units), for blocks
-// padded already: from the spec and the blocks alone, since they size the locations.
-std::size_t in_place_spare_units(const Spec& s, const core::BlockedGrid& grid);
-// How many steps one wavefront of a star's temporal blocking runs (Impl::wavefront_steps), at
-// most `room` units, with the tile budget `budget` (the machine's: it changes no location).
-std::size_t in_place_wavefront_steps(const Spec& s, const core::BlockedGrid& grid,
-                                     std::size_t room, std::size_t budget);
 // The directions whose neighbour regions the kernel reads (every one with temporal blocking:
 // the extended range reaches the corners).
 std::set<core::Ix> read_directions(const Spec& s);
