@@ -271,24 +271,58 @@
   const iterations = [...iterStart.entries()].sort((a, b) => a[1] - b[1]);
   const measure = document.createElement('canvas').getContext('2d');
   measure.font = '11px sans-serif';
+  // The time axis: the elements of d3's axisTop (a domain line; per tick a group holding a
+  // line and its label), kept from frame to frame. A pan moves every tick, but only a tick
+  // that comes into view gets a new label: d3's axis set every tick's text and attributes on
+  // each frame, which Chromium then laid out again.
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const svgElement = (name, attrs) => {
+    const el = document.createElementNS(SVG_NS, name);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+    return el;
+  };
+  const axisG = axisSvg.node().appendChild(svgElement('g', { class: 'axis', transform: 'translate(0,22)',
+    fill: 'none', 'font-size': 10, 'font-family': 'sans-serif', 'text-anchor': 'middle' }));
+  const axisDomain = axisG.appendChild(svgElement('path', { class: 'domain', stroke: 'currentColor' }));
+  const tickPool = [];
+  const labelWidth = new Map();
+  let axisW = -1;
   function drawAxis() {
     const w = width();
-    axisSvg.attr('width', w).attr('height', 24);
+    // d3's half-pixel offset, so that 1 px lines fall on pixels.
+    const off = window.devicePixelRatio > 1 ? 0 : 0.5;
+    if (axisW !== w) {
+      axisSvg.attr('width', w).attr('height', 24);
+      rulerSvg.attr('width', w).attr('height', 18);
+      axisDomain.setAttribute('d', 'M' + (GUTTER + off) + ',0V' + off + 'H' + (w - RIGHT + off) + 'V0');
+      axisW = w;
+    }
     // About one tick per 110 px, and labels dropped where they would still touch: never two
     // labels on top of each other.
     const ticks = x.ticks(Math.max(2, Math.floor((w - GUTTER) / 110)));
-    const g = axisSvg.selectAll('g.axis').data([0]).join('g').attr('class', 'axis')
-      .attr('transform', 'translate(0,22)');
-    g.call(d3.axisTop(x).tickValues(ticks).tickFormat(tickFormat(ticks)).tickSizeOuter(0));
-    // Widths measured on a canvas in the axis's font: asking the SVG (getBBox) would lay out
-    // the page on every frame of a pan.
-    let last = -Infinity;
     const fmt = tickFormat(ticks);
-    g.selectAll('.tick text').each(function (t) {
-      const wt = measure.measureText(fmt(t)).width + 2, left = x(t) - wt / 2;
-      if (left < last + 6) this.remove(); else last = left + wt;
+    // Widths measured on a canvas in the axis's font (and kept): asking the SVG (getBBox)
+    // would lay out the page on every frame of a pan.
+    if (labelWidth.size > 4096) labelWidth.clear();
+    let last = -Infinity;
+    ticks.forEach((t, k) => {
+      const e = tickPool[k] || (tickPool[k] = { g: svgElement('g', { class: 'tick' }), text: null, at: '', label: null });
+      if (!e.text) {
+        e.g.appendChild(svgElement('line', { stroke: 'currentColor', y2: -6 }));
+        e.text = e.g.appendChild(svgElement('text', { fill: 'currentColor', y: -9 }));
+      }
+      if (!e.g.parentNode) axisG.appendChild(e.g);
+      const p = x(t), at = 'translate(' + (p + off) + ',0)', label = fmt(t);
+      if (e.at !== at) { e.g.setAttribute('transform', at); e.at = at; }
+      let wt = labelWidth.get(label);
+      if (wt === undefined) labelWidth.set(label, wt = measure.measureText(label).width + 2);
+      const left = p - wt / 2, show = left >= last + 6;
+      if (show) last = left + wt;
+      if (show && !e.text.parentNode) e.g.appendChild(e.text);
+      if (!show && e.text.parentNode) e.text.remove();
+      if (show && e.label !== label) { e.text.textContent = label; e.label = label; }
     });
-    rulerSvg.attr('width', w).attr('height', 18);
+    for (let k = ticks.length; k < tickPool.length; ++k) if (tickPool[k].g.parentNode) tickPool[k].g.remove();
     // Marks at least 3 px apart (thousands of iterations would make thousands of lines).
     const [d0, d1] = x.domain();
     let prev = -Infinity, prevMark = -Infinity;
@@ -304,11 +338,13 @@
     rulerSvg.selectAll('path.iteration-mark').data([0]).join('path').attr('class', 'iteration-mark')
       .attr('data-marks', marks.length)
       .attr('d', marks.map((m) => 'M' + (Math.round(m.px * 10) / 10) + ',2V18').join('') || null);
-    rulerSvg.selectAll('text.iteration-label').data(marks.filter((m) => m.label)).join('text')
-      .attr('class', 'iteration-label').attr('x', (m) => m.px + 3).attr('y', 13)
-      .text((m) => 'it ' + m.it);
-    rulerSvg.selectAll('text.ruler-title').data([0]).join('text').attr('class', 'ruler-title')
-      .attr('x', 4).attr('y', 13).text('iterations');
+    // Labels set only where they change (a pan moves them, it seldom renames them).
+    rulerSvg.selectAll('text.iteration-label').data(marks.filter((m) => m.label))
+      .join((enter) => enter.append('text').attr('class', 'iteration-label').attr('y', 13))
+      .attr('x', (m) => m.px + 3)
+      .each(function (m) { const s = 'it ' + m.it; if (this.textContent !== s) this.textContent = s; });
+    if (rulerSvg.select('text.ruler-title').empty())
+      rulerSvg.append('text').attr('class', 'ruler-title').attr('x', 4).attr('y', 13).text('iterations');
   }
 
   const mini = $('minimap'), mctx = mini.getContext('2d');
