@@ -404,16 +404,11 @@ void Engine::execute_one(sched::Item item, unsigned worker, std::uint64_t& uncou
   }
   TaskState& ts = tasks_[task];
   const std::uint64_t k = ts.iteration;
-  if (!aborted_.load(std::memory_order_relaxed)) {
-    if (trace_) [[unlikely]] trace_->task_begin(worker, task, k);
+  {
     const Family& f = *ts.family;
     const std::uint32_t index = task - f.first;
-    try {
-      f.body(Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
-    } catch (...) {
-      fail_body();
-    }
-    if (trace_) [[unlikely]] trace_->task_end(worker, task, k);
+    run_body(f,
+             Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
   }
   // Before the releases: a successor the gate lets through is then handed off by them.
   if (decision_) [[unlikely]]
@@ -458,16 +453,8 @@ void Engine::run_range(std::uint32_t begin, std::uint32_t end, unsigned worker) 
     while (t >= fam->first + fam->count) ++fam;
     const Family& f = *fam;
     const auto accesses = graph_.member_accesses(f, t - f.first);  // read-only locations only
-    for (std::uint64_t k = from; k < to; ++k) {
-      if (aborted_.load(std::memory_order_relaxed)) break;
-      if (trace_) [[unlikely]] trace_->task_begin(worker, t, k);
-      try {
-        f.body(Instance{&graph_, t, k, worker, nullptr, t - f.first, accesses});
-      } catch (...) {
-        fail_body();
-      }
-      if (trace_) [[unlikely]] trace_->task_end(worker, t, k);
-    }
+    for (std::uint64_t k = from; k < to; ++k)
+      run_body(f, Instance{&graph_, t, k, worker, nullptr, t - f.first, accesses});
   }
   instance_done(std::uint64_t{end - begin} * (to - from));
 }

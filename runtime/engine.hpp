@@ -325,6 +325,34 @@ class Engine final : public sched::Executor {
   std::uint64_t granted_iteration(std::uint32_t task, std::uint32_t location) const;
   void ready(std::uint32_t task);
   void execute_one(sched::Item item, unsigned worker, std::uint64_t& uncounted);
+  // The one sequence that runs a body, for every kind of item (an instance, a range item's, a
+  // lane's, a fiber's on its fiber): skipped once the run is aborted, traced between task
+  // begin and end, its exception this rank's failure. `settle` runs after the body, skipped or
+  // not, and before the end is traced: a fiber's handles that its body left. `inst.worker` is
+  // read again for the end (a fiber may have moved to another worker). Inline: it is on every
+  // instance's path.
+  template <class Settle>
+  void run_body(const Family& f, const Instance& inst, Settle&& settle) {
+    if (aborted_.load(std::memory_order_relaxed)) {
+      settle();
+      return;
+    }
+    if (trace_) [[unlikely]]
+      trace_->task_begin(inst.worker, inst.task, inst.iteration);
+    try {
+      f.body(inst);
+    } catch (const RunStopped&) {
+      // A fiber's acquire after the run stopped on a failure the engine holds already.
+    } catch (...) {
+      fail_body();
+    }
+    settle();
+    if (trace_) [[unlikely]]
+      trace_->task_end(inst.worker, inst.task, inst.iteration);
+  }
+  void run_body(const Family& f, const Instance& inst) {
+    run_body(f, inst, [] {});
+  }
   // Access-free dataflow tasks (one process only) take no part in locking: each step, raise_limit
   // pushes one *range item* per run of consecutive such tasks, and a worker runs every task of
   // the range for the step's iterations [free_from_, free_to_), splitting off halves for

@@ -87,14 +87,11 @@ void Engine::run_lane(unsigned lane, unsigned worker) {
       return;
     }
     const std::uint32_t task = lanes.task_at(position);
-    if (!aborted_.load(std::memory_order_relaxed)) {
+    {
       const Family& f = *tasks_[task].family;
       const std::uint32_t index = task - f.first;
-      try {
-        f.body(Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
-      } catch (...) {
-        fail_body();
-      }
+      run_body(
+          f, Instance{&graph_, task, k, worker, nullptr, index, graph_.member_accesses(f, index)});
     }
     if (decision_) [[unlikely]]
       maybe_decide(task, k);

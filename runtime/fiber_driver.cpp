@@ -53,7 +53,6 @@ void FiberDriver::run(std::uint32_t task, bool resume, unsigned worker) {
     ft.instance = Instance{&graph_, task, engine_.tasks_[task].iteration, worker, &engine_,
                            index, graph_.member_accesses(f, index)};
     std::fill(ft.holds.begin(), ft.holds.end(), Hold::requested);
-    if (engine_.trace_) [[unlikely]] engine_.trace_->task_begin(worker, task, ft.instance.iteration);
     ft.fiber.start(*stacks_, &FiberDriver::fiber_main, &ft, f.name.c_str());
   }
   for (;;) {
@@ -62,7 +61,6 @@ void FiberDriver::run(std::uint32_t task, bool resume, unsigned worker) {
     if (park(ft)) return;  // the grant will push the resume item
   }
   // The body has returned and every handle is released (fiber_main).
-  if (engine_.trace_) [[unlikely]] engine_.trace_->task_end(worker, task, ft.instance.iteration);
   engine_.fiber_done(task, ft.instance.iteration);
 }
 
@@ -149,26 +147,22 @@ bool FiberDriver::wait_grant(Task& ft, std::uint32_t access, bool throw_if_stopp
 void FiberDriver::fiber_main(void* arg) noexcept {
   Task& ft = *static_cast<Task*>(arg);
   FiberDriver& d = *ft.driver;
-  if (!d.engine_.aborted_.load(std::memory_order_relaxed)) {
-    try {
-      ft.family->body(ft.instance);
-    } catch (const RunStopped&) {
-      // The run stopped on a failure the engine holds already.
-    } catch (...) {
-      d.engine_.fail_body();
-    }
-  }
+  // The instance ends, in the trace too, once the handles its body left are released.
+  d.engine_.run_body(*ft.family, ft.instance, [&d, &ft] { d.settle(ft); });
+}
+
+void FiberDriver::settle(Task& ft) {
   // Handles the body left requested or held: acquire (a release needs the grant), release.
   // A grant that will never come (the run stopped) is not waited for, nor released.
   for (std::uint32_t a = 0; a < ft.holds.size(); ++a) {
     if (ft.holds[a] == Hold::released) continue;
-    const bool granted = ft.holds[a] == Hold::held || d.wait_grant(ft, a, false);
+    const bool granted = ft.holds[a] == Hold::held || wait_grant(ft, a, false);
     ft.holds[a] = Hold::released;
     if (!granted) continue;
     const std::int32_t h = ft.handle_of[a];
     if (h >= 0)
-      d.engine_.release(d.plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
-                        ft.instance.task, ft.instance.iteration, ft.instance.worker);
+      engine_.release(plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
+                      ft.instance.task, ft.instance.iteration, ft.instance.worker);
   }
 }
 

@@ -113,6 +113,8 @@ class FiberDriver {
     return (word.fetch_and(~kParked) & kParked) != 0;
   }
   static void fiber_main(void* arg) noexcept;
+  // After the body (skipped or not): acquires and releases the handles it left.
+  void settle(Task& ft);
 
   Engine& engine_;
   const Graph& graph_;
