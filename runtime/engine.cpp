@@ -1,8 +1,8 @@
 // Over 600 lines: the phase machine's hot path (grant, ready, release, execute), the iteration
 // gate and run loop, construction and the one failure path all work on the engine's private
 // state under the threading contract in engine.hpp; the protocols across ranks are parts of
-// their own. The next cut, where it grows: construction and the failure path into files of
-// their own, as engine_storage.cpp is.
+// their own, the failure relay too (failure_relay.hpp). The next cut, where it grows:
+// construction into a file of its own, as engine_storage.cpp is.
 #include "runtime/engine.hpp"
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 #include <stdexcept>
 
 #include "runtime/assert.hpp"
-#include "runtime/wire.hpp"
 
 namespace ordo::rt {
 
@@ -24,8 +23,9 @@ Engine::Distributed::Distributed(Engine& engine, Net& net, std::uint32_t channel
                 f.seen_here = true;
                 engine.fail(std::move(f));
               }),
+      relay(net, channel, dist.rank, dist.ranks, control.tree_neighbours()),
       shared(engine.graph_, dist),
-      remote(engine, engine.graph_, engine.plan_, dist, net, channel, control, shared) {}
+      remote(engine, engine.graph_, engine.plan_, dist, net, channel, control, relay, shared) {}
 
 namespace {
 
@@ -510,94 +510,24 @@ void Engine::fail_body() {
 }
 
 void Engine::fail(Failure f) {
-  // What the other ranks are told: this rank's body exception (an ABORT: they stop and report
-  // it as this rank's failure), or its stop on a message it cannot handle (a fatal ABORT: they
-  // take it as this rank's loss, rather than wait for a rank that no longer answers), or a
-  // peer its own transport lost (relayed: the others may hold no endpoint to it).
-  std::string tell;
-  if (f.kind == Failure::Kind::body) {
-    tell = "rank " + std::to_string(rank()) + " failed: " + f.what;
-  } else if (f.kind == Failure::Kind::protocol) {
-    f.what = "rank " + std::to_string(rank()) + " stopped: " + f.what;
-    tell = f.what;
-  } else if (f.kind == Failure::Kind::peer_lost && f.seen_here) {
-    tell = f.what;
-  } else if (f.kind == Failure::Kind::own) {
-    // Found now (its transport failed), the others are told as of a lost rank, relayed and
-    // naming this one: what they saw before this rank called it its own.
-    if (f.seen_here) tell = f.what;
-    f.what = "rank " + std::to_string(rank()) + " (this rank) failed: " + f.what;
-  }
-  const bool relayed = f.kind == Failure::Kind::peer_lost ||
-                       (f.kind == Failure::Kind::own && f.seen_here);
-  const bool earlier = f.earlier;
-  const Failure::Kind kind = f.kind;
-  const std::uint32_t at_fault = f.rank;
-  const unsigned told_by = f.told_by;
-  const std::string what = f.what;
+  const std::string tell = FailureRelay::word(f, rank());
   // Across ranks every failure but a mismatch stops (failure.hpp: draining needs every rank to
   // learn of it within the same step, which a message cannot promise). In one process every
   // failure drains: no peer can leave, and run() counts no instance in flight to wait for.
-  const bool stops = dist_ && (f.stops_run() || kind == Failure::Kind::body);
+  const bool stops = dist_ && (f.stops_run() || f.kind == Failure::Kind::body);
   bool first;
   {
     std::lock_guard lock(error_mu_);
     first = !failure_;
-    if (first) failure_ = std::move(f);
+    if (first) failure_ = f;
   }
   aborted_.store(true, std::memory_order_relaxed);
-  if (dist_ && !earlier) {
-    auto send = [this](unsigned to, std::uint16_t flags, std::uint32_t named,
-                       const std::string& text) {
-      std::vector<std::byte> msg;
-      const wire::Header h{wire::Kind::abort, 0, flags, named, 0};
-      wire::append(msg, &h, sizeof h);
-      wire::append(msg, text.data(), text.size());
-      net_->send(to, channel_, msg, {}, {});
-    };
-    // This rank's own failure, or a loss its transport saw: to every rank, once per failure
-    // (the failure path is the one place the control plane's O(log N) bound does not hold:
-    // N - 1 messages, endpoints created as needed). A body exception is told only when it is
-    // the first failure, so that a rank named in a relayed body failure knows it told one.
-    if (!tell.empty() && (first || kind != Failure::Kind::body)) {
-      if (kind == Failure::Kind::body) told_own_body_.store(true, std::memory_order_relaxed);
-      // Not fatal for a body: its receivers stop too, but report it as that rank's failure
-      // (peer_body), not its loss.
-      const auto flags = static_cast<std::uint16_t>(
-          (kind == Failure::Kind::body ? 0 : wire::kFatal) | (relayed ? wire::kRelayed : 0));
-      for (unsigned r = 0; r < ranks(); ++r)
-        if (r != rank() && !(relayed && r == at_fault)) send(r, flags, relayed ? at_fault : 0, tell);
-    }
-    // A failure heard of in a message (an ABORT, relayed or not) is passed on, relayed as it
-    // came, along the control plane's tree and back to its teller: were the message forged,
-    // or its teller's own ABORTs lost, only this rank would stop and the others would wait
-    // for it for ever. A peer_body goes to the rank it names as well: that rank refuses it
-    // unless it did fail (RemoteLocks::on_message), so a forged one stops it too. Once, with
-    // the first failure: the tree reaches every rank without echoes.
-    const bool heard = told_by != Failure::kNoRank &&
-                       (kind == Failure::Kind::peer_body || kind == Failure::Kind::peer_lost);
-    if (heard && first) {
-      const bool lost = kind == Failure::Kind::peer_lost;
-      const auto flags = static_cast<std::uint16_t>(wire::kRelayed | (lost ? wire::kFatal : 0));
-      std::vector<unsigned> to = dist_->control.tree_neighbours();
-      to.push_back(told_by);
-      if (!lost) to.push_back(at_fault);
-      std::sort(to.begin(), to.end());
-      to.erase(std::unique(to.begin(), to.end()), to.end());
-      for (unsigned r : to)
-        if (r != rank() && r < ranks() && !(lost && r == at_fault)) send(r, flags, at_fault, what);
-    }
-    // A rank this one takes for lost is told that this rank stops, in case it is not: its own
-    // transport may not have seen a failure, or the fatal ABORT "from" it was forged. Told once
-    // (the first failure), so that two ranks that each take the other for lost do not echo.
-    if (kind == Failure::Kind::peer_lost && first && at_fault != rank() && at_fault < ranks())
-      send(at_fault, wire::kFatal, 0, "rank " + std::to_string(rank()) + " stopped: " + what);
-  }
+  if (dist_ && !f.earlier) dist_->relay.pass_on(f, tell, first);
   // Every rank that stops tells its net, also one that heard of the failure in a message: the
   // nets then all take leave without the close barrier, which waits for every rank and would
   // wait for ever for a dead one (a survivor that learned of the death through a relayed ABORT
   // once hung there, after its run had ended with the dead rank's PeerFailure).
-  if (dist_ && stops) net_->job_failed(at_fault, what);
+  if (dist_ && stops) net_->job_failed(f.rank, f.what);
   if (stops) stop_run();
 }
 

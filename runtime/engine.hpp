@@ -66,8 +66,9 @@
 // Across ranks every failure but a graph mismatch stops the run at once, on every rank: the
 // control plane stops, messages are dropped, parked fibers are woken, and run() returns once
 // no instance is queued or running (a body's exception rethrown on its rank, a RunError on
-// the others: "rank R failed: ..."). A rank that hears of a failure passes it on along the
-// control plane's tree, so that one message, forged or not, ends the run everywhere.
+// the others: "rank R failed: ..."). The failure relay (failure_relay.hpp) tells the other
+// ranks, and a rank that hears of a failure passes it on along the control plane's tree, so
+// that one message, forged or not, ends the run everywhere.
 //
 // Threads and what pairs across them:
 //   - grant()'s acq_rel decrement of `missing` pairs with the other grants of the instance;
@@ -99,6 +100,7 @@
 #include "runtime/control_plane.hpp"
 #include "runtime/distribution.hpp"
 #include "runtime/failure.hpp"
+#include "runtime/failure_relay.hpp"
 #include "runtime/fiber_driver.hpp"
 #include "runtime/graph.hpp"
 #include "runtime/lanes.hpp"
@@ -285,6 +287,7 @@ class Engine final : public sched::Executor {
     Distributed(Engine& engine, Net& net, std::uint32_t channel);
     Distribution dist;
     ControlPlane control;
+    FailureRelay relay;
     SharedPeers shared;
     RemoteLocks remote;
   };
@@ -466,10 +469,10 @@ class Engine final : public sched::Executor {
   // Across ranks, at construction: the graph check, shared memory, the initial grants.
   void start_distributed(bool share, const std::function<bool(Engine&)>& load);
 
-  // The one failure path (failure.hpp): records the first failure, tells the other ranks of
-  // this rank's own (a body exception: ABORT; a protocol error: fatal ABORT, which they take
-  // as this rank's loss), passes on one it heard of (relayed ABORTs along the tree), and, for
-  // a failure that stops the run, wakes every waiter. Any thread; never blocks on the run.
+  // The one failure path (failure.hpp): records the first failure, has the relay tell the
+  // other ranks (failure_relay.hpp: this rank's own, and one it heard of, passed on along the
+  // tree), and, for a failure that stops the run, wakes every waiter. Any thread; never
+  // blocks on the run.
   void fail(Failure failure);
   // The body exception being handled (in a catch block), as this rank's failure.
   void fail_body();
@@ -521,9 +524,6 @@ class Engine final : public sched::Executor {
   mutable std::mutex error_mu_;
   std::optional<Failure> failure_;  // the first, guarded by error_mu_
   std::atomic<bool> failed_{false};  // a failure stopped the run (set under done_mu_)
-  // This rank told the others that one of its bodies threw: their relays of it come back
-  // (RemoteLocks::on_message accepts a relayed body failure naming this rank only then).
-  std::atomic<bool> told_own_body_{false};
 
   std::uint64_t done_iterations_ = 0;
   std::uint64_t local_tasks_ = 0;  // tasks that run on this rank

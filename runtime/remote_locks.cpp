@@ -18,7 +18,7 @@ using wire::Kind;
 
 RemoteLocks::RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const Distribution& dist,
                          Net& net, std::uint32_t channel, ControlPlane& control,
-                         const SharedPeers& shared)
+                         const FailureRelay& relay, const SharedPeers& shared)
     : engine_(engine),
       graph_(graph),
       plan_(plan),
@@ -26,6 +26,7 @@ RemoteLocks::RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const D
       net_(net),
       channel_(channel),
       control_(control),
+      relay_(relay),
       shared_(shared),
       proxies_(new ProxyLock[graph.locations().size()]),
       early_mu_(std::make_unique<std::mutex[]>(graph.locations().size())),
@@ -302,39 +303,10 @@ void RemoteLocks::on_message(unsigned from, std::span<const std::byte> header,
     case Kind::control:
       control_.deliver(from, header);
       return;
-    case Kind::abort: {  // the sender failed: it stopped (kFatal), or a body threw there; or,
-                         // relayed, the sender heard that the rank the header names did
+    case Kind::abort: {  // a failure elsewhere (failure_relay.hpp)
       const std::string text(reinterpret_cast<const char*>(header.data()) + sizeof h,
                              header.size() - sizeof h);
-      const bool fatal = (h.flags & wire::kFatal) != 0;
-      const bool relayed = (h.flags & wire::kRelayed) != 0;
-      const std::string sender = "rank " + std::to_string(from);
-      if ((h.flags & ~(wire::kFatal | wire::kRelayed)) != 0) {
-        protocol_error(from, sender + " sent an ABORT with flags " + std::to_string(h.flags) +
-                                 " this rank does not know: the ranks' protocol versions differ");
-        return;
-      }
-      if (relayed && h.location >= dist_.ranks) {
-        protocol_error(from, sender + " relayed the failure of rank " +
-                                 std::to_string(h.location) + " in a job of " +
-                                 std::to_string(dist_.ranks) + " ranks");
-        return;
-      }
-      if (relayed && h.location == dist_.rank) {
-        // This rank's own body failure, passed back by a rank it told (Engine::fail).
-        if (!fatal && engine_.told_own_body_.load(std::memory_order_relaxed)) return;
-        // Else it never happened: taken as this rank's own failure, nobody would be told.
-        protocol_error(from, sender + (fatal ? " relayed the loss of this rank"
-                                             : " relayed a body failure of this rank, which none "
-                                               "of its bodies had") +
-                                 ": the ranks' protocol versions differ, or the message is "
-                                 "forged (" + text + ")");
-        return;
-      }
-      Failure f{fatal ? Failure::Kind::peer_lost : Failure::Kind::peer_body,
-                relayed ? h.location : from, text, nullptr};
-      f.told_by = from;
-      engine_.fail(std::move(f));
+      if (auto f = relay_.on_abort(from, h, text)) engine_.fail(std::move(*f));
       return;
     }
   }

@@ -66,6 +66,7 @@
 
 #include "runtime/control_plane.hpp"
 #include "runtime/distribution.hpp"
+#include "runtime/failure_relay.hpp"
 #include "runtime/graph.hpp"
 #include "runtime/net.hpp"
 #include "runtime/plan.hpp"
@@ -82,7 +83,8 @@ class RemoteLocks {
   static constexpr std::size_t kEarlyMaxBytes = std::size_t{256} << 10;
 
   RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const Distribution& dist, Net& net,
-              std::uint32_t channel, ControlPlane& control, const SharedPeers& shared);
+              std::uint32_t channel, ControlPlane& control, const FailureRelay& relay,
+              const SharedPeers& shared);
   RemoteLocks(const RemoteLocks&) = delete;
   RemoteLocks& operator=(const RemoteLocks&) = delete;
 
@@ -178,6 +180,7 @@ class RemoteLocks {
   Net& net_;
   std::uint32_t channel_;
   ControlPlane& control_;
+  const FailureRelay& relay_;  // reads the ABORTs
   const SharedPeers& shared_;
   std::unique_ptr<ProxyLock[]> proxies_;  // per location; used where this rank is no home
   std::unique_ptr<std::mutex[]> early_mu_;  // per location: phases of others never wait
