@@ -25,7 +25,8 @@ Engine::Distributed::Distributed(Engine& engine, Net& net, std::uint32_t channel
               }),
       relay(net, channel, dist.rank, dist.ranks, control.tree_neighbours()),
       shared(engine.graph_, dist),
-      remote(engine, engine.graph_, engine.plan_, dist, net, channel, control, relay, shared) {}
+      remote(static_cast<RemoteLocks::Host&>(engine), engine.graph_, engine.plan_, dist, net,
+             channel, control, relay, shared) {}
 
 namespace {
 
@@ -51,7 +52,9 @@ Engine::Engine(Graph& graph, Plan plan, Net* net, std::uint32_t channel, bool sh
   local_tasks_ = plan_.tasks;
   const auto& families = graph_.families();
   for (const Family& f : families)
-    if (f.fiber && !fibers_) fibers_ = std::make_unique<FiberDriver>(*this, graph_, plan_);
+    if (f.fiber && !fibers_)
+      fibers_ = std::make_unique<FiberDriver>(static_cast<FiberDriver::Host&>(*this), *this, graph_,
+                                              plan_);
   auto add_free = [&](std::uint32_t begin, std::uint32_t end) {
     if (!free_runs_.empty() && free_runs_.back().second == begin)
       free_runs_.back().second = end;

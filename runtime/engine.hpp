@@ -127,7 +127,10 @@ struct Instance {
   std::span<const AccessDesc> accesses{};   // the task's accesses
 };
 
-class Engine final : public sched::Executor {
+// The parts reach the engine only through the interfaces it implements privately for them
+// (FiberDriver::Host, RemoteLocks::Host): no part sees its state. Engine is final, so its own
+// calls of those functions are direct.
+class Engine final : public sched::Executor, private FiberDriver::Host, private RemoteLocks::Host {
  public:
   // The most tasks a graph may have: a range item (below) holds two task indices of 31 bits.
   static constexpr std::uint64_t kMaxTasks = (std::uint64_t{1} << 31) - 1;
@@ -262,11 +265,6 @@ class Engine final : public sched::Executor {
   }
 
  private:
-  // The parts call back into the phase machine (grant, release, ready, the end of a fiber
-  // instance) and into the failure entry points.
-  friend class FiberDriver;
-  friend class RemoteLocks;
-
   struct alignas(64) LockState {
     std::atomic<std::uint32_t> remaining{0};
     std::uint32_t phase = 0;
@@ -294,8 +292,8 @@ class Engine final : public sched::Executor {
 
   // `releaser` is the task whose instance `iteration` releases, on `worker` (for tracing).
   void release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
-               unsigned worker);
-  void grant(std::uint32_t task, std::uint32_t location);
+               unsigned worker) override;
+  void grant(std::uint32_t task, std::uint32_t location) override;
   // One process, a dataflow instance whose body has returned (header, "Releasing an
   // instance"): prefetch_release starts fetching its own state's and its locations' lines,
   // then release_all releases its `locks` and grants each task the phases that follow,
@@ -384,7 +382,7 @@ class Engine final : public sched::Executor {
   // The phase machine's part of raising the gate: stores the limit and pushes the instances
   // held below it (collected in `go`, the caller's buffer).
   void release_held(std::uint64_t limit, std::vector<std::uint32_t>& go);
-  static constexpr std::uint32_t kNoTask = ~std::uint32_t{0};
+  static constexpr std::uint32_t kNoTask = RemoteLocks::Host::kFromPeer;
   // A release of `location` at its home: true (the phase it advanced to) when it was the
   // phase's last holder, which then grants that phase.
   // Inline: on every release's path, and a library's global function is called through the PLT.
@@ -407,10 +405,18 @@ class Engine final : public sched::Executor {
   void record_grant(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
                     std::uint64_t iteration, unsigned worker);
   void grant_traced(std::uint32_t member, std::uint32_t location, std::uint32_t releaser,
-                    std::uint64_t iteration, unsigned worker);
+                    std::uint64_t iteration, unsigned worker) override;
   // The trace buffer of the calling thread: its worker's, else the control buffer (the
   // transport's thread handling a message).
-  unsigned trace_buffer() const;
+  unsigned trace_buffer() const override;
+  trace::Recorder* trace() const override { return trace_; }
+  // The rest of the fiber driver's interface (FiberDriver::Host).
+  std::uint64_t next_iteration(std::uint32_t task) const override { return tasks_[task].iteration; }
+  void run_fiber_body(const Family& family, const Instance& inst, void (*settle)(void*),
+                      void* arg) override {
+    run_body(family, inst, [settle, arg] { settle(arg); });
+  }
+  void resume(std::uint32_t task) override { pool_->push(task | kResume); }
   void wait_step_done();
   // Across ranks, after a step: the quiescence that makes every rank's home locations final.
   // False when the run must stop (a failure, or a message no rank sent).
@@ -465,7 +471,7 @@ class Engine final : public sched::Executor {
   int node_of(std::uint32_t task) const { return task_node_.empty() ? -1 : task_node_[task]; }
   void instance_done(std::uint64_t count = 1);
   // A fiber instance of `task` ended (every handle released): the next may start.
-  void fiber_done(std::uint32_t task, std::uint64_t iteration);
+  void fiber_done(std::uint32_t task, std::uint64_t iteration) override;
   // Across ranks, at construction: the graph check, shared memory, the initial grants.
   void start_distributed(bool share, const std::function<bool(Engine&)>& load);
 
@@ -473,7 +479,7 @@ class Engine final : public sched::Executor {
   // other ranks (failure_relay.hpp: this rank's own, and one it heard of, passed on along the
   // tree), and, for a failure that stops the run, wakes every waiter. Any thread; never
   // blocks on the run.
-  void fail(Failure failure);
+  void fail(Failure failure) override;
   // The body exception being handled (in a catch block), as this rank's failure.
   void fail_body();
   void stop_run();

@@ -19,8 +19,8 @@ struct FiberDriver::Task {
   std::vector<Hold> holds;              // per access, of the running instance
 };
 
-FiberDriver::FiberDriver(Engine& engine, const Graph& graph, const Plan& plan)
-    : engine_(engine), graph_(graph), plan_(plan), tasks_(plan.tasks) {}
+FiberDriver::FiberDriver(Host& host, Engine& engine, const Graph& graph, const Plan& plan)
+    : host_(host), engine_(engine), graph_(graph), plan_(plan), tasks_(plan.tasks) {}
 
 FiberDriver::~FiberDriver() = default;
 
@@ -50,8 +50,8 @@ void FiberDriver::run(std::uint32_t task, bool resume, unsigned worker) {
   if (!resume) {
     const Family& f = *ft.family;
     const std::uint32_t index = task - f.first;
-    ft.instance = Instance{&graph_, task, engine_.tasks_[task].iteration, worker, &engine_,
-                           index, graph_.member_accesses(f, index)};
+    ft.instance = Instance{&graph_,  task,  host_.next_iteration(task),      worker,
+                           &engine_, index, graph_.member_accesses(f, index)};
     std::fill(ft.holds.begin(), ft.holds.end(), Hold::requested);
     ft.fiber.start(*stacks_, &FiberDriver::fiber_main, &ft, f.name.c_str());
   }
@@ -61,7 +61,7 @@ void FiberDriver::run(std::uint32_t task, bool resume, unsigned worker) {
     if (park(ft)) return;  // the grant will push the resume item
   }
   // The body has returned and every handle is released (fiber_main).
-  engine_.fiber_done(task, ft.instance.iteration);
+  host_.fiber_done(task, ft.instance.iteration);
 }
 
 bool FiberDriver::park(Task& ft) {
@@ -104,7 +104,7 @@ void FiberDriver::grant(std::uint32_t task, std::uint32_t location) {
   if ((old & kParked) == 0) return;
   // The fiber is parked on this handle: no other grant can reach it before the fiber runs
   // again, but stop() may race for the bit; whoever clears it resumes the fiber.
-  if (unpark(ft.grants[h])) engine_.pool_->push(task | Engine::kResume);
+  if (unpark(ft.grants[h])) host_.resume(task);
 }
 
 void FiberDriver::stop() {
@@ -115,7 +115,7 @@ void FiberDriver::stop() {
     const std::size_t handles = plan_.task_locks_of(t).size();
     for (std::size_t h = 0; h < handles; ++h) {
       ft->grants[h].fetch_or(kStopped);  // a park() from now on resumes the fiber itself
-      if (unpark(ft->grants[h])) engine_.pool_->push(t | Engine::kResume);
+      if (unpark(ft->grants[h])) host_.resume(t);
     }
   }
 }
@@ -132,7 +132,7 @@ bool FiberDriver::wait_grant(Task& ft, std::uint32_t access, bool throw_if_stopp
   }
   ft.waiting = static_cast<std::uint32_t>(h);
   const std::uint32_t location = plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)];
-  trace::Recorder* const trace = engine_.trace_;
+  trace::Recorder* const trace = host_.trace();
   if (trace) [[unlikely]]
     trace->fiber_suspend(ft.instance.worker, ft.instance.task, location, ft.instance.iteration);
   sched::Fiber::suspend();  // park(), grant() or stop() resumes us
@@ -148,20 +148,22 @@ void FiberDriver::fiber_main(void* arg) noexcept {
   Task& ft = *static_cast<Task*>(arg);
   FiberDriver& d = *ft.driver;
   // The instance ends, in the trace too, once the handles its body left are released.
-  d.engine_.run_body(*ft.family, ft.instance, [&d, &ft] { d.settle(ft); });
+  d.host_.run_fiber_body(*ft.family, ft.instance, &FiberDriver::settle, &ft);
 }
 
-void FiberDriver::settle(Task& ft) {
+void FiberDriver::settle(void* arg) {
+  Task& ft = *static_cast<Task*>(arg);
+  FiberDriver& d = *ft.driver;
   // Handles the body left requested or held: acquire (a release needs the grant), release.
   // A grant that will never come (the run stopped) is not waited for, nor released.
   for (std::uint32_t a = 0; a < ft.holds.size(); ++a) {
     if (ft.holds[a] == Hold::released) continue;
-    const bool granted = ft.holds[a] == Hold::held || wait_grant(ft, a, false);
+    const bool granted = ft.holds[a] == Hold::held || d.wait_grant(ft, a, false);
     ft.holds[a] = Hold::released;
     if (!granted) continue;
     const std::int32_t h = ft.handle_of[a];
     if (h >= 0)
-      engine_.release(plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
+      d.host_.release(d.plan_.task_locks_of(ft.instance.task)[static_cast<std::size_t>(h)],
                       ft.instance.task, ft.instance.iteration, ft.instance.worker);
   }
 }
@@ -188,8 +190,8 @@ void FiberDriver::release(const Instance& inst, std::uint32_t access) {
   ft.holds[access] = Hold::released;
   const std::int32_t h = ft.handle_of[access];
   if (h >= 0)
-    engine_.release(plan_.task_locks_of(inst.task)[static_cast<std::size_t>(h)], inst.task,
-                    inst.iteration, ft.instance.worker);
+    host_.release(plan_.task_locks_of(inst.task)[static_cast<std::size_t>(h)], inst.task,
+                  inst.iteration, ft.instance.worker);
 }
 
 }  // namespace ordo::rt

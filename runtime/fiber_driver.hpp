@@ -48,6 +48,7 @@
 
 #include "runtime/graph.hpp"
 #include "runtime/plan.hpp"
+#include "runtime/trace.hpp"
 #include "scheduler/fiber.hpp"
 
 namespace ordo::rt {
@@ -63,7 +64,32 @@ class FiberDriver {
  public:
   enum class Hold : std::uint8_t { requested, held, released };
 
-  FiberDriver(Engine& engine, const Graph& graph, const Plan& plan);
+  // What the driver needs of the engine, which implements it: the phase machine's side of a
+  // fiber instance and the one way a body runs. Virtual calls: a few per fiber instance, which
+  // a fiber switch outweighs.
+  class Host {
+   public:
+    // The iteration of `task`'s next instance (the one a start item starts).
+    virtual std::uint64_t next_iteration(std::uint32_t task) const = 0;
+    // Runs `inst`'s body as every body runs (Engine::run_body), then `settle(arg)`.
+    virtual void run_fiber_body(const Family& family, const Instance& inst, void (*settle)(void*),
+                                void* arg) = 0;
+    // `task`'s hold of `location` for instance `iteration` ends, on `worker`.
+    virtual void release(std::uint32_t location, std::uint32_t task, std::uint64_t iteration,
+                         unsigned worker) = 0;
+    // Queues the resume item of `task`'s parked fiber (any thread).
+    virtual void resume(std::uint32_t task) = 0;
+    // Instance `iteration` of `task` has ended, every handle released: the next may start.
+    virtual void fiber_done(std::uint32_t task, std::uint64_t iteration) = 0;
+    // The recorder of this run, or null.
+    virtual trace::Recorder* trace() const = 0;
+
+   protected:
+    ~Host() = default;
+  };
+
+  // `engine` is only named in each Instance (the body's acquire and release go through it).
+  FiberDriver(Host& host, Engine& engine, const Graph& graph, const Plan& plan);
   ~FiberDriver();
   FiberDriver(const FiberDriver&) = delete;
   FiberDriver& operator=(const FiberDriver&) = delete;
@@ -81,7 +107,7 @@ class FiberDriver {
   std::uint64_t granted_iteration(std::uint32_t task, std::uint32_t location) const;
   // Starts instance `iteration` of `task` (`resume` false) or resumes its fiber, on `worker`;
   // returns when the fiber suspends or the instance has ended (then handed back to the
-  // engine: Engine::fiber_done).
+  // engine: Host::fiber_done).
   void run(std::uint32_t task, bool resume, unsigned worker);
 
   // For fiber task bodies, on the instance's own fiber. `access` indexes the task's accesses.
@@ -113,9 +139,11 @@ class FiberDriver {
     return (word.fetch_and(~kParked) & kParked) != 0;
   }
   static void fiber_main(void* arg) noexcept;
-  // After the body (skipped or not): acquires and releases the handles it left.
-  void settle(Task& ft);
+  // After the body (skipped or not): acquires and releases the handles it left (`arg`: the
+  // Task).
+  static void settle(void* arg);
 
+  Host& host_;
   Engine& engine_;
   const Graph& graph_;
   const Plan& plan_;

@@ -16,7 +16,7 @@ namespace ordo::rt {
 using wire::Header;
 using wire::Kind;
 
-RemoteLocks::RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const Distribution& dist,
+RemoteLocks::RemoteLocks(Host& engine, Graph& graph, const Plan& plan, const Distribution& dist,
                          Net& net, std::uint32_t channel, ControlPlane& control,
                          const FailureRelay& relay, const SharedPeers& shared)
     : engine_(engine),
@@ -159,8 +159,8 @@ void RemoteLocks::send_grant(std::uint32_t location, std::uint32_t phase, unsign
   if (!shared) payload = {graph_.data(location), d.elem_size * d.count};
   count_payload(d, payload.size());
   const std::uint64_t tag = trace_tag(true, location, peer);
-  if (engine_.trace_) [[unlikely]]
-    engine_.trace_->send(engine_.trace_buffer(), peer, location, trace::kNone, payload.size(), tag);
+  if (trace::Recorder* const trace = engine_.trace()) [[unlikely]]
+    trace->send(engine_.trace_buffer(), peer, location, trace::kNone, payload.size(), tag);
   traffic_.sent.fetch_add(1, std::memory_order_relaxed);  // counted before it can be received
   Net::Sent sent;
   if (early) {
@@ -174,7 +174,7 @@ void RemoteLocks::on_early_sent(std::uint32_t location) {
   // seq_cst pair with stop(): a call that saw the run open is counted before stop() reads
   // sent_running_, so stop() waits for it; a later one sees it closed.
   sent_running_.fetch_add(1);
-  if (sent_open_.load()) engine_.release(location, Engine::kNoTask, 0, 0);
+  if (sent_open_.load()) engine_.release(location, Host::kFromPeer, 0, 0);
   sent_running_.fetch_sub(1);
   // release: pairs with quiesce()'s acquire; what the release sent is counted by now.
   [[maybe_unused]] const std::uint64_t finished =
@@ -251,8 +251,8 @@ void RemoteLocks::proxy_release(std::uint32_t location) {
     payload = {graph_.data(location), d.elem_size * d.count};
   count_payload(d, payload.size());
   const std::uint64_t tag = trace_tag(false, location, home);
-  if (engine_.trace_) [[unlikely]]
-    engine_.trace_->send(engine_.trace_buffer(), home, location, trace::kNone, payload.size(), tag);
+  if (trace::Recorder* const trace = engine_.trace()) [[unlikely]]
+    trace->send(engine_.trace_buffer(), home, location, trace::kNone, payload.size(), tag);
   traffic_.sent.fetch_add(1, std::memory_order_relaxed);
   net_.send(home, channel_, wire::as_bytes(h), payload, {});
 }
@@ -337,7 +337,7 @@ void RemoteLocks::on_grant(unsigned from, std::uint16_t flags, bool initial,
   if (!shared && payload.data() != graph_.data(location))  // else placed there already
     std::memcpy(graph_.data(location), payload.data(), payload.size());
   const std::uint64_t tag = trace_tag(true, location, from);
-  trace::Recorder* const trace = engine_.trace_;
+  trace::Recorder* const trace = engine_.trace();
   // Initial grants are sent while the engine is built, before tracing is attached.
   if (trace && !initial) [[unlikely]]
     trace->receive(engine_.trace_buffer(), from, location, trace::kNone, payload.size(), tag);
@@ -350,10 +350,10 @@ void RemoteLocks::on_grant(unsigned from, std::uint16_t flags, bool initial,
   const PhaseRanks& pr = initial ? dist_.initial[location] : dist_.phases[location][phase];
   pl.remaining.store(static_cast<std::uint32_t>(pr.local.size()), std::memory_order_relaxed);
   for (std::uint32_t t : pr.local) {
-    if (trace && !initial) [[unlikely]]
-      trace->grant(engine_.trace_buffer(), t, location, engine_.granted_iteration(t, location),
-                   trace::kNone, 0);
-    engine_.grant(t, location);
+    if (initial)
+      engine_.grant(t, location);
+    else
+      engine_.grant_traced(t, location, Host::kFromPeer, 0, 0);
   }
   traffic_.received.fetch_add(1, std::memory_order_release);  // pairs with quiesce()
 }
@@ -363,8 +363,8 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
   const LocationDesc& d = graph_.locations()[location];
   if (flags & wire::kEarly) {  // an early read's release: counted nowhere, frees the rank
     const std::uint64_t tag = trace_tag(false, location, from);
-    if (engine_.trace_) [[unlikely]]
-      engine_.trace_->receive(engine_.trace_buffer(), from, location, trace::kNone, payload.size(), tag);
+    if (trace::Recorder* const trace = engine_.trace()) [[unlikely]]
+      trace->receive(engine_.trace_buffer(), from, location, trace::kNone, payload.size(), tag);
     std::uint32_t pending = kNoPhase;
     bool early = false;
     {
@@ -432,9 +432,9 @@ void RemoteLocks::on_release(unsigned from, std::uint16_t flags, std::uint32_t l
       std::memcpy(graph_.data(location), payload.data(), payload.size());
   }
   const std::uint64_t tag = trace_tag(false, location, from);
-  if (engine_.trace_) [[unlikely]]
-    engine_.trace_->receive(engine_.trace_buffer(), from, location, trace::kNone, payload.size(), tag);
-  engine_.release(location, Engine::kNoTask, 0, 0);
+  if (trace::Recorder* const trace = engine_.trace()) [[unlikely]]
+    trace->receive(engine_.trace_buffer(), from, location, trace::kNone, payload.size(), tag);
+  engine_.release(location, Host::kFromPeer, 0, 0);
   traffic_.received.fetch_add(1, std::memory_order_release);  // pairs with quiesce()
 }
 

@@ -71,18 +71,43 @@
 #include "runtime/net.hpp"
 #include "runtime/plan.hpp"
 #include "runtime/shared_peers.hpp"
+#include "runtime/trace.hpp"
 #include "runtime/wire.hpp"
 
 namespace ordo::rt {
-
-class Engine;
 
 class RemoteLocks {
  public:
   // Largest location granted early (the transport's eager range).
   static constexpr std::size_t kEarlyMaxBytes = std::size_t{256} << 10;
 
-  RemoteLocks(Engine& engine, Graph& graph, const Plan& plan, const Distribution& dist, Net& net,
+  // What the protocol needs of the engine, which implements it: the phase machine's grants and
+  // releases, the failure path and the recorder. Virtual calls: a few per message.
+  class Host {
+   public:
+    // The releaser of a release that came from another rank (no local task released).
+    static constexpr std::uint32_t kFromPeer = ~std::uint32_t{0};
+    // `task` is granted `location` (the initial GRANT's phase: not traced).
+    virtual void grant(std::uint32_t task, std::uint32_t location) = 0;
+    // The same, traced as the grant of `releaser`'s release of instance `iteration` on
+    // `worker` (kFromPeer: of a release that came from another rank).
+    virtual void grant_traced(std::uint32_t task, std::uint32_t location, std::uint32_t releaser,
+                              std::uint64_t iteration, unsigned worker) = 0;
+    // A release of `location`, whose home is this rank: pass kFromPeer, 0, 0 for a RELEASE
+    // or an early GRANT's `sent`.
+    virtual void release(std::uint32_t location, std::uint32_t releaser, std::uint64_t iteration,
+                         unsigned worker) = 0;
+    // The one failure path (Engine::fail).
+    virtual void fail(Failure failure) = 0;
+    // The recorder of this run, or null, and the calling thread's buffer in it.
+    virtual trace::Recorder* trace() const = 0;
+    virtual unsigned trace_buffer() const = 0;
+
+   protected:
+    ~Host() = default;
+  };
+
+  RemoteLocks(Host& engine, Graph& graph, const Plan& plan, const Distribution& dist, Net& net,
               std::uint32_t channel, ControlPlane& control, const FailureRelay& relay,
               const SharedPeers& shared);
   RemoteLocks(const RemoteLocks&) = delete;
@@ -173,7 +198,7 @@ class RemoteLocks {
   bool is_early_read(std::uint32_t location, std::uint32_t phase, unsigned peer) const;
   std::uint64_t trace_tag(bool grant, std::uint32_t location, unsigned peer);
 
-  Engine& engine_;
+  Host& engine_;
   Graph& graph_;
   const Plan& plan_;
   const Distribution& dist_;
