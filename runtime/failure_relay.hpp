@@ -44,8 +44,8 @@
 //      failure costs O(N) messages per rank that finds one, and a relay coming back is
 //      ignored or taken as a later failure, which sends nothing more.
 // Every wait of a run returns once a stopping failure is recorded (Engine::stop_run), so
-// "every rank records one" is "every rank's run ends". Tests: tests/runtime/test_distributed.cpp
-// (the failure cases), and the api's multiprocess suite.
+// "every rank records one" is "every rank's run ends". Tests: tests/runtime/test_failures.cpp,
+// and the api's multiprocess suite.
 //
 // Threads: pass_on on any thread that fails (a worker, the transport's thread, the caller);
 // on_abort on the transport's thread. told_own_body_ is stored before the ABORTs it announces

@@ -1,6 +1,6 @@
 // The engine's failures across ranks reach the user as typed errors derived from ordo::Error
 // (api/errors.hpp); which failure gives which type is checked here, where each can be made
-// directly, and end to end by the runtime suite (runtime_distributed, over the loopback net)
+// directly, and end to end by the runtime suite (runtime_failures, over the loopback net)
 // and the multiprocess suite (api_dist_*).
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,6 @@
-// The small graph that the remote-lock protocol's tests (test_distributed.cpp) and its fuzz
-// target (tests/fuzz/fuzz_remote_lock.cpp) forge messages into, declared alike on every rank.
+// The small graph that the remote-lock protocol's tests (test_remote_locks.cpp,
+// test_failures.cpp) and its fuzz target (tests/fuzz/fuzz_remote_lock.cpp) forge messages into,
+// declared alike on every rank.
 // The forged headers name its locations and phases, so it is declared in one place:
 //   x (location 0) and z (2, with_z) homed on rank 0, y (1) on rank 1, 4 longs each but z, 64;
 //   wx writes x (and z) on rank 0: x's phase 0, z's phase 0;
