@@ -297,4 +297,14 @@ void Runtime::gather_value_bytes(const void* mine, std::size_t size, unsigned to
       });
 }
 
+void Runtime::gather_pieces(const std::string& what, const std::string& name,
+                            std::span<const GatherPiece> pieces, unsigned to, const PieceFill& fill,
+                            const PieceTake& take) {
+  detail::gather_pieces(*this, what, name, pieces, to, fill, take);
+}
+
+void Runtime::check_gather(unsigned to, const std::string& what) const {
+  detail::check_gather(*this, to, what);
+}
+
 }  // namespace ordo

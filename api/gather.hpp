@@ -13,11 +13,8 @@
 
 namespace ordo::detail {
 
-// One piece of what is gathered: `bytes` bytes that rank `home` provides.
-struct GatherPiece {
-  std::size_t bytes = 0;
-  unsigned home = 0;
-};
+// One piece of what is gathered (the public Runtime::gather_pieces takes the same).
+using ordo::GatherPiece;
 
 // Throws Error unless `to` is a rank of the job or kAllRanks, and unless called from outside
 // any task body. `what` opens the message ("Runtime::gather of location 'u'").

@@ -420,4 +420,61 @@ std::uint64_t Graph::iterations_done() const {
 
 void Graph::validate() { impl_->check(); }
 
+namespace {
+// Refuses an extension point's empty function (`what`: "hook", "check"), and one given once the
+// graph has run.
+void check_extension(const detail::GraphImpl& impl, bool given, const std::string& call,
+                     const std::string& what) {
+  if (!given) throw Error(call + ": the " + what + " is an empty function; give one");
+  if (impl.frozen())
+    throw Error(call + ": this graph has run already; give its " + what + "s before the first run");
+}
+}  // namespace
+
+void Graph::on_first_run(FirstRunHook hook) {
+  check_extension(*impl_, bool(hook), "Graph::on_first_run", "hook");
+  impl_->before_first_run.push_back(std::move(hook));
+}
+
+// What a Restored reads: the engine a restart is building, its graph, and the serial of the
+// Graph its handles must name.
+struct Restored::View {
+  const rt::Engine& engine;
+  const rt::Graph& graph;
+  std::uint64_t serial;
+};
+
+void Graph::on_restore(RestoreCheck check) {
+  check_extension(*impl_, bool(check), "Graph::on_restore", "check");
+  impl_->restored_checks.push_back([check = std::move(check), serial = impl_->serial](
+                                       const rt::Engine& engine, const rt::Graph& graph) {
+    const Restored::View view{engine, graph, serial};
+    return check(Restored(view));
+  });
+}
+
+bool Restored::home_here(std::uint64_t graph, std::uint32_t location) const {
+  std::string why = detail::foreign_handle(graph, view_.serial, location);
+  if (why.empty() && location >= view_.graph.locations().size())
+    why = "location #" + std::to_string(location) + " does not belong to this graph";
+  if (!why.empty()) throw Error("Restored: " + why);
+  return view_.engine.home(location) == view_.engine.rank();
+}
+
+const void* Restored::bytes(std::uint64_t graph, std::uint32_t location,
+                            const std::type_info& type) const {
+  const bool home = home_here(graph, location);
+  const rt::LocationDesc& l = view_.graph.locations()[location];
+  if (*l.type != type)
+    throw Error("Restored::data: location '" + l.name +
+                "' holds another element type; read it through the Location<T> that "
+                "Graph::location returned (the same T)");
+  if (!home)
+    throw Error("Restored::data: location '" + l.name + "' lives on rank " +
+                std::to_string(view_.engine.home(location)) + ", and a restart fills only " +
+                "this rank's (" + std::to_string(view_.engine.rank()) +
+                ") home locations; ask Restored::is_home first");
+  return view_.graph.data(location);
+}
+
 }  // namespace ordo

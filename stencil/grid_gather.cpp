@@ -5,8 +5,6 @@
 
 #include <cstring>
 
-#include "api/gather.hpp"
-
 namespace ordo::stencil::core {
 
 std::vector<double> gather_grid(Runtime& runtime, const BlockedGrid& grid,
@@ -14,12 +12,12 @@ std::vector<double> gather_grid(Runtime& runtime, const BlockedGrid& grid,
                                 const std::function<const double*(std::size_t)>& padded,
                                 unsigned to, const std::string& what) {
   const std::string who = "gather of " + what;
-  ordo::detail::check_gather(runtime, to, who);
+  runtime.check_gather(to, who);
   if (runtime.ranks() > 1 && !placement.placed)
     throw Error(who + ": the blocks are not placed on ranks yet; call place(runtime) (or run) "
                 "first, then set the blocks each rank holds");
   const unsigned rank = runtime.rank();
-  std::vector<ordo::detail::GatherPiece> pieces(grid.count());
+  std::vector<GatherPiece> pieces(grid.count());
   std::vector<const double*> held(grid.count(), nullptr);
   for (std::size_t b = 0; b < grid.count(); ++b) {
     pieces[b] = {grid.block(b).pad.count * sizeof(double), placement.placed ? placement.home[b] : 0};
@@ -27,8 +25,8 @@ std::vector<double> gather_grid(Runtime& runtime, const BlockedGrid& grid,
   }
   std::vector<double> out;
   if (to == kAllRanks || to == rank) out.resize(grid.points());
-  ordo::detail::gather_pieces(
-      runtime, who, what, pieces, to,
+  runtime.gather_pieces(
+      who, what, pieces, to,
       [&](std::size_t b, std::span<std::byte> dst) {
         std::memcpy(dst.data(), held[b], dst.size());
       },

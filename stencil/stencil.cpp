@@ -15,7 +15,6 @@
 
 #include <ordo/bench.hpp>
 
-#include "api/graph_impl.hpp"
 #include "stencil/grid_gather.hpp"
 #include "stencil/stencil_impl.hpp"
 
@@ -140,7 +139,7 @@ void Stencil::Impl::declare_blocks() {
   // A graph run before Stencil::place (another stencil's run, Runtime::run) places this one
   // first, so that its tasks exist. Like the task bodies, the hook needs the Stencil alive
   // while its graph runs.
-  ordo::detail::impl_of(g).before_first_run.push_back([this](unsigned rank, unsigned ranks) {
+  g.on_first_run([this](unsigned rank, unsigned ranks) {
     if (!placement.placed) place(rank, ranks);
   });
 }
@@ -343,22 +342,26 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   // A restart fills the blocks from a checkpoint, headers included: the steps done and where
   // the buffers' blocks lie become pointer offsets (buffer_data), so a checkpoint whose headers
   // no run could have written is refused before any sweep reads them.
-  std::vector<std::uint32_t> mains;
-  for (const auto& l : m.locs) mains.push_back(l.main.id());
-  ordo::detail::impl_of(graph).restored_checks.push_back(
-      [mains = std::move(mains), nb = m.nb, shift = m.plan.shift_planes,
-       spare = m.plan.shift_planes != 0 ? m.plan.spare_units : 0,
-       name = m.spec.name](const rt::Engine& engine, const rt::Graph& g) -> std::string {
+  std::vector<Location<double>> mains;
+  std::vector<std::string> main_names;
+  for (std::size_t b = 0; b < m.grid.count(); ++b) {
+    mains.push_back(m.locs[b].main);
+    main_names.push_back(m.spec.name + "[" + m.grid.block(b).tag + "]");
+  }
+  graph.on_restore(
+      [mains = std::move(mains), main_names = std::move(main_names), nb = m.nb,
+       shift = m.plan.shift_planes, spare = m.plan.shift_planes != 0 ? m.plan.spare_units : 0,
+       name = m.spec.name](const Restored& restored) -> std::string {
         auto number = [](double v) {
           char text[32];
           std::snprintf(text, sizeof text, "%.17g", v);
           return std::string(text);
         };
         std::optional<double> steps;
-        for (std::uint32_t l : mains) {
-          if (engine.home(l) != engine.rank()) continue;
-          const auto* h = reinterpret_cast<const double*>(g.data(l));
-          const std::string block = "stencil '" + name + "': block " + g.locations()[l].name;
+        for (std::size_t b = 0; b < mains.size(); ++b) {
+          if (!restored.is_home(mains[b])) continue;
+          const double* h = restored.data(mains[b]).data();
+          const std::string block = "stencil '" + name + "': block " + main_names[b];
           // Whole, at most 2^53 (every step count a double holds exactly), the same in every
           // block: all stop at the same iteration gate.
           if (!(h[0] >= 0 && h[0] <= 9007199254740992.0 && std::floor(h[0]) == h[0]))

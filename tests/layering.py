@@ -8,7 +8,8 @@ what the layers forbid:
   * a wrong-way include: scheduler/ and comm/ know nothing of each other or of the layers
     above; runtime/ builds on both; api/ on all three; its public headers on <ordo/...> only;
   * apps/ using anything but the public API, tools/ using a layer beyond what they are allowed;
-  * sparse/ (a library on the public API) using anything but <ordo/...> and its own files;
+  * stencil/ and sparse/ (libraries on the public API) using anything but <ordo/...> and their
+    own files;
   * a third-party library touched outside the one file that owns it.
 
 Usage: layering.py SOURCE_ROOT. Prints one line per violation and exits 1, or prints "ok".
@@ -17,7 +18,7 @@ import os
 import re
 import sys
 
-LAYERS = ("scheduler", "comm", "runtime", "api", "sparse")
+LAYERS = ("scheduler", "comm", "runtime", "api", "stencil", "sparse")
 # What each folder may include of the layers (by layer name, or by exact header path).
 ALLOWED = {
     "scheduler": {"scheduler"},
@@ -25,6 +26,8 @@ ALLOWED = {
     "runtime": {"runtime", "scheduler", "comm"},
     "api": {"api", "runtime", "scheduler", "comm"},
     "api/include": set(),
+    "stencil": {"stencil"},
+    "stencil/include": set(),
     "sparse": {"sparse"},
     "sparse/include": set(),
     "apps": set(),

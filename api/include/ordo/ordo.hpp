@@ -428,6 +428,8 @@ struct StorageStats {
   std::size_t reserved = 0;
 };
 
+class Restored;
+
 // A task graph: locations, tasks and, once run, the state of every lock. Not thread-safe:
 // declare and run from one thread. Locations and tasks can be added until the first run.
 class Graph {
@@ -617,6 +619,29 @@ class Graph {
   // Checks the graph (lock order, deadlock freedom) without running it. Throws Error.
   void validate();
 
+  // Extension points for libraries built on this API that keep locations and tasks of their
+  // own in a program's graph (the stencil layer is one; docs/architecture.md, "Layers"): the
+  // two moments a graph reaches without passing through such a library.
+  //
+  // on_first_run: the graph's first run (Runtime::run or run_until, Runtime::restart, or a
+  // gather of it) calls each hook once, in the order given, just before it freezes the graph,
+  // with this rank and the job's rank count (0 and 1 in one process). A hook may still declare
+  // locations and tasks and place them: a library whose tasks depend on where its locations
+  // live declares them there when the program did not make it do so earlier. An Error it
+  // throws ends that run before anything runs. Give hooks before the first run.
+  //   g.on_first_run([&lib](unsigned rank, unsigned ranks) { lib.place(rank, ranks); });
+  using FirstRunHook = std::function<void(unsigned rank, unsigned ranks)>;
+  void on_first_run(FirstRunHook hook);
+  // on_restore: once Runtime::restart has filled this rank's home locations from a checkpoint,
+  // and before anything reads them, each check is called, in the order given, with what was
+  // loaded (Restored). It returns "" or what is wrong, and restart then refuses the checkpoint
+  // as corrupt with an Error quoting it, on every rank. For state whose bad values would do
+  // harm rather than give wrong numbers (a header that becomes pointer offsets): a checkpoint
+  // no run could have written is refused instead of read out of bounds. Give checks before
+  // the first run.
+  using RestoreCheck = std::function<std::string(const Restored&)>;
+  void on_restore(RestoreCheck check);
+
  private:
   friend detail::GraphImpl& detail::impl_of(const Graph& graph);
   std::uint64_t serial() const;
@@ -639,6 +664,30 @@ class Graph {
   const void* reduction_value(std::uint64_t graph, std::uint32_t result,
                               const std::type_info& type) const;
   std::unique_ptr<detail::GraphImpl> impl_;
+};
+
+// A graph's locations as Runtime::restart loaded them, for a check given with
+// Graph::on_restore: valid during that check only.
+class Restored {
+ public:
+  // Whether this rank is `loc`'s home: the checkpoint filled only the home locations.
+  template <class T>
+  bool is_home(Location<T> loc) const {
+    return home_here(loc.graph_serial(), loc.id());
+  }
+  // `loc`'s contents as loaded. Throws Error unless this rank is its home.
+  template <class T>
+  std::span<const T> data(Location<T> loc) const {
+    return {static_cast<const T*>(bytes(loc.graph_serial(), loc.id(), typeid(T))), loc.size()};
+  }
+
+ private:
+  friend class Graph;
+  struct View;
+  explicit Restored(const View& view) : view_(view) {}
+  bool home_here(std::uint64_t graph, std::uint32_t location) const;
+  const void* bytes(std::uint64_t graph, std::uint32_t location, const std::type_info& type) const;
+  const View& view_;
 };
 
 // Settings of a Runtime's connection to the other ranks (used only when the process is one
@@ -706,6 +755,12 @@ struct RunStats {
 
 // Where a gather delivers: onto every rank of the job rather than one (Runtime::gather).
 inline constexpr unsigned kAllRanks = ~0u;
+
+// One piece of what Runtime::gather_pieces collects: `bytes` bytes that rank `home` provides.
+struct GatherPiece {
+  std::size_t bytes = 0;
+  unsigned home = 0;
+};
 
 // Stop rule for Runtime::run_until (docs/convergence.md).
 //   ordo::Until until{.done = [&](const ordo::Graph& g) { return g.value(residual) < tol; },
@@ -790,6 +845,22 @@ class Runtime {
     });
     return out;
   }
+  // For libraries built on this API that keep one array in pieces of their own (the stencil
+  // layer's blocks): collects piece i, pieces[i].bytes bytes that rank pieces[i].home provides,
+  // onto rank `to` or every rank (kAllRanks). On a piece's home rank fill(i, destination)
+  // writes it, and on each receiving rank take(i, bytes) reads it, in piece order; across
+  // ranks both run on workers of a small graph named "ordo.gather[" + name + "]...", and must
+  // not call Graph::data. Collective like gather(): ranks that gather different pieces, names
+  // or destinations are refused with an Error on every rank. `what` opens error messages.
+  // Throws Error for a rank that does not exist and from a task body.
+  using PieceFill = std::function<void(std::size_t piece, std::span<std::byte> destination)>;
+  using PieceTake = std::function<void(std::size_t piece, std::span<const std::byte> bytes)>;
+  void gather_pieces(const std::string& what, const std::string& name,
+                     std::span<const GatherPiece> pieces, unsigned to, const PieceFill& fill,
+                     const PieceTake& take);
+  // What gather_pieces checks before anything moves, for a library that reads its pieces
+  // before it calls it: throws the Error gather_pieces would for `to` or from a task body.
+  void check_gather(unsigned to, const std::string& what) const;
   // ordo::check_memory_available for what each rank allocates besides a graph's locations (its
   // share of a problem, before it fills it) when the ranks of a host share its memory.
   // Collective: every rank calls it at the same point of the program, with its own `bytes`.
