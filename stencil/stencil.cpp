@@ -15,7 +15,7 @@
 
 #include <ordo/bench.hpp>
 
-#include "stencil/grid_gather.hpp"
+#include "stencil/facade.hpp"
 #include "stencil/stencil_impl.hpp"
 
 namespace ordo::stencil {
@@ -402,16 +402,23 @@ const Spec& Stencil::spec() const { return impl_->spec; }
 
 std::size_t Stencil::points() const { return impl_->grid.points(); }
 
+namespace {
+// The facade core (facade.hpp) over a stencil's blocks. A template, so that it need not name
+// the private Stencil::Impl.
+template <class Impl>
+core::Facade facade(const Impl& m) {
+  return core::Facade("stencil", m.spec.name, m.grid, m.placement);
+}
+}  // namespace
+
 void Stencil::Impl::place(unsigned rank, unsigned ranks) {
-  placement.home = grid.place(
-      *graph, ranks,
+  core::place_blocks(
+      placement, grid, *graph, rank, ranks,
       [&](std::size_t b, unsigned r) {
         graph->set_home_rank(locs[b].main, r);
         if (spec.aux_grids > 0) graph->set_home_rank(locs[b].aux, r);
       },
       [&](std::size_t b) { return graph->home_rank(locs[b].main); });
-  placement.rank = rank;
-  placement.placed = true;
   declare_exchange();
   // Blocks set before placement filled their halos; what goes to other ranks is packed now.
   if (filled)
@@ -427,21 +434,17 @@ void Stencil::place(const Runtime& runtime) {
 }
 
 void Stencil::set(std::span<const double> global, std::size_t level) {
-  const Impl& m = *impl_;
-  if (global.size() != points())
-    throw Error("stencil '" + m.spec.name + "': set() got " + std::to_string(global.size()) +
-                " values for a grid of " + join(m.spec.size) + " = " + std::to_string(points()));
-  set(core::from_global(global, m.spec.size), level);
+  set(facade(*impl_).from_global(global, impl_->spec.size, "set()"), level);
 }
 
 void Stencil::set(const PointValue& value, std::size_t level) {
-  if (!value) throw Error("stencil '" + impl_->spec.name + "': set() got an empty function");
+  facade(*impl_).check_given(bool(value), "set()");
   set(core::from_points(value), level);
 }
 
 void Stencil::set(const BoxFill& fill, std::size_t level) {
   Impl& m = *impl_;
-  if (!fill) throw Error("stencil '" + m.spec.name + "': set() got an empty function");
+  facade(m).check_given(bool(fill), "set()");
   m.check_level(level);
   for (std::size_t b = 0; b < m.grid.count(); ++b) {
     if (!m.holds(b)) continue;
@@ -464,21 +467,17 @@ void Stencil::set(const BoxFill& fill, std::size_t level) {
 }
 
 void Stencil::set_aux(std::size_t index, std::span<const double> global) {
-  const Impl& m = *impl_;
-  if (global.size() != points())
-    throw Error("stencil '" + m.spec.name + "': set_aux() got " + std::to_string(global.size()) +
-                " values for a grid of " + std::to_string(points()));
-  set_aux(index, core::from_global(global, m.spec.size));
+  set_aux(index, facade(*impl_).from_global(global, impl_->spec.size, "set_aux()"));
 }
 
 void Stencil::set_aux(std::size_t index, const PointValue& value) {
-  if (!value) throw Error("stencil '" + impl_->spec.name + "': set_aux() got an empty function");
+  facade(*impl_).check_given(bool(value), "set_aux()");
   set_aux(index, core::from_points(value));
 }
 
 void Stencil::set_aux(std::size_t index, const BoxFill& fill) {
   Impl& m = *impl_;
-  if (!fill) throw Error("stencil '" + m.spec.name + "': set_aux() got an empty function");
+  facade(m).check_given(bool(fill), "set_aux()");
   if (index >= m.spec.aux_grids)
     throw Error("stencil '" + m.spec.name + "': coefficient grid " + std::to_string(index) +
                 " out of range; the spec declares " + std::to_string(m.spec.aux_grids));
@@ -491,41 +490,30 @@ void Stencil::set_aux(std::size_t index, const BoxFill& fill) {
 void Stencil::get_blocks(const BoxVisit& visit, std::size_t level) const {
   const Impl& m = *impl_;
   m.check_level(level);
-  for (std::size_t b = 0; b < m.grid.count(); ++b)
-    if (m.holds(b)) m.grid.visit(b, m.held_level(b, level), visit);
+  facade(m).visit_held(visit, [&](std::size_t b) { return m.held_level(b, level); });
 }
 
 std::vector<double> Stencil::get(std::size_t level) const {
   const Impl& m = *impl_;
   m.check_level(level);
-  for (std::size_t b = 0; b < m.grid.count(); ++b)
-    if (!m.holds(b))
-      throw Error("stencil '" + m.spec.name + "': get() across ranks: this rank holds only its "
-                  "own blocks (block " + std::to_string(b) + " lives on rank " +
-                  std::to_string(m.placement.home[b]) + "); collect the grid with "
-                  "gather(runtime, rank) or gather(runtime, ordo::kAllRanks) on every rank, or "
-                  "read this rank's blocks with get_blocks()");
-  std::vector<double> out(points());
-  for (std::size_t b = 0; b < m.grid.count(); ++b) m.grid.gather(b, m.held_level(b, level), out);
-  return out;
+  return facade(m).get([&](std::size_t b) { return m.held_level(b, level); }, "get()", "");
 }
 
 std::vector<double> Stencil::gather(Runtime& runtime, unsigned to, std::size_t level) const {
   const Impl& m = *impl_;
   m.check_level(level);
-  return core::gather_grid(
-      runtime, m.grid, m.placement, [&](std::size_t b) { return m.held_level(b, level); }, to,
-      "stencil '" + m.spec.name + "' level " + std::to_string(level));
+  const core::Facade f = facade(m);
+  return f.gather(
+      runtime, to, [&](std::size_t b) { return m.held_level(b, level); },
+      f.who() + " level " + std::to_string(level));
 }
 
 std::size_t Stencil::block_count() const { return impl_->grid.count(); }
 
 unsigned Stencil::home_rank(std::size_t block) const {
   const Impl& m = *impl_;
-  if (block >= m.grid.count())
-    throw Error("stencil '" + m.spec.name + "': block " + std::to_string(block) +
-                " out of range; the stencil has " + std::to_string(m.grid.count()));
-  return m.placement.placed ? m.placement.home[block] : m.graph->home_rank(m.locs[block].main);
+  return facade(m).home_rank(block,
+                             [&](std::size_t b) { return m.graph->home_rank(m.locs[b].main); });
 }
 
 RunStats Stencil::run(Runtime& runtime, std::uint64_t steps) {

@@ -46,7 +46,7 @@
 #include <utility>
 
 #include "stencil/blocked_grid.hpp"
-#include "stencil/grid_gather.hpp"
+#include "stencil/facade.hpp"
 #include "stencil/stencil_reductions.hpp"
 
 namespace ordo::stencil {
@@ -57,7 +57,6 @@ using geometry::join;
 struct Pipeline::Impl {
   Graph* graph = nullptr;
   PipelineSpec spec;
-  std::size_t d = 0;
   core::BlockedGrid grid;
 
   struct Grid {
@@ -89,6 +88,11 @@ struct Pipeline::Impl {
   }
   bool is_exchanged(const Grid& g) const { return g.writer >= 0 && g.halo > 0; }
   bool holds(std::size_t b) const { return placement.holds(b); }
+  core::Facade facade() const { return core::Facade("pipeline", spec.name, grid, placement); }
+  // Grid g's padded buffer of block b, as this rank holds it.
+  core::Padded padded(const Grid& g) const {
+    return [this, &g](std::size_t b) { return std::as_const(*graph).data(g.block[b]).data(); };
+  }
 
   // Checks the spec and builds what it describes: the blocked grid, the grids (inputs and the
   // stages' writes) and each stage's reads. Throws Error for a spec that is wrong.
@@ -102,7 +106,6 @@ struct Pipeline::Impl {
 void Pipeline::Impl::build_from_spec() {
   const std::string who = "pipeline '" + spec.name + "'";
   grid = core::BlockedGrid(who, spec.size, spec.blocks, spec.boundary == Boundary::periodic);
-  d = spec.size.size();
   if (spec.stages.empty()) throw Error(who + ": give at least one stage");
   auto add_grid = [&](const std::string& name, std::ptrdiff_t writer) {
     if (name.empty()) throw Error(who + ": a grid needs a name");
@@ -133,9 +136,9 @@ void Pipeline::Impl::build_from_spec() {
                   std::to_string(kMaxStageGrids) + " grids; split it into several stages");
     for (const std::string& w : st.writes) add_grid(w, static_cast<std::ptrdiff_t>(s));
     for (const Offset& o : st.neighbourhood)
-      if (o.size() != d)
-        throw Error(who + ": an offset of stage '" + st.name + "' has " +
-                    std::to_string(o.size()) + " components; the grid has " + std::to_string(d));
+      if (o.size() != grid.dims())
+        throw Error(who + ": an offset of stage '" + st.name + "' has " + std::to_string(o.size()) +
+                    " components; the grid has " + std::to_string(grid.dims()));
   }
   for (std::size_t s = 0; s < spec.stages.size(); ++s) {
     const Stage& st = spec.stages[s];
@@ -157,7 +160,7 @@ void Pipeline::Impl::build_from_spec() {
       ix.reads.push_back(it->second);
       Grid& g = grids[it->second];
       g.halo = std::max(g.halo, reach);
-      if (reach > 0) geometry::add_directions(d, st.neighbourhood, false, g.dirs);
+      if (reach > 0) geometry::add_directions(grid.dims(), st.neighbourhood, false, g.dirs);
     }
     for (const std::string& w : st.writes) ix.writes.push_back(index[w]);
     stages.push_back(std::move(ix));
@@ -264,10 +267,10 @@ void Pipeline::Impl::run_stage(Context& ctx, std::size_t s, std::size_t b) const
   const core::BlockGeom& geo = grid.block(b);
   const geometry::Pad& pad = geo.pad;
   StageBlock blk;
-  blk.dims = d;
+  blk.dims = grid.dims();
   blk.stride = pad.stride;
   blk.origin = geo.origin;
-  for (std::size_t k = 0; k < d; ++k) blk.hi[k] = pad.ext[k];
+  for (std::size_t k = 0; k < grid.dims(); ++k) blk.hi[k] = pad.ext[k];
   for (std::size_t j = 0; j < ix.reads.size(); ++j)
     blk.in[j] = ctx.read(grids[ix.reads[j]].block[b]).data() + pad.base;
   for (std::size_t j = 0; j < ix.writes.size(); ++j)
@@ -301,8 +304,8 @@ void Pipeline::Impl::import_halo(Context& ctx, std::size_t gi, std::size_t b) co
 }
 
 void Pipeline::Impl::place(unsigned rank, unsigned ranks) {
-  placement.home = grid.place(
-      *graph, ranks,
+  core::place_blocks(
+      placement, grid, *graph, rank, ranks,
       [&](std::size_t b, unsigned r) {
         for (const Grid& g : grids) {
           graph->set_home_rank(g.block[b], r);
@@ -311,8 +314,6 @@ void Pipeline::Impl::place(unsigned rank, unsigned ranks) {
         }
       },
       [&](std::size_t b) { return graph->home_rank(grids[0].block[b]); });
-  placement.rank = rank;
-  placement.placed = true;
 }
 
 Pipeline::Pipeline(Graph& graph, PipelineSpec spec) : impl_(std::make_unique<Impl>()) {
@@ -354,22 +355,18 @@ void Pipeline::place(const Runtime& runtime) {
 void Pipeline::set(const std::string& grid, std::span<const double> global) {
   const Impl& m = *impl_;
   m.grid_named(grid);
-  if (global.size() != points())
-    throw Error("pipeline '" + m.spec.name + "': set(\"" + grid + "\") got " +
-                std::to_string(global.size()) + " values for a grid of " + join(m.spec.size) +
-                " = " + std::to_string(points()));
-  set(grid, core::from_global(global, m.spec.size));
+  set(grid, m.facade().from_global(global, m.spec.size, "set(\"" + grid + "\")"));
 }
 
 void Pipeline::set(const std::string& grid, const PointValue& value) {
-  if (!value) throw Error("pipeline '" + impl_->spec.name + "': set() got an empty function");
+  impl_->facade().check_given(bool(value), "set()");
   set(grid, core::from_points(value));
 }
 
 void Pipeline::set(const std::string& grid, const BoxFill& fill) {
   Impl& m = *impl_;
   const auto& g = m.grid_named(grid);
-  if (!fill) throw Error("pipeline '" + m.spec.name + "': set() got an empty function");
+  m.facade().check_given(bool(fill), "set()");
   PointValue outside;
   if (m.spec.fixed_value)
     outside = [&](Coord x) { return m.spec.fixed_value(g.name, x); };
@@ -385,44 +382,24 @@ std::size_t Pipeline::block_count() const { return impl_->grid.count(); }
 unsigned Pipeline::home_rank(const std::string& grid, std::size_t block) const {
   const Impl& m = *impl_;
   const auto& g = m.grid_named(grid);
-  if (block >= m.grid.count())
-    throw Error("pipeline '" + m.spec.name + "': block " + std::to_string(block) +
-                " out of range; the pipeline has " + std::to_string(m.grid.count()));
-  return m.placement.placed ? m.placement.home[block] : m.graph->home_rank(g.block[block]);
+  return m.facade().home_rank(block, [&](std::size_t b) { return m.graph->home_rank(g.block[b]); });
 }
 
 void Pipeline::get_blocks(const std::string& grid, const BoxVisit& visit) const {
   const Impl& m = *impl_;
-  const auto& g = m.grid_named(grid);
-  const Graph& cg = *m.graph;
-  for (std::size_t b = 0; b < m.grid.count(); ++b)
-    if (m.holds(b)) m.grid.visit(b, cg.data(g.block[b]).data(), visit);
+  m.facade().visit_held(visit, m.padded(m.grid_named(grid)));
 }
 
 std::vector<double> Pipeline::get(const std::string& grid) const {
   const Impl& m = *impl_;
-  const auto& g = m.grid_named(grid);
-  for (std::size_t b = 0; b < m.grid.count(); ++b)
-    if (!m.holds(b))
-      throw Error("pipeline '" + m.spec.name + "': get('" + grid + "') across ranks: this rank "
-                  "holds only its own blocks (block " + std::to_string(b) + " lives on rank " +
-                  std::to_string(m.placement.home[b]) + "); collect the grid with "
-                  "gather(runtime, grid, rank) or gather(runtime, grid, ordo::kAllRanks) on "
-                  "every rank, or read this rank's blocks with get_blocks()");
-  std::vector<double> out(points());
-  const Graph& cg = *m.graph;
-  for (std::size_t b = 0; b < m.grid.count(); ++b) m.grid.gather(b, cg.data(g.block[b]).data(), out);
-  return out;
+  return m.facade().get(m.padded(m.grid_named(grid)), "get('" + grid + "')", "grid, ");
 }
 
 std::vector<double> Pipeline::gather(Runtime& runtime, const std::string& grid,
                                      unsigned to) const {
   const Impl& m = *impl_;
-  const auto& g = m.grid_named(grid);
-  const Graph& cg = *m.graph;
-  return core::gather_grid(
-      runtime, m.grid, m.placement, [&](std::size_t b) { return cg.data(g.block[b]).data(); },
-      to, "pipeline '" + m.spec.name + "' grid '" + grid + "'");
+  const core::Facade f = m.facade();
+  return f.gather(runtime, to, m.padded(m.grid_named(grid)), f.who() + " grid '" + grid + "'");
 }
 
 RunStats Pipeline::run(Runtime& runtime, std::uint64_t iterations) {
