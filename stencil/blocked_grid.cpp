@@ -10,14 +10,14 @@ using namespace geometry;
 
 BlockedGrid::BlockedGrid(std::string who, const std::vector<std::size_t>& size,
                          const std::vector<std::size_t>& blocks, bool periodic)
-    : who_(std::move(who)), d_(size.size()), size_(size), grid_(blocks), periodic_(periodic) {
-  if (d_ < 1 || d_ > kMaxDims)
-    throw Error(who_ + ": " + std::to_string(d_) +
+    : who_(std::move(who)), dims_(size.size()), size_(size), grid_(blocks), periodic_(periodic) {
+  if (dims_ < 1 || dims_ > kMaxDims)
+    throw Error(who_ + ": " + std::to_string(dims_) +
                 " dimensions; the stencil layer supports 1 to 5");
-  if (blocks.size() != d_)
+  if (blocks.size() != dims_)
     throw Error(who_ + ": the block grid has " + std::to_string(blocks.size()) +
-                " extents but the grid has " + std::to_string(d_) + "; give one per dimension");
-  for (std::size_t i = 0; i < d_; ++i) {
+                " extents but the grid has " + std::to_string(dims_) + "; give one per dimension");
+  for (std::size_t i = 0; i < dims_; ++i) {
     if (size[i] == 0 || blocks[i] == 0)
       throw Error(who_ + ": sizes and block counts must be positive (size " + join(size) +
                   ", blocks " + join(blocks) + ")");
@@ -35,27 +35,27 @@ BlockedGrid::BlockedGrid(std::string who, const std::vector<std::size_t>& size,
     total *= b;
   }
   Ix lo{}, hi{};
-  for (std::size_t k = 0; k < d_; ++k) hi[k] = static_cast<std::ptrdiff_t>(grid_[k]);
+  for (std::size_t k = 0; k < dims_; ++k) hi[k] = static_cast<std::ptrdiff_t>(grid_[k]);
   blocks_.reserve(total);
-  for_each_point(d_, lo, hi, [&](const Ix& c) {
+  for_each_point(dims_, lo, hi, [&](const Ix& c) {
     BlockGeom b;
     b.coord = c;
-    std::vector<std::size_t> ext(d_);
-    for (std::size_t k = 0; k < d_; ++k) {
+    std::vector<std::size_t> ext(dims_);
+    for (std::size_t k = 0; k < dims_; ++k) {
       const auto i = static_cast<std::size_t>(c[k]);
       const std::size_t first = block_low(i, size_[k], grid_[k]);
       b.origin[k] = static_cast<std::int64_t>(first);
       ext[k] = block_low(i + 1, size_[k], grid_[k]) - first;
       b.tag += (k ? "," : "") + std::to_string(c[k]);
     }
-    b.pad = Pad(d_, 0, ext);
+    b.pad = Pad(dims_, 0, ext);
     blocks_.push_back(std::move(b));
   });
 }
 
 std::pair<std::size_t, std::size_t> BlockedGrid::smallest_block() const {
   std::pair<std::size_t, std::size_t> best{size_[0] / grid_[0], 0};
-  for (std::size_t k = 1; k < d_; ++k)  // the first block of a dimension is a smallest one
+  for (std::size_t k = 1; k < dims_; ++k)  // the first block of a dimension is a smallest one
     if (size_[k] / grid_[k] < best.first) best = {size_[k] / grid_[k], k};
   return best;
 }
@@ -67,23 +67,23 @@ void BlockedGrid::set_padding(std::size_t padding, std::size_t at_fixed_end,
   const auto deep = static_cast<std::ptrdiff_t>(padding);
   const auto shallow = static_cast<std::ptrdiff_t>(at_fixed_end);
   for (BlockGeom& b : blocks_) {
-    std::vector<std::size_t> ext(d_);
+    std::vector<std::size_t> ext(dims_);
     Ix low{}, high{};
     geometry::BesideEnds fixed;  // the ends of b that are fixed ends of the grid
-    for (std::size_t k = 0; k < d_; ++k) {
+    for (std::size_t k = 0; k < dims_; ++k) {
       ext[k] = static_cast<std::size_t>(b.pad.ext[k]);
       const bool fixed_low = !periodic_ && b.origin[k] == 0;
       const bool fixed_high =
           !periodic_ && b.origin[k] + b.pad.ext[k] == static_cast<std::int64_t>(size_[k]);
       low[k] = fixed_low ? shallow : deep;
       high[k] = fixed_high ? shallow : deep;
-      if (k + 1 == d_) fixed = {fixed_low, fixed_high};
+      if (k + 1 == dims_) fixed = {fixed_low, fixed_high};
     }
     const geometry::BesideEnds ends = row_halo == geometry::RowHalo::beside ? geometry::BesideEnds{true, true}
                                       : row_halo == geometry::RowHalo::beside_at_fixed_ends
                                           ? fixed
                                           : geometry::BesideEnds{};
-    b.pad = Pad(d_, low, high, ext, ends);
+    b.pad = Pad(dims_, low, high, ext, ends);
   }
 }
 
@@ -116,9 +116,9 @@ void BlockedGrid::wire_imports(Exchange& x, const std::set<Ix>& dirs) const {
   for (std::size_t b = 0; b < blocks_.size(); ++b)
     for (const Ix& o : dirs) {
       Ix n{}, back{};
-      if (!block_neighbour(d_, grid_, periodic_, blocks_[b].coord, o, n)) continue;
-      for (std::size_t k = 0; k < d_; ++k) back[k] = -o[k];
-      for (const Export& e : x.exports[block_index(d_, grid_, n)])
+      if (!block_neighbour(dims_, grid_, periodic_, blocks_[b].coord, o, n)) continue;
+      for (std::size_t k = 0; k < dims_; ++k) back[k] = -o[k];
+      for (const Export& e : x.exports[block_index(dims_, grid_, n)])
         if (e.dir == back) x.imports[b].push_back(Import{o, e.loc, e.count});
     }
 }
@@ -202,13 +202,13 @@ void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
                     const geometry::Cells c = geometry::cells_of(g.pad, buf, side, lo, hi);
                     if (beyond_fixed) {
                       Origin x{};
-                      for_each_point(d_, lo, hi, [&](const Ix& l) {
-                        for (std::size_t k = 0; k < d_; ++k) x[k] = g.origin[k] + l[k];
-                        c.data[c.pad.at(l)] = outside ? outside(Coord(x.data(), d_)) : 0.0;
+                      for_each_point(dims_, lo, hi, [&](const Ix& l) {
+                        for (std::size_t k = 0; k < dims_; ++k) x[k] = g.origin[k] + l[k];
+                        c.data[c.pad.at(l)] = outside ? outside(Coord(x.data(), dims_)) : 0.0;
                       });
                       return;
                     }
-                    for (std::size_t k = 0; k < d_; ++k) box.stride[k] = c.pad.stride[k];
+                    for (std::size_t k = 0; k < dims_; ++k) box.stride[k] = c.pad.stride[k];
                     box.data = c.data + c.pad.at(lo);
                     inside(box);
                   });
@@ -227,8 +227,8 @@ std::vector<std::pair<Ix, Ix>> BlockedGrid::fixed_regions(std::size_t b) const {
 void BlockedGrid::visit(std::size_t b, const double* buf, const BoxVisit& visit) const {
   const BlockGeom& g = blocks_[b];
   ConstBox box;
-  box.dims = d_;
-  for (std::size_t k = 0; k < d_; ++k) {
+  box.dims = dims_;
+  for (std::size_t k = 0; k < dims_; ++k) {
     box.lo[k] = g.origin[k];
     box.hi[k] = g.origin[k] + g.pad.ext[k];
     box.stride[k] = g.pad.stride[k];
@@ -241,7 +241,8 @@ void BlockedGrid::gather(std::size_t b, const double* buf, std::span<double> glo
   visit(b, buf, [&](const ConstBox& box) {
     for_each_box_row(box, [&](const double* row, Coord first, std::size_t len) {
       std::size_t gi = 0;
-      for (std::size_t k = 0; k < d_; ++k) gi = gi * size_[k] + static_cast<std::size_t>(first[k]);
+      for (std::size_t k = 0; k < dims_; ++k)
+        gi = gi * size_[k] + static_cast<std::size_t>(first[k]);
       std::copy_n(row, len, global.data() + gi);
     });
   });

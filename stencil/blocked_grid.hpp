@@ -11,7 +11,7 @@
 // dimension where o is 0, hence their extent there; where o is not 0 the halo is `width`
 // points, and width <= the smallest block (checked) means a halo comes from one neighbour.
 // So the sender's edge box and the receiver's halo box always have the same shape.
-// Internal to api/; not installed.
+// Internal to the layer; not installed.
 #pragma once
 
 #include <cstddef>
@@ -82,7 +82,7 @@ class BlockedGrid {
   void set_padding(std::size_t padding, std::size_t at_fixed_end,
                    geometry::RowHalo row_halo = geometry::RowHalo::in_rows);
 
-  std::size_t dims() const { return d_; }
+  std::size_t dims() const { return dims_; }
   std::size_t count() const { return blocks_.size(); }
   const BlockGeom& block(std::size_t b) const { return blocks_[b]; }
   const std::vector<std::size_t>& size() const { return size_; }
@@ -133,7 +133,7 @@ class BlockedGrid {
 
  private:
   std::string who_;
-  std::size_t d_ = 0;
+  std::size_t dims_ = 0;
   std::vector<std::size_t> size_, grid_;
   bool periodic_ = false;
   std::vector<BlockGeom> blocks_;

@@ -1,5 +1,5 @@
 // The in-place wavefront's windows (stencil_windows.cpp): rings of planes in memory mapped
-// twice back to back, one set per worker thread, kept from task to task. Internal to api/.
+// twice back to back, one set per worker thread, kept from task to task. Internal to the layer.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // Index geometry shared by the stencil layer's single-stage stencils (stencil.cpp) and its
 // pipelines (stencil_pipeline.cpp): padded block buffers, boxes inside them, and packing a box
-// to or from a contiguous array (the halo exports). Internal to api/; not installed.
+// to or from a contiguous array (the halo exports). Internal to the layer; not installed.
 #pragma once
 
 #include <algorithm>
@@ -53,9 +53,9 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // locations do, and the stencil keeps its buffers a multiple of 8 doubles long). In 3-D and up
 // a row's high halo and the next row's low halo share the line between them: a sweep reads
 // B/8 + 1 lines per row, not B/8 + 2. In 2-D each row keeps a line of its own on either side:
-// with long rows the shared line saves little traffic, and it measured slower there
-// (docs/benchmarks.md, the heat2d item of "heat3d on the layer against its hand-written
-// graph"). Points beyond the padding are padding nobody reads.
+// with long rows the shared line saves little traffic, and it made heat2d slower
+// (docs/benchmarks.md, "Figures behind defaults"). Points beyond the padding are padding
+// nobody reads.
 //
 // With the halo beside the rows at an end of the last dimension (2-D and up;
 // Spec::row_halo_beside, docs/stencil.md "Rows with their halo beside") the rows hold no halo
@@ -78,15 +78,15 @@ struct BesideEnds {
 enum class RowHalo { in_rows, beside, beside_at_fixed_ends };
 
 struct Pad {
-  std::size_t d = 0;
+  std::size_t dims = 0;  // dimensions
   Ix low{}, high{};   // padding below and above the owned points, per dimension
   Ix ext{};           // owned extent B per dimension
   Ix stride{};
   std::size_t count = 0;    // doubles in the buffer
   std::ptrdiff_t base = 0;  // index of local point 0
   // The side array of the halo beside the rows (`beside`: at either end; else side_count is
-  // 0): its strides over the rows (side_stride[d-2] is side_step, the values of a row in one
-  // part; [d-1] is 1), one part's size, where the right part starts (after the left one where
+  // 0): its strides over the rows (side_stride[dims-2] is side_step, the values of a row in one
+  // part; [dims-1] is 1), one part's size, where the right part starts (after the left one where
   // there is one), its size (whole lines), and local row 0's offset in a part. Column c < 0 of
   // row r lies at side_base + r's offset + side_step + c, column ext + c at side_right +
   // side_base + r's offset + c.
@@ -99,40 +99,41 @@ struct Pad {
 
   Pad() = default;
   // `halo` points on every side.
-  Pad(std::size_t dims, std::size_t halo, const std::vector<std::size_t>& block)
-      : Pad(dims, uniform(dims, halo), uniform(dims, halo), block) {}
-  Pad(std::size_t dims, const Ix& below, const Ix& above, const std::vector<std::size_t>& block,
-      BesideEnds ends = {})
-      : d(dims),
+  Pad(std::size_t dim_count, std::size_t halo, const std::vector<std::size_t>& block)
+      : Pad(dim_count, uniform(dim_count, halo), uniform(dim_count, halo), block) {}
+  Pad(std::size_t dim_count, const Ix& below, const Ix& above,
+      const std::vector<std::size_t>& block, BesideEnds ends = {})
+      : dims(dim_count),
         low(below),
         high(above),
-        beside((ends.low || ends.high) && dims >= 2),
-        beside_low(ends.low && dims >= 2),
-        beside_high(ends.high && dims >= 2) {
-    const std::size_t last = d > 0 ? d - 1 : 0;
+        beside((ends.low || ends.high) && dim_count >= 2),
+        beside_low(ends.low && dim_count >= 2),
+        beside_high(ends.high && dim_count >= 2) {
+    const std::size_t last = dims > 0 ? dims - 1 : 0;
     // Low padding of the rows, in whole lines from 2-D on (none where it lies beside them).
-    const std::ptrdiff_t low_last =
-        beside_low ? 0 : d >= 2 ? (low[last] + 7) / 8 * 8 : low[last];
+    const std::ptrdiff_t low_last = beside_low  ? 0
+                                    : dims >= 2 ? (low[last] + 7) / 8 * 8
+                                                : low[last];
     const std::ptrdiff_t high_last = beside_high ? 0 : high[last];
     std::ptrdiff_t s = 1;
-    for (std::size_t i = d; i-- > 0;) {
+    for (std::size_t i = dims; i-- > 0;) {
       ext[i] = static_cast<std::ptrdiff_t>(block[i]);
       stride[i] = s;
-      if (i == last && d >= 3)
+      if (i == last && dims >= 3)
         s *= ((beside_low ? 0 : low[i]) + ext[i] + high_last + 7) / 8 * 8;
-      else if (i == last && d == 2)
+      else if (i == last && dims == 2)
         s *= (low_last + ext[i] + high_last + 7) / 8 * 8;
       else
         s *= low[i] + ext[i] + high[i];
     }
     // In 3-D and up the last row's high halo ends up to low_last doubles beyond the strides.
-    count = static_cast<std::size_t>(d >= 3 ? s + low_last : s);
+    count = static_cast<std::size_t>(dims >= 3 ? s + low_last : s);
     for (std::size_t i = 0; i < last; ++i) base += low[i] * stride[i];
     base += low_last;
     if (!beside) return;
     side_step = std::max(beside_low ? low[last] : 0, beside_high ? high[last] : 0);
     std::ptrdiff_t t = 1;
-    for (std::size_t i = d; i-- > 0;) {
+    for (std::size_t i = dims; i-- > 0;) {
       side_stride[i] = t;
       t *= i == last ? side_step : padded(i);
     }
@@ -143,7 +144,7 @@ struct Pad {
   }
   std::ptrdiff_t at(const Ix& x) const {
     std::ptrdiff_t a = base;
-    for (std::size_t i = 0; i < d; ++i) a += x[i] * stride[i];
+    for (std::size_t i = 0; i < dims; ++i) a += x[i] * stride[i];
     return a;
   }
   // The padded extent along dimension i.
@@ -151,12 +152,12 @@ struct Pad {
   // Whether the box [lo, hi) lies beside the rows (in the side array): only with `beside`,
   // for a box of the last dimension's halo columns.
   bool is_beside(const Ix& lo, const Ix& hi) const {
-    return (beside_low && hi[d - 1] <= 0) || (beside_high && lo[d - 1] >= ext[d - 1]);
+    return (beside_low && hi[dims - 1] <= 0) || (beside_high && lo[dims - 1] >= ext[dims - 1]);
   }
   // The columns [lo, hi) of the last dimension narrowed to those in the rows.
   void clip_to_rows(std::ptrdiff_t& lo, std::ptrdiff_t& hi) const {
     if (beside_low) lo = std::max<std::ptrdiff_t>(lo, 0);
-    if (beside_high) hi = std::min(hi, ext[d - 1]);
+    if (beside_high) hi = std::min(hi, ext[dims - 1]);
   }
   // For Block::west/east: where the values left of local row 0 end in the side array `side`,
   // and where those right of it start; null where that end's halo lies in the rows.
@@ -172,13 +173,13 @@ struct Pad {
   // them: at(x) is where point x of those columns lies in it.
   Pad side_layout(bool right) const {
     Pad v;
-    v.d = d;
+    v.dims = dims;
     v.low = low;
     v.high = high;
     v.ext = ext;
     v.stride = side_stride;
     v.count = side_count;
-    v.base = right ? static_cast<std::ptrdiff_t>(side_right) + side_base - ext[d - 1]
+    v.base = right ? static_cast<std::ptrdiff_t>(side_right) + side_base - ext[dims - 1]
                    : side_base + side_step;
     return v;
   }
@@ -205,7 +206,7 @@ inline std::size_t box_count(std::size_t d, const Ix& lo, const Ix& hi) {
 template <class F>
 void for_each_box_row(const Pad& a, const Ix& lo, const Ix& hi, const Pad& b, const Ix& b_lo,
                       F&& f) {
-  const std::size_t d = a.d, last = d - 1;
+  const std::size_t d = a.dims, last = d - 1;
   for (std::size_t i = 0; i < d; ++i)
     if (hi[i] <= lo[i]) return;
   const auto len = static_cast<std::size_t>(hi[last] - lo[last]);
@@ -231,7 +232,7 @@ void for_each_box_row(const Pad& a, const Ix& lo, const Ix& hi, const Pad& b, co
 // padding, point 0 of the box at offset 0.
 inline Pad packed_layout(std::size_t d, const Ix& lo, const Ix& hi) {
   Pad p;
-  p.d = d;
+  p.dims = d;
   std::ptrdiff_t stride = 1;
   for (std::size_t i = d; i-- > 0;) {
     p.ext[i] = hi[i] - lo[i];
@@ -246,7 +247,7 @@ inline Pad packed_layout(std::size_t d, const Ix& lo, const Ix& hi) {
 // box [lo, hi) of a padded buffer, in the order the packed array holds them.
 template <class F>
 void for_each_box_row(const Pad& p, const Ix& lo, const Ix& hi, F&& f) {
-  for_each_box_row(p, lo, hi, packed_layout(p.d, lo, hi), Ix{},
+  for_each_box_row(p, lo, hi, packed_layout(p.dims, lo, hi), Ix{},
                    [&](std::ptrdiff_t at, std::ptrdiff_t k, std::size_t len) {
                      f(at, static_cast<std::size_t>(k), len);
                    });
@@ -261,7 +262,7 @@ struct Cells {
 };
 inline Cells cells_of(const Pad& p, double* buf, double* side, const Ix& lo, const Ix& hi) {
   if (!p.is_beside(lo, hi)) return {p, buf};
-  return {p.side_layout(lo[p.d - 1] >= 0), side};
+  return {p.side_layout(lo[p.dims - 1] >= 0), side};
 }
 
 // Copies a row of n doubles: inline for the short rows of halos and fixed boundaries (a face
@@ -305,7 +306,7 @@ inline void copy_box_between(const Pad& ps, const double* src, const Ix& slo, co
 
 // The sender's edge region of width h towards direction o (each o[i] in {-1, 0, 1}).
 inline void send_box(const Pad& p, std::ptrdiff_t h, const Ix& o, Ix& lo, Ix& hi) {
-  for (std::size_t i = 0; i < p.d; ++i) {
+  for (std::size_t i = 0; i < p.dims; ++i) {
     lo[i] = o[i] > 0 ? p.ext[i] - h : 0;
     hi[i] = o[i] < 0 ? h : p.ext[i];
   }
@@ -313,7 +314,7 @@ inline void send_box(const Pad& p, std::ptrdiff_t h, const Ix& o, Ix& lo, Ix& hi
 
 // The receiver's halo region of width h towards the neighbour in direction r.
 inline void halo_box(const Pad& p, std::ptrdiff_t h, const Ix& r, Ix& lo, Ix& hi) {
-  for (std::size_t i = 0; i < p.d; ++i) {
+  for (std::size_t i = 0; i < p.dims; ++i) {
     lo[i] = r[i] < 0 ? -h : r[i] > 0 ? p.ext[i] : 0;
     hi[i] = r[i] < 0 ? 0 : r[i] > 0 ? p.ext[i] + h : p.ext[i];
   }
@@ -380,13 +381,13 @@ void for_each_export(const Pad& p, std::ptrdiff_t h, const Dirs& dirs,
                      const std::vector<std::size_t>& blocks, bool periodic, const Ix& c, F&& f) {
   for (const Ix& r : dirs) {
     Ix o{}, n{};
-    for (std::size_t k = 0; k < p.d; ++k) o[k] = -r[k];
-    if (!block_neighbour(p.d, blocks, periodic, c, o, n)) continue;
+    for (std::size_t k = 0; k < p.dims; ++k) o[k] = -r[k];
+    if (!block_neighbour(p.dims, blocks, periodic, c, o, n)) continue;
     Ix lo{}, hi{};
     send_box(p, h, o, lo, hi);
     std::string tag;
-    for (std::size_t k = 0; k < p.d; ++k) tag += (k ? "," : "") + std::to_string(o[k]);
-    f(o, box_count(p.d, lo, hi), tag);
+    for (std::size_t k = 0; k < p.dims; ++k) tag += (k ? "," : "") + std::to_string(o[k]);
+    f(o, box_count(p.dims, lo, hi), tag);
   }
 }
 

@@ -1,8 +1,8 @@
 // The single-stage stencil's state, shared by the files that implement it: stencil.cpp (the
 // spec, the locations and tasks, loading and reading grids, placement),
 // stencil_compute.cpp (what a compute task does: halo unpacking, time steps, cache tiles,
-// streaming stores) and stencil_in_place.cpp (Traversal::jacobi_in_place). Internal to api/;
-// not installed.
+// streaming stores) and stencil_in_place.cpp (Traversal::jacobi_in_place). Internal to the
+// layer; not installed.
 //
 // Locations per block b (all on b's rank):
 //   main[b]    header (steps done, then where each buffer's block lies; kHeader doubles) + NB

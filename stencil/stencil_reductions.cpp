@@ -1,4 +1,4 @@
-// Reductions of the stencil layer (api/stencil_reductions.hpp, docs/stencil.md "Reductions and
+// Reductions of the stencil layer (stencil/stencil_reductions.hpp, docs/stencil.md "Reductions and
 // stopping on convergence"). Built on the public API only.
 #include "stencil/stencil_reductions.hpp"
 

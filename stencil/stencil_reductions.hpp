@@ -1,7 +1,7 @@
 // The reductions of a stencil or pipeline (Spec::reductions, PipelineSpec::reductions): each
 // block's task contributes its kernel's partial of the step (detail::Partials) to one
 // ordo::Reduction<double> per declared reduction, whose combining step folds the blocks' partials
-// in combine_in_order's order. Internal to api/; not installed.
+// in combine_in_order's order. Internal to the layer; not installed.
 #pragma once
 
 #include <cstdint>
