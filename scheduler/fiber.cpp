@@ -30,6 +30,18 @@
 #endif
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ORDO_ASAN_FIBERS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ORDO_ASAN_FIBERS 1
+#endif
+#endif
+
+#ifdef ORDO_ASAN_FIBERS
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #ifdef ORDO_TSAN_FIBERS
 extern "C" {
 void* __tsan_get_current_fiber(void);
@@ -76,6 +88,22 @@ std::size_t page_size() {
 }
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// AddressSanitizer must be told of every stack switch, or it takes the fiber's frames for an
+// overflow of the thread's stack (and an exception thrown on a fiber for a wild unwind). Each
+// switch is announced before the jump (start: where it goes) and acknowledged after it
+// (finish: where it came from); a null save slot at start says the stack being left dies.
+#ifdef ORDO_ASAN_FIBERS
+inline void asan_leave(void** fake_stack, const void* bottom, std::size_t size) {
+  __sanitizer_start_switch_fiber(fake_stack, bottom, size);
+}
+inline void asan_arrive(void* fake_stack, const void** bottom_old, std::size_t* size_old) {
+  __sanitizer_finish_switch_fiber(fake_stack, bottom_old, size_old);
+}
+#else
+inline void asan_leave(void**, const void*, std::size_t) {}
+inline void asan_arrive(void*, const void**, std::size_t*) {}
+#endif
 
 // ---- overflow report ------------------------------------------------------------------------
 
@@ -292,9 +320,11 @@ Fiber::~Fiber() = default;
 void FiberAccess::trampoline(ctx::transfer_t t) noexcept {
   auto* self = static_cast<Fiber*>(t.data);
   self->caller_ = t.fctx;
+  asan_arrive(nullptr, &self->asan_caller_bottom_, &self->asan_caller_size_);
   self->entry_(self->arg_);
   // safety: the jump below never returns, so nothing on this stack is used after it and the
   // resumer may hand the stack to another fiber as soon as it sees kFinished.
+  asan_leave(nullptr, self->asan_caller_bottom_, self->asan_caller_size_);
 #ifdef ORDO_TSAN_FIBERS
   __tsan_switch_to_fiber(self->tsan_caller_, 0);
 #endif
@@ -320,11 +350,14 @@ bool Fiber::resume() {
   ensure_altstack();
   Fiber* outer = running();  // a fiber may resume another one (tests do)
   set_running(this);
+  [[maybe_unused]] void* resumer_fake_stack = nullptr;
+  asan_leave(&resumer_fake_stack, stack_ + stacks_->guard_size(), stacks_->stack_size());
 #ifdef ORDO_TSAN_FIBERS
   tsan_caller_ = __tsan_get_current_fiber();
   __tsan_switch_to_fiber(tsan_fiber_, 0);
 #endif
   ctx::transfer_t t = ctx::jump_fcontext(context_, this);
+  asan_arrive(resumer_fake_stack, nullptr, nullptr);
   set_running(outer);
   if (t.data != kFinished) {
     context_ = t.fctx;
@@ -344,12 +377,14 @@ bool Fiber::resume() {
 
 void Fiber::suspend() {
   Fiber* self = running();
+  asan_leave(&self->asan_fake_stack_, self->asan_caller_bottom_, self->asan_caller_size_);
 #ifdef ORDO_TSAN_FIBERS
   __tsan_switch_to_fiber(self->tsan_caller_, 0);
 #endif
   ctx::transfer_t t = ctx::jump_fcontext(self->caller_, kSuspended);
   // Resumed, perhaps on another thread: `self` is a local on this stack, not a TLS read.
   self->caller_ = t.fctx;
+  asan_arrive(self->asan_fake_stack_, &self->asan_caller_bottom_, &self->asan_caller_size_);
 }
 
 Fiber* Fiber::current() { return running(); }

@@ -24,7 +24,8 @@
 //
 // ThreadSanitizer: each fiber is a TSan fiber (__tsan_create_fiber); every switch is announced
 // with __tsan_switch_to_fiber immediately before the jump, in the same function, so that no
-// instrumented frame straddles a switch.
+// instrumented frame straddles a switch. AddressSanitizer is told of each switch the same way
+// (__sanitizer_start/finish_switch_fiber), so that it checks a fiber's frames against its stack.
 #pragma once
 
 #include <cstddef>
@@ -111,6 +112,11 @@ class Fiber {
   const char* label_ = nullptr;
   [[maybe_unused]] void* tsan_fiber_ = nullptr;   // ThreadSanitizer's fiber state (only under TSan)
   [[maybe_unused]] void* tsan_caller_ = nullptr;  // the resumer's TSan state while the fiber runs
+  // AddressSanitizer (only under ASan): the fiber's fake stack while it is suspended, and the
+  // resumer's stack bounds while it runs.
+  [[maybe_unused]] void* asan_fake_stack_ = nullptr;
+  [[maybe_unused]] const void* asan_caller_bottom_ = nullptr;
+  [[maybe_unused]] std::size_t asan_caller_size_ = 0;
 };
 
 }  // namespace ordo::sched
