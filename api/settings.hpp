@@ -4,9 +4,8 @@
 // say how the process was started: comm::Launch reads them, and the bootstrap built from it
 // alone answers rank, size, local rank and local size.
 //
-// settings.cpp is the only file of the library that reads the environment; to add a setting,
-// add a field to RuntimeOptions (or TransportOptions), read its variable in resolve(), and
-// list it in docs/configuration.md.
+// settings.cpp is the only file of the library that reads the environment. How to add a
+// setting, step by step with the files and tests to copy: docs/developing.md, "Adding a setting".
 #pragma once
 
 #include <chrono>
