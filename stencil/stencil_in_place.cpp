@@ -63,7 +63,8 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   // block's fixed runs mostly repeat a few sequences (a constant boundary, a row of them),
   // which are kept once instead of once per run; where the values vary with the coordinate
   // nearly every run differs, and a scan of all earlier ones would be quadratic in the runs.
-  std::unordered_multimap<std::size_t, std::pair<std::size_t, std::size_t>> stored;  // (start, length)
+  std::unordered_multimap<std::size_t, std::pair<std::size_t, std::size_t>>
+      stored;  // (start, length)
   // Rows of a neighbour's deep halo along dimension 1 (temporal blocking's ranges shrink
   // there): FixedHalo::deep holds all the fixed cells in them.
   auto is_deep_row = [&](std::ptrdiff_t r) {
@@ -160,7 +161,8 @@ void Stencil::Impl::unpack_late(std::size_t b, std::span<double> main, std::uint
   for (std::size_t k = 2; k < d; ++k) inner *= static_cast<std::size_t>(hi[k] - lo[k]);
   const std::size_t first =
       (static_cast<std::size_t>(p - lo[0]) * static_cast<std::size_t>(hi[1] - lo[1]) +
-       static_cast<std::size_t>(r0 - lo[1])) * inner;
+       static_cast<std::size_t>(r0 - lo[1])) *
+      inner;
   lo[0] = p;
   hi[0] = p + 1;
   lo[1] = r0;

@@ -111,8 +111,8 @@ int slowdown(const Slowdown& o, const fs::path& dir) {
   const auto bin = ordo::bench::find_binary("ordo-" + o.app, o.bin_dir);
   if (!bin)
     throw ordo::Error("cannot find ordo-" + o.app + " beside this benchmark; give --bin-dir");
-  std::vector<std::string> base = {"env", bin->string(), "--size", o.size, "--iters",
-                                   std::to_string(o.iters)};
+  std::vector<std::string> base = {"env",  bin->string(), "--size",
+                                   o.size, "--iters",     std::to_string(o.iters)};
   if (o.workers) base.insert(base.end(), {"--workers", std::to_string(o.workers)});
   std::vector<double> plain, copy, stopped, copy_ratio, stopped_ratio;
   for (unsigned r = 0; r < o.reps; ++r) {
@@ -121,8 +121,8 @@ int slowdown(const Slowdown& o, const fs::path& dir) {
       if (copy_setting) {
         const fs::path ckpt = dir / "ckpt";
         argv.insert(argv.begin() + 1, std::string("ORDO_CHECKPOINT_COPY=") + copy_setting);
-        argv.insert(argv.end(), {"--checkpoint", ckpt.string(), "--checkpoint-every",
-                                 std::to_string(o.every)});
+        argv.insert(argv.end(),
+                    {"--checkpoint", ckpt.string(), "--checkpoint-every", std::to_string(o.every)});
         const double s = run_seconds(ordo::bench::run_command(argv, 3600),
                                      "ordo-" + o.app + " with checkpoints");
         std::error_code ec;
@@ -138,10 +138,11 @@ int slowdown(const Slowdown& o, const fs::path& dir) {
     stopped_ratio.push_back(stopped.back() / plain.back());
   }
   using ordo::bench::median;
-  fmt::print("bench=checkpoint-slowdown app={} size={} iters={} every={} plain_s={:.3f} "
-             "copy_s={:.3f} stopped_s={:.3f} copy_ratio={:.3f} stopped_ratio={:.3f}\n",
-             o.app, o.size, o.iters, o.every, median(plain), median(copy), median(stopped),
-             median(copy_ratio), median(stopped_ratio));
+  fmt::print(
+      "bench=checkpoint-slowdown app={} size={} iters={} every={} plain_s={:.3f} "
+      "copy_s={:.3f} stopped_s={:.3f} copy_ratio={:.3f} stopped_ratio={:.3f}\n",
+      o.app, o.size, o.iters, o.every, median(plain), median(copy), median(stopped),
+      median(copy_ratio), median(stopped_ratio));
   return 0;
 }
 
@@ -174,9 +175,11 @@ int main(int argc, char** argv) {
                    "measure the slowdown of this stencil app's run instead (heat2d, ...)");
     cli.add_option("--size", sd.size, "with --app: the grid (default 8192x8192)");
     cli.add_option("--iters", sd.iters, "with --app: steps")
-        ->check(ordo::cli::Integer(1, 1u << 30))->capture_default_str();
+        ->check(ordo::cli::Integer(1, 1u << 30))
+        ->capture_default_str();
     cli.add_option("--every", sd.every, "with --app: steps between checkpoints")
-        ->check(ordo::cli::Integer(1, 1u << 30))->capture_default_str();
+        ->check(ordo::cli::Integer(1, 1u << 30))
+        ->capture_default_str();
     cli.add_option("--bin-dir", sd.bin_dir, "with --app: the folder of the app's binary");
     if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
     if (quick) {

@@ -44,7 +44,8 @@ Args parse(int argc, char** argv) {
     const std::string v = argv[++i];
     if (f == "--iters") a.iters = std::stoull(v);
     else if (f == "--blocks") a.blocks = static_cast<std::uint32_t>(std::stoul(v));
-    else if (f == "--width") a.width = std::stoul(v);
+    else if (f == "--width")
+      a.width = std::stoul(v);
     else if (f == "--workers") a.workers = static_cast<unsigned>(std::stoul(v));
     else if (f == "--checkpoint") a.checkpoint = v;
     else if (f == "--every") a.every = std::stoull(v);
