@@ -59,6 +59,8 @@ struct CheckpointPolicy {
 class CheckpointWriter {
  public:
   explicit CheckpointWriter(CheckpointPolicy policy);
+  // The threads that share a copy: as many as the workers, idle in a pause.
+  void set_copy_threads(unsigned n) { copy_threads_ = n; }
   ~CheckpointWriter();  // abandon()
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -101,6 +103,7 @@ class CheckpointWriter {
   std::unique_ptr<Pending> pending_;
   std::unique_ptr<char[]> copy_;  // the copy of this rank's saved bytes, kept between pauses
   std::size_t copy_bytes_ = 0;
+  unsigned copy_threads_ = 1;
   bool copy_refused_ = false;  // said once: no memory for the copy, written with the run stopped
 };
 

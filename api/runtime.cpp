@@ -117,6 +117,7 @@ struct Runtime::Impl {
         pool(pool_config) {
     // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
     if (net) pool.set_poller(net.get());
+    if (checkpoint_writer) checkpoint_writer->set_copy_threads(pool.size());
     if (net) job = std::make_unique<rt::JobPlane>(*net);
     if (net) report_clock(*net, s);
     if (s.trace_path.empty()) return;
