@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <ordo/bench.hpp>
+#include <ordo/checkpoint.hpp>
 #include <ordo/stencil.hpp>
 
 #include "app_cli.hpp"
@@ -456,19 +457,22 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
     for (std::size_t i = 0; i < aux.size(); ++i) st->set_aux(i, aux[i]);
     // A restart loads the checkpoint's blocks (their headers count the steps done) over the
     // initial ones just set, and the run does the remaining steps.
+    // Relaunched by ordorun --restarts, the job resumes from its own checkpoints as --restart
+    // would (ordo::resume: nothing before the first is complete).
     std::uint64_t steps_left = steps;
-    if (!restart_dir.empty()) {
-      rt.restart(g, restart_dir);
+    const std::string resumed_from = !restart_dir.empty() ? restart_dir : checkpoint_dir;
+    if (!restart_dir.empty() ? (rt.restart(g, restart_dir), true)
+                             : ordo::resume(rt, g, checkpoint_dir) > 0) {
       const std::uint64_t done = st->steps_done();
       if (done > steps)
-        throw Error("--restart " + restart_dir + ": its newest checkpoint is after step " +
+        throw Error("--restart " + resumed_from + ": its newest checkpoint is after step " +
                     std::to_string(done) + ", beyond the " + std::to_string(steps) +
                     " steps asked; give the --iters of the run that wrote it");
       steps_left = steps - done;
       if (rt.rank() == 0)
         std::fprintf(stderr, "ordo-%s: resumed after step %llu of %llu from '%s'%s\n",
                      app.name.c_str(), static_cast<unsigned long long>(done),
-                     static_cast<unsigned long long>(steps), restart_dir.c_str(),
+                     static_cast<unsigned long long>(steps), resumed_from.c_str(),
                      done == steps ? "; nothing left to run" : "");
     }
     if (steps_left > 0) {

@@ -11,6 +11,8 @@
          0 < k < n, out.npy byte-identical to plain.npy and the same iters= on the result
          line. With --tol in ARGS the uninterrupted run must stop before --iters (the
          tolerance, not the step count, ends it), and the restarted one at the same step.
+      With 2 ranks over shared memory, `ordorun --restarts 1` with the last rank killed after
+      a complete checkpoint: the relaunch resumes part-way, exit 0, the same --output.
       4. Refusals, each exit 2 with the message naming the mismatch: the checkpoint restarted
          with other --blocks (another graph), on another number of ranks, --checkpoint without
          --checkpoint-every.
@@ -84,6 +86,49 @@ def iters_of(stdout, what):
     return int(found[0])
 
 
+def killed_after_checkpoint(cmd, env, ckpt, binary, rank):
+    """Runs cmd and sends SIGKILL to its rank `rank` once a checkpoint in ckpt is complete, as
+    a dying node would be: (job, the killed pid or None, stdout, stderr) once the job ended."""
+    job = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    killed = None
+    while time.monotonic() < deadline and job.poll() is None:
+        if has_complete_checkpoint(ckpt):
+            pids = rank_pids(job.pid, binary)
+            if rank in pids:
+                os.kill(pids[rank], signal.SIGKILL)
+                killed = pids[rank]
+                break
+        time.sleep(0.005)
+    try:
+        stdout, stderr = job.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        mp.fail("the job did not end after rank %d was killed (a hang)" % rank)
+    return job, killed, stdout, stderr
+
+
+def relaunched(ordorun, binary, args, env, tmp, plain):
+    """ordorun --restarts 1: the last rank killed from outside once a checkpoint is complete;
+    the relaunched job resumes from the newest complete checkpoint (ordo::resume) and ends
+    with exit 0 and the uninterrupted --output."""
+    ckpt, out = os.path.join(tmp, "ckpt-relaunch"), os.path.join(tmp, "relaunched.npy")
+    cmd = [ordorun, "--restarts", "1", "--timeout", "120", "-n", "2", binary] + args + [
+        "--checkpoint", ckpt, "--checkpoint-every", "25", "--output", out]
+    job, killed, _, stderr = killed_after_checkpoint(cmd, env, ckpt, binary, 1)
+    if killed is None:
+        mp.fail("ordorun --restarts: the run ended before a rank could be killed")
+    m = re.search(r"resumed after step (\d+) of (\d+)", stderr)
+    if job.returncode != 0 or "relaunch 1" not in stderr or not m or int(m.group(1)) == 0:
+        mp.fail("ordorun --restarts 1, rank 1 killed after a checkpoint: exit %d, expected 0, "
+                "a relaunch resumed part-way; stderr: %s" % (job.returncode, stderr))
+    with open(plain, "rb") as a, open(out, "rb") as b:
+        if a.read() != b.read():
+            mp.fail("ordorun --restarts: the relaunched job's --output differs")
+    print("ordorun --restarts 1, rank 1 killed: relaunched, resumed after step %s, --output "
+          "byte-identical" % m.group(1))
+
+
 def main():
     sep = sys.argv.index("--")
     ordorun, binary, ranks, tls = sys.argv[1:sep]
@@ -105,23 +150,8 @@ def main():
 
         with_ckpt = run + ["--checkpoint", ckpt, "--checkpoint-every", "25", "--output", out]
         print("$ %s  (killed once a checkpoint is complete)" % " ".join(with_ckpt))
-        job = subprocess.Popen(with_ckpt, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        killed = None
-        while time.monotonic() < deadline and job.poll() is None:
-            if has_complete_checkpoint(ckpt):
-                pids = rank_pids(job.pid, binary)
-                if ranks - 1 in pids:
-                    os.kill(pids[ranks - 1], signal.SIGKILL)
-                    killed = pids[ranks - 1]
-                    break
-            time.sleep(0.005)
-        try:
-            stdout, stderr = job.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            mp.fail("the job did not end after rank %d was killed (a hang)" % (ranks - 1))
+        job, killed, stdout, stderr = killed_after_checkpoint(with_ckpt, env, ckpt, binary,
+                                                              ranks - 1)
         print("-> exit %d\nstdout:\n%sstderr:\n%s" % (job.returncode, stdout, stderr))
         if killed is None:
             mp.fail("the run ended (exit %d) before a rank could be killed after its first "
@@ -149,6 +179,9 @@ def main():
                     % (restarted_iters, plain_iters))
         print("restarted after step %s of %s: --output byte-identical to the uninterrupted "
               "run's, iters=%d in both" % (m.group(1), m.group(2), plain_iters))
+
+        if ranks == 2 and tls == "shm":
+            relaunched(ordorun, binary, args, env, tmp, plain)
 
         blocks = args.index("--blocks")
         other = list(args)
