@@ -88,6 +88,28 @@ TEST_CASE("a graph run after this rank's own failure reports that failure as its
   CHECK(g[1].get() == "RunError(own, rank 1): rank 1 (this rank) failed: wy broke at 4");
 }
 
+namespace {
+
+// What each rank's run threw once rank `dead` died. The dead rank's own engine hears of it from
+// its own net (a transport failing on that rank): its own failure, not the loss of a peer that
+// is itself; the others lost that peer.
+void check_dead_rank(std::vector<std::future<std::string>>& f, unsigned dead) {
+  const std::string d = "rank " + std::to_string(dead);
+  for (unsigned r = 0; r < f.size(); ++r) {
+    INFO("rank " << r);
+    REQUIRE(f[r].wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+    const std::string got = f[r].get();
+    if (r == dead)
+      CHECK_THAT(got, Catch::StartsWith("RunError(own, " + d + "): " + d +
+                                        " (this rank) failed: " + d + " died"));
+    else
+      CHECK_THAT(
+          got, Catch::StartsWith("RunError(peer_lost, " + d + ")") && Catch::Contains(d + " died"));
+  }
+}
+
+}  // namespace
+
 TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distributed]") {
   LoopbackHub hub(3);
   std::vector<Rank> rs(3);
@@ -102,19 +124,7 @@ TEST_CASE("a rank that dies ends the run on every rank, naming it", "[distribute
                     if (i == 2 && in.iteration == 20) hub.kill(2);
                   }});
   });
-  // The dead rank's own engine hears of it from its own net (a transport failing on that
-  // rank): its own failure, not the loss of a peer that is itself.
-  for (unsigned r = 0; r < 3; ++r) {
-    INFO("rank " << r);
-    REQUIRE(f[r].wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    const std::string got = f[r].get();
-    if (r == 2)
-      CHECK_THAT(
-          got, Catch::StartsWith("RunError(own, rank 2): rank 2 (this rank) failed: rank 2 died"));
-    else
-      CHECK_THAT(
-          got, Catch::StartsWith("RunError(peer_lost, rank 2)") && Catch::Contains("rank 2 died"));
-  }
+  check_dead_rank(f, 2);
 }
 
 // A transport sees a peer die only where it holds an endpoint to it (created on first use),
@@ -137,17 +147,7 @@ TEST_CASE("a rank that dies ends the run on every rank when only one rank sees i
                     if (i == dead && in.iteration == 20) hub.kill(dead, {8});
                   }});
   });
-  for (unsigned r = 0; r < ranks; ++r) {
-    INFO("rank " << r);
-    REQUIRE(f[r].wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    const std::string got = f[r].get();
-    if (r == dead)
-      CHECK_THAT(
-          got, Catch::StartsWith("RunError(own, rank 9): rank 9 (this rank) failed: rank 9 died"));
-    else
-      CHECK_THAT(
-          got, Catch::StartsWith("RunError(peer_lost, rank 9)") && Catch::Contains("rank 9 died"));
-  }
+  check_dead_rank(f, dead);
 }
 
 // A fiber task parked on a grant that a dead rank would have sent is woken: its acquire
