@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/checkpoint_manifest.hpp"
@@ -75,6 +76,10 @@ class CheckpointWriter {
   // A failed run: stops the thread, without talking to the other ranks; a checkpoint still
   // being written stays incomplete.
   void abandon();
+  // At a run's start: where the copy will need more room than it has, a thread maps and
+  // faults in its pages while the first iterations run, instead of the first pause (where
+  // 512 MiB of first touches took 0.77 s, with every worker waiting).
+  void reserve_copy(const rt::Engine& engine, const rt::Graph& graph);
 
   struct Pending;  // the checkpoint a thread writes (checkpoint.cpp)
 
@@ -101,8 +106,17 @@ class CheckpointWriter {
   void start(std::unique_ptr<Pending> p);
   CheckpointPolicy policy_;
   std::unique_ptr<Pending> pending_;
-  std::unique_ptr<char[]> copy_;  // the copy of this rank's saved bytes, kept between pauses
-  std::size_t copy_bytes_ = 0;
+  // The copy of this rank's part, laid out as the file (header, table, names, bytes) and
+  // page-aligned, so that the thread can write it past the page cache; kept between pauses.
+  struct Mapping {
+    void* at = nullptr;
+    std::size_t bytes = 0;
+    ~Mapping();
+  };
+  static std::unique_ptr<Mapping> map_copy(std::uint64_t bytes, bool fault_in);
+  std::unique_ptr<Mapping> copy_;
+  std::thread reserving_;  // reserve_copy's thread, which fills reserved_
+  std::unique_ptr<Mapping> reserved_;
   unsigned copy_threads_ = 1;
   bool copy_refused_ = false;  // said once: no memory for the copy, written with the run stopped
 };

@@ -216,9 +216,15 @@ struct Runtime::Impl {
 
   // The engine's pause that writes the checkpoints (none when they are off); a failed one
   // ends the run and is thrown by checked().
-  std::optional<rt::Engine::Pause> checkpoints(Graph& graph, rt::Engine& engine) {
+  std::optional<rt::Engine::Pause> checkpoints(Graph& graph, rt::Engine& engine,
+                                               std::uint64_t iterations) {
     checkpoint_error.clear();
     if (!checkpoint_writer) return std::nullopt;
+    const rt::Graph& g = detail::impl_of(graph).graph;
+    const std::uint64_t at = g.first_iteration() + engine.iterations_done();
+    const std::uint64_t every = settings.checkpoint_every;
+    if (every > 0 && (at / every + 1) * every - at <= iterations)  // this run pauses
+      checkpoint_writer->reserve_copy(engine, g);
     rt::Engine::Pause p;
     p.every = settings.checkpoint_every;
     p.at = [this, &graph, &engine](std::uint64_t iteration) {
@@ -404,7 +410,7 @@ RunStats Runtime::run(Graph& graph, std::uint64_t iterations) {
   rt::Engine& engine = prepare_run(graph, impl_->net, impl_->next_channel, impl_->settings.shared_memory);
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  const auto pause = impl_->checkpoints(graph, engine);
+  const auto pause = impl_->checkpoints(graph, engine, iterations);
   stats.iterations = impl_->checked(engine, [&] {
     return failing_typed([&] {
       return impl_->traced(graph, engine, iterations, agreed ? nullptr : &call, [&] {
@@ -458,7 +464,7 @@ RunStats Runtime::run_until(Graph& graph, const Until& until) {
   }
   auto t0 = std::chrono::steady_clock::now();
   RunStats stats;
-  const auto pause = impl_->checkpoints(graph, engine);
+  const auto pause = impl_->checkpoints(graph, engine, until.max_iterations);
   stats.iterations = impl_->checked(engine, [&] {
     return failing_typed([&] {
       return impl_->traced(graph, engine, until.max_iterations, agreed ? nullptr : &call, [&] {
