@@ -30,6 +30,8 @@
 #include <cstring>
 #include <optional>
 
+#include <ordo/checkpoint.hpp>
+
 #include "app_cli.hpp"
 #include "cg_kernels.hpp"
 #include "output_file.hpp"
@@ -274,7 +276,24 @@ int run(int argc, char** argv) {
               "initial one (0: run --iters iterations)",
        .verify = "compare x, the iteration count and r.r bit for bit with a sequential CG",
        .output = "write the solution x (.npy, float64, NxM)"});
+  std::string checkpoint_dir, restart_dir;
+  std::uint64_t checkpoint_every = 0;
+  cli.add_option("--checkpoint", checkpoint_dir,
+                 "write checkpoints into DIR (docs/checkpoint.md); needs --checkpoint-every")
+      ->check(ordo::cli::Path())
+      ->type_name("DIR");
+  cli.add_option("--checkpoint-every", checkpoint_every, "iterations between two checkpoints")
+      ->check(ordo::cli::Integer(2, std::uint64_t{1} << 40));
+  cli.add_option("--restart", restart_dir,
+                 "resume from the newest complete checkpoint in DIR, written by the same "
+                 "command on any number of ranks; the result is the uninterrupted run's")
+      ->check(ordo::cli::Path())
+      ->type_name("DIR");
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
+  if (checkpoint_dir.empty() != (checkpoint_every == 0))
+    throw ordo::Error(checkpoint_dir.empty()
+                          ? "--checkpoint-every needs --checkpoint DIR"
+                          : "--checkpoint needs --checkpoint-every N (iterations)");
 
   std::optional<ordo::app::OutputFile> output_file;
   if (!output.empty()) output_file.emplace(output);
@@ -292,7 +311,12 @@ int run(int argc, char** argv) {
                       " blocks; give at most " + std::to_string(kMaxBlocks) +
                       " (blocks of a few thousand points or more keep the tasks worth scheduling)");
 
-  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
+  // --checkpoint-every is at least 2: b.b is reduced by a graph of one iteration, which a
+  // checkpoint after every iteration would save too, in the solver's directory.
+  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers,
+                                        .trace_path = trace_path,
+                                        .checkpoint_dir = checkpoint_dir,
+                                        .checkpoint_every = checkpoint_every});
   workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
   ordo::app::check_every_rank_has_a_block(ranks, ap.blocks, blocks_text);
@@ -305,8 +329,34 @@ int run(int argc, char** argv) {
   ordo::Until until;
   until.done = [&](const ordo::Graph& g) { return ordo::cg::stops(g.value(s.rr), rr0, tol); };
   until.reads = {ordo::read(s.rr)};
-  until.max_iterations = iters;
-  const ordo::RunStats stats = rt.run_until(s.g, until);
+  // A restart loads x, r, p, q, the edges and both reductions' values after the checkpoint's
+  // iteration, on any number of ranks (the graph declares no rank-dependent locations); a
+  // relaunch by ordorun --restarts resumes from --checkpoint's directory (ordo::resume).
+  std::uint64_t first = 0;
+  const std::string resumed_from = !restart_dir.empty() ? restart_dir : checkpoint_dir;
+  if (!restart_dir.empty())
+    first = rt.restart(s.g, restart_dir);
+  else if (!checkpoint_dir.empty())
+    first = ordo::resume(rt, s.g, checkpoint_dir);
+  if (first > iters)
+    throw ordo::Error("--restart " + resumed_from + ": its newest checkpoint is after iteration " +
+                      std::to_string(first) + ", beyond the " + std::to_string(iters) +
+                      " asked; give the --iters of the run that wrote it");
+  // The uninterrupted run checked r.r after the checkpoint's iteration too: stopped there, it
+  // runs nothing more.
+  const bool stopped = first > 0 && until.done(s.g);
+  ordo::RunStats stats{};
+  if (first < iters && !stopped) {
+    until.max_iterations = iters - first;
+    try {
+      stats = rt.run_until(s.g, until);
+    } catch (const ordo::PeerFailure& e) {
+      if (checkpoint_dir.empty() || dynamic_cast<const ordo::ProtocolError*>(&e)) throw;
+      throw ordo::Error(ordo::app::peer_failure_message(e, checkpoint_dir));
+    }
+  }
+  stats.iterations += first;
+  const std::uint64_t iterations_run = stats.iterations - first;
   const double rr = s.g.value(s.rr);
 
   // Each rank checks its own blocks, its iteration count and the reduced r.r.
@@ -362,7 +412,9 @@ int run(int argc, char** argv) {
       "app=cg size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} "
       "residual={:.6e} verify={}",
       ordo::app::join_shape(ap.size), ordo::app::join_shape(ap.blocks), stats.iterations, workers,
-      stats.seconds, pts * static_cast<double>(stats.iterations) / stats.seconds / 1e9,
+      stats.seconds,
+      // A restart with nothing left ran nothing in no time: a rate of 0, not 0/0.
+      iterations_run == 0 ? 0.0 : pts * static_cast<double>(iterations_run) / stats.seconds / 1e9,
       std::sqrt(rr / rr0), verdict);
   if (ranks > 1) line += fmt::format(" ranks={}", ranks);
   if (rank == 0) fmt::print("{}\n", line);
