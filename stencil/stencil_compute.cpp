@@ -162,7 +162,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b, ExportStage& stage) con
   Block blk;
   blk.dims = d;
   blk.stride = pad.stride;
-  blk.ahead = pad.stride[0];
+  blk.layout.next_plane = pad.stride[0];
   blk.origin = geo.origin;
   // The group's last step contributes to the reductions (its range is the block).
   detail::Partials part = reds.partials({}, rot + S - 1);

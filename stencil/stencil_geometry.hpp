@@ -159,8 +159,9 @@ struct Pad {
     if (beside_low) lo = std::max<std::ptrdiff_t>(lo, 0);
     if (beside_high) hi = std::min(hi, ext[dims - 1]);
   }
-  // For Block::west/east: where the values left of local row 0 end in the side array `side`,
-  // and where those right of it start; null where that end's halo lies in the rows.
+  // For detail::RowLayout's halo_before and halo_after: where the values left of local row 0
+  // end in the side array `side`, and where those right of it start; null where that end's
+  // halo lies in the rows.
   template <class T>
   T* west_of(T* side) const {
     return beside_low ? side + side_base + side_step : nullptr;

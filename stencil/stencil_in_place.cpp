@@ -184,7 +184,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   const std::size_t moved = moved_units(main, target);
   const bool down = moved < plan.spare_units;
   const std::size_t moved_after = down ? moved + 1 : moved - 1;
-  blk.ahead = down ? pad.stride[0] : -pad.stride[0];
+  blk.layout.next_plane = down ? pad.stride[0] : -pad.stride[0];
   for (std::size_t l = 0; l < levels; ++l) {
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
     if (pad.beside)

@@ -38,11 +38,11 @@ inline bool is_empty(std::size_t d, const Ix& lo, const Ix& hi) {
 }
 
 // Points level l of the kernel's block at the halo beside the rows of layout `pad` (its side
-// array `side`), read through Block::before/after.
+// array `side`), read through Row::before/after.
 inline void point_at_side(Block& blk, std::size_t l, const Pad& pad, const double* side) {
-  blk.west[l] = pad.west_of(side);
-  blk.east[l] = pad.east_of(side);
-  blk.beside_step = pad.side_step;
+  blk.layout.halo_before[l] = pad.west_of(side);
+  blk.layout.halo_after[l] = pad.east_of(side);
+  blk.layout.halo_row_step = pad.side_step;
 }
 
 }  // namespace ordo::stencil::in_place

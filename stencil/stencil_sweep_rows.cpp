@@ -49,8 +49,8 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
     return d == 3 && plan.is_across_last(f.import->dir);
   };
   // In the padded rows a row's part of such a face is copied into the halo just before its
-  // kernel call; beside the rows the kernel reads it where the import holds it (Block::west
-  // or east pointed at it for that row), as the hand-written graph passed its neighbours'
+  // kernel call; beside the rows the kernel reads it where the import holds it (Row::before
+  // or after pointed at it for that row), as the hand-written graph passed its neighbours'
   // values: no copy, and the side array's lines are only read (the fixed values).
   struct RowFace {
     const double* src = nullptr;  // the face's values, plane by plane, row by row
@@ -75,10 +75,10 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
                   " wide beside rows of " + std::to_string(pad.side_step));
     row_faces.at(n_row_faces++) = {f.src, f.import->count, flo[2], east, beside};
   }
-  // Beside the rows: the row number of row (p, j) (Block::row_of) is
+  // Beside the rows: the row number of row (p, j) (Row::row_of) is
   // p * rows_per_plane + j, and a face's values for it are pointed at as those of row 0
   // shifted by that many rows. safety: integer arithmetic, as Base; the kernel adds the row's
-  // offset back (Block::before/after) and so reads inside the import.
+  // offset back (Row::before/after) and so reads inside the import.
   const std::ptrdiff_t rows_per_plane = d >= 2 ? pad.stride[0] / pad.stride[1] : 0;
   auto as_row_0 = [&](const double* p, std::ptrdiff_t row) {
     return reinterpret_cast<const double*>(reinterpret_cast<std::uintptr_t>(p) -
@@ -134,9 +134,9 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
             for (std::size_t l = 0; l < levels; ++l) {
               const double* values = from + l * f.count;
               if (f.east)
-                blk.east[l] = as_row_0(values, row);
+                blk.layout.halo_after[l] = as_row_0(values, row);
               else
-                blk.west[l] = as_row_0(values + width, row);
+                blk.layout.halo_before[l] = as_row_0(values + width, row);
             }
             continue;
           }

@@ -76,10 +76,10 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
   // which every step reads where set() put them.
   if (pad.beside) point_at_side(blk, 0, pad, side_data(b, main, target));
   // A kernel that takes rows in order computes a plane's rows of a strip in one call, in the
-  // sweep's order (Block::backwards up): row j's writes land on row j - h of the plane h
-  // behind (down), which the rows before it in the call were the last to read.
+  // sweep's order (detail::RowLayout::backwards up): row j's writes land on row j - h of the plane
+  // h behind (down), which the rows before it in the call were the last to read.
   const bool whole_rows = plan.whole_rows;
-  blk.backwards = whole_rows && !down;
+  blk.layout.backwards = whole_rows && !down;
   // Strips of rows (3-D and up), so that the planes in flight stay in the L2: strip t holds
   // the last step's rows [tJ, (t+1)J) from where its range starts (down; up, from where it
   // ends), and at step i those rows moved by (k-1-i)h towards the sweep's end, skewed like the
@@ -155,8 +155,8 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
         blk.in[0] = level(i) + pad.base;
         blk.out = level(i + 1) + pad.base;
         blk.step = rot + s;
-        // Only the first step reads what the cache may not hold yet (Block::ahead).
-        blk.ahead = i == 0 ? dir * pad.stride[0] : 0;
+        // Only the first step reads what the cache may not hold yet (Row::prefetch).
+        blk.layout.next_plane = i == 0 ? dir * pad.stride[0] : 0;
         blk.lo = slo[s];
         blk.hi = shi[s];
         blk.lo[0] = p;
@@ -194,7 +194,7 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
              high_fixed ? PTRDIFF_MAX : pad.ext[1]);
     put_back(fixed.deep, level(k), PTRDIFF_MIN, PTRDIFF_MAX, PTRDIFF_MIN, PTRDIFF_MAX);
   }
-  blk.backwards = false;
+  blk.layout.backwards = false;
   set_moved_units(main, target, down ? n + k : n - k);
 }
 

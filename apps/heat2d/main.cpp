@@ -95,17 +95,19 @@ int main(int argc, char** argv) {
         b.contribute(0, big);
         return;
       }
-      st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-        const double* u = b.in[0] + at;
-        double* v = b.out + at;
-        // Where the sweep's input is in the cache already (ahead 0: temporal blocking), the
-        // row eight points at a time.
-        if (b.ahead == 0) {
+      st::for_each_row(b, [&](const st::Row& r) {
+        const double* u = b.in[0] + r.at;
+        double* v = b.out + r.at;
+        const std::size_t len = r.len;
+        // 8 KiB on along the next row, in the direction the sweep runs; where the sweep's input
+        // is in the cache already (nothing to prefetch: temporal blocking), the row eight
+        // points at a time.
+        const st::Prefetch next = r.prefetch(1024);
+        if (!next) {
           row(v, u, u - n, u + n, len);
           return;
         }
-        // 8 KiB on along the next row, in the direction the sweep runs (backwards going up).
-        const auto below = reinterpret_cast<std::uintptr_t>(u + b.ahead) + (b.ahead > 0 ? 8192 : -8192);
+        const std::uintptr_t below = next.row;
         // Signed indices: u[j - 1] and u[j - n] with an unsigned j wrap the pointer.
         const auto m = static_cast<std::ptrdiff_t>(len);
         for (std::ptrdiff_t j0 = 0; j0 < m; j0 += 64) {

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     st::Spec s;
     s.neighbourhood = st::von_neumann(3, 1);
     s.traversal = st::Traversal::jacobi_in_place;
-    s.row_halo_beside = true;  // the kernel reads a row's halo values through before/after
+    s.row_halo_beside = true;  // the kernel reads a row's halo values through Row::before/after
     s.rows_in_order = true;    // and writes each row it is given, in for_each_row's order
     s.fixed_value = [](st::Coord c) { return c[0] < 0 ? kHeatTop : kHeatOther; };
     return s;
@@ -95,34 +95,28 @@ int main(int argc, char** argv) {
       // --tol: the step's largest change too, without the prefetches (the same bits).
       if (b.contributes()) {
         double big = 0;
-        st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-          const double* u = b.in[0] + at;
-          const double r = row<true>(b.out + at, u, u - si, u + si, u - sj, u + sj,
-                                     b.before(at)[-1], b.after(at, len)[0], len);
-          big = big < r ? r : big;
+        st::for_each_row(b, [&](const st::Row& r) {
+          const double* u = b.in[0] + r.at;
+          const double d = row<true>(b.out + r.at, u, u - si, u + si, u - sj, u + sj,
+                                     r.before()[-1], r.after()[0], r.len);
+          big = big < d ? d : big;
         });
         b.contribute(0, big);
         return;
       }
-      st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
-        const double* u = b.in[0] + at;
+      st::for_each_row(b, [&](const st::Row& r) {
+        const double* u = b.in[0] + r.at;
         // The row two rows on (the sweep runs up the rows when it runs up the planes) in the
         // plane the sweep computes next, which it reads from memory soon: the hardware
-        // prefetcher alone keeps too few lines in flight (docs/benchmarks.md).
-        // Nothing where the input is in the cache already (ahead 0: temporal blocking).
-        if (b.ahead != 0) {
-          const std::ptrdiff_t rows_on = b.ahead > 0 ? 2 * sj : -2 * sj;
-          const auto ahead = reinterpret_cast<std::uintptr_t>(u + b.ahead + rows_on);
-          for (std::size_t k = 0; k < len; k += 8)
-            __builtin_prefetch(reinterpret_cast<const void*>(ahead + k * sizeof(double)), 0, 2);
-          // and, where the halo lies in the rows, the line before it, which holds the row's
-          // halo value on the left (beside the rows the layer points at its neighbour's face,
-          // which it prefetches).
-          if (!b.west[0])
-            __builtin_prefetch(reinterpret_cast<const void*>(ahead - sizeof(double)), 0, 2);
+        // prefetcher alone keeps too few lines in flight (docs/benchmarks.md). Nothing where
+        // the input is in the cache already (temporal blocking).
+        if (const st::Prefetch next = r.prefetch(2 * sj)) {
+          for (std::size_t k = 0; k < r.len; k += 8)
+            __builtin_prefetch(reinterpret_cast<const void*>(next.row + k * sizeof(double)), 0, 2);
+          // and the line before it where it holds the row's halo value on the left.
+          if (next.before) __builtin_prefetch(reinterpret_cast<const void*>(next.before), 0, 2);
         }
-        row(b.out + at, u, u - si, u + si, u - sj, u + sj, b.before(at)[-1], b.after(at, len)[0],
-            len);
+        row(b.out + r.at, u, u - si, u + si, u - sj, u + sj, r.before()[-1], r.after()[0], r.len);
       });
     };
   };

@@ -34,19 +34,17 @@ inline double fixed_at(st::Coord g) {
 
 // The kernel under test: a weighted sum over the neighbourhood in a fixed order. With
 // Spec::row_halo_beside it reads every value beyond the ends of a row (of the neighbour row an
-// offset reaches) through Block::before/after, as the spec promises; else in the row.
-// Kernel calls that were given the halo beside the rows at either end (Block::west or east
-// set), so that a test can tell that the layer used that layout and not only the padded rows,
-// which give the same bits.
+// offset reaches) through Row::before/after, as the spec promises; else in the row.
+// Kernel calls whose rows found their halo beside them at either end (before() or after() not
+// in the row), so that a test can tell that the layer used that layout and not only the padded
+// rows, which give the same bits.
 inline std::atomic<std::size_t> calls_beside{0};
-// Kernel calls given rows to visit backwards (Block::backwards: several rows of a plane at
-// once in an in-place sweep that runs up, Spec::rows_in_order).
+// Kernel calls given rows backwards (several rows of a plane at once, the last first, in an
+// in-place sweep that runs up, Spec::rows_in_order).
 inline std::atomic<std::size_t> calls_backwards{0};
 
 inline st::Kernel make_kernel(const Case& c) {
   return [c](const st::Block& b) {
-    if (b.west[0] || b.east[0]) calls_beside.fetch_add(1, std::memory_order_relaxed);
-    if (b.backwards) calls_backwards.fetch_add(1, std::memory_order_relaxed);
     const auto& nb = c.spec.neighbourhood;
     const std::size_t last = b.dims - 1;
     // Per offset: the element offset of its row (every component but the last) and its
@@ -59,12 +57,19 @@ inline st::Kernel make_kernel(const Case& c) {
     const std::size_t L = c.spec.time_levels;
     const bool has_aux = c.spec.aux_grids > 0;
     const bool beside = c.spec.row_halo_beside;
-    st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+    bool saw_beside = false, saw_backwards = false;
+    std::ptrdiff_t last_at = PTRDIFF_MIN;
+    st::for_each_row(b, [&](const st::Row& r) {
+      const std::ptrdiff_t at = r.at;
+      const std::size_t len = r.len;
       const auto n = static_cast<std::ptrdiff_t>(len);
+      saw_beside = saw_beside || r.before() != b.in[0] + at || r.after() != b.in[0] + at + n;
+      saw_backwards = saw_backwards || at < last_at;
+      last_at = at;
       // Point i + a of the row at `row` (relative to `at`'s row) in level l.
       auto value = [&](std::size_t l, std::ptrdiff_t row, std::ptrdiff_t i) {
-        if (beside && i < 0) return b.before(at + row, l)[i];
-        if (beside && i >= n) return b.after(at + row, len, l)[i - n];
+        if (beside && i < 0) return r.before(l, row)[i];
+        if (beside && i >= n) return r.after(l, row)[i - n];
         return b.in[l][at + row + i];
       };
       for (std::ptrdiff_t i = 0; i < n; ++i) {
@@ -77,6 +82,8 @@ inline st::Kernel make_kernel(const Case& c) {
         b.out[p] = acc;
       }
     });
+    if (saw_beside) calls_beside.fetch_add(1, std::memory_order_relaxed);
+    if (saw_backwards) calls_backwards.fetch_add(1, std::memory_order_relaxed);
   };
 }
 

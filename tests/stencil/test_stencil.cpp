@@ -202,9 +202,11 @@ StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blo
   StepsInFlight in_flight;
   st::Stencil st1(g, s, [&in_flight](const st::Block& b) {
     in_flight.saw(b);
-    st::for_each_row(b, [&](std::ptrdiff_t at, std::size_t len) {
+    st::for_each_row(b, [&](const st::Row& r) {
+      const std::ptrdiff_t at = r.at;
+      const std::size_t len = r.len;
       const double* u = b.in[0] + at;
-      const double west = b.before(at)[-1], east = b.after(at, len)[0];
+      const double west = r.before()[-1], east = r.after()[0];
       const auto m = static_cast<std::ptrdiff_t>(len);
       for (std::ptrdiff_t j = 0; j < m; ++j)
         b.out[at + j] =

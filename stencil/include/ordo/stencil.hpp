@@ -45,12 +45,9 @@
 #include <vector>
 
 #include <ordo/ordo.hpp>
+#include <ordo/stencil_kernel.hpp>
 
 namespace ordo::stencil {
-
-inline constexpr std::size_t kMaxDims = 5;
-inline constexpr std::size_t kMaxLevels = 4;  // time levels the kernel may read
-inline constexpr std::size_t kMaxAux = 8;     // coefficient grids
 
 using Offset = std::vector<int>;  // one component per dimension
 
@@ -83,17 +80,6 @@ enum class Stores {
   streaming,
 };
 
-// Reductions a kernel contributes to (Spec::reductions, PipelineSpec::reductions): a residual,
-// a norm, the largest change of a step. Each block's kernel folds its contributions of a step
-// into one partial (Block::contribute), and the layer combines the blocks' partials in
-// ordo::combine_in_order's order over the blocks, so a value has the same bits on any worker
-// and rank count (docs/stencil.md, "Reductions and stopping on convergence").
-inline constexpr std::size_t kMaxReductions = 8;
-enum class Reduce {
-  sum,  // a + b, folded in the order of the kernel's calls (see Block::contribute)
-  max,  // the larger; of equal values the first, as ordo::Max
-  min,  // the smaller; of equal values the first, as ordo::Min
-};
 struct ReductionSpec {
   std::string name;  // unique among the stencil's (or pipeline's) reductions
   Reduce op = Reduce::max;
@@ -125,54 +111,7 @@ using BoxFill = std::function<void(const Box&)>;
 using BoxVisit = std::function<void(const ConstBox&)>;
 
 namespace detail {
-// Moves x to the next row of [lo, hi) in lexicographic order (an odometer over the d-1
-// dimensions before the last); false after the last row.
-template <class T>
-bool next_row(std::array<T, kMaxDims>& x, const std::array<T, kMaxDims>& lo,
-              const std::array<T, kMaxDims>& hi, std::size_t d) {
-  for (std::size_t i = d - 1; i-- > 0;) {
-    if (++x[i] < hi[i]) return true;
-    x[i] = lo[i];
-  }
-  return false;
-}
-// The row before x in that order; false before the first row.
-template <class T>
-bool previous_row(std::array<T, kMaxDims>& x, const std::array<T, kMaxDims>& lo,
-                  const std::array<T, kMaxDims>& hi, std::size_t d) {
-  for (std::size_t i = d - 1; i-- > 0;) {
-    if (--x[i] >= lo[i]) return true;
-    x[i] = hi[i] - 1;
-  }
-  return false;
-}
-// One block's contributions of one step, as the kernel makes them (Block::contribute): the
-// layer hands the kernel one, reads it after the step and contributes its values to the graph's
-// reductions. Not for programs.
-struct Partials {
-  std::size_t count = 0;  // the reductions declared
-  std::array<Reduce, kMaxReductions> op{};
-  std::array<double, kMaxReductions> value{};
-  std::uint32_t made = 0;  // bit r: reduction r has a contribution in this step
-  std::uint64_t step = 0;  // Block::step whose contributions count
-  [[noreturn]] void refuse(std::size_t r) const;
-  void add(std::size_t r, double v) {
-    if (r >= count) refuse(r);
-    const std::uint32_t bit = std::uint32_t{1} << r;
-    if ((made & bit) == 0) {
-      value[r] = v;
-      made |= bit;
-      return;
-    }
-    double& a = value[r];
-    switch (op[r]) {
-      case Reduce::sum: a = a + v; break;
-      case Reduce::max: a = a < v ? v : a; break;
-      case Reduce::min: a = v < a ? v : a; break;
-    }
-  }
-};
-struct ReductionSet;  // a stencil's or pipeline's reductions (api/stencil_reductions.hpp)
+struct ReductionSet;  // a stencil's or pipeline's reductions (stencil/stencil_reductions.hpp)
 }  // namespace detail
 
 // The values of a stencil's or pipeline's reductions after the last step run, for a stop
@@ -266,108 +205,6 @@ struct Spec {
   // which), so a condition is tested every tb_depth steps (docs/stencil.md).
   std::vector<ReductionSpec> reductions;
 };
-
-// What the kernel sees for one step of one block. Coordinates are block-local: 0 is the
-// block's first owned point in each dimension; the pointers point at that point, so an offset
-// o reads at `at + sum(o[d] * stride[d])`, negative or beyond the block included (the halo).
-struct Block {
-  std::size_t dims = 0;
-  std::array<std::ptrdiff_t, kMaxDims> stride{};  // elements between neighbours in dimension d
-  // The points to compute: lo[d] <= x[d] < hi[d]. With temporal blocking this range extends
-  // into the halo (the recomputed overlap); it never leaves the grid for fixed boundaries.
-  // One step of a block may come as several calls over parts of its range (cache tiles,
-  // streaming pieces): a kernel computes each point of its range from `in` and writes it to
-  // `out`, whatever the range.
-  std::array<std::ptrdiff_t, kMaxDims> lo{}, hi{};
-  std::array<std::int64_t, kMaxDims> origin{};  // global coordinate of local point 0
-  // in[0] = u^t (newest), in[1] = u^{t-1}, ... For Gauss-Seidel in[0] == out.
-  std::array<const double*, kMaxLevels> in{};
-  double* out = nullptr;  // u^{t+1}
-  std::array<const double*, kMaxAux> aux{};
-  std::uint64_t step = 0;  // global time step being computed (0 for the first)
-  // Elements from a point to the same point of the plane (along dimension 0) the sweep
-  // computes after this one: stride[0], or -stride[0] when an in-place sweep runs up the
-  // planes (it then runs backwards along dimension 1 too: the rows of each plane in 3-D and up,
-  // pieces of each row in 2-D). A kernel that
-  // prefetches the input it will read next reads it at in[l] + ahead. 0 where the input is in
-  // the cache already (a temporal-blocking wavefront's steps after its first): nothing to fetch.
-  std::ptrdiff_t ahead = 0;
-  // for_each_row visits the range's rows from the last to the first: an in-place sweep that
-  // runs up passes many rows at once this way, only with Spec::rows_in_order.
-  bool backwards = false;
-  // Where the last dimension's halo lies when the layer keeps it beside the rows
-  // (Spec::row_halo_beside), per level: the values left of local row 0 end at west[l], those
-  // right of it start at east[l], and those of row r (r = (at - lo[dims - 1]) /
-  // stride[dims - 2]) lie r * beside_step further on; read them through before() and after().
-  // Null where that end's halo lies in the rows (the padded layout; with temporal blocking
-  // the end that has a neighbour). A range reaches the end of its rows wherever that end's
-  // halo lies beside them.
-  std::array<const double*, kMaxLevels> west{}, east{};
-  std::ptrdiff_t beside_step = 0;
-  // The values before the row of the range that starts at element offset `at` (as
-  // for_each_row gives it: the row's point at lo[dims - 1]) in level `level`: before(at)[-1]
-  // is the value next to the row's first point, before(at)[-h] the farthest.
-  const double* before(std::ptrdiff_t at, std::size_t level = 0) const {
-    return west[level] ? west[level] + row_of(at) * beside_step : in[level] + at;
-  }
-  // The values after that row, `len` points long: after(at, len)[0] is the value next to its
-  // last point, after(at, len)[h - 1] the farthest.
-  const double* after(std::ptrdiff_t at, std::size_t len, std::size_t level = 0) const {
-    return east[level] ? east[level] + row_of(at) * beside_step
-                       : in[level] + at + static_cast<std::ptrdiff_t>(len);
-  }
-  // The row (counted over every dimension but the last) whose range starts at offset `at`.
-  std::ptrdiff_t row_of(std::ptrdiff_t at) const {
-    return (at - lo[dims - 1]) / stride[dims - 2];
-  }
-  // Where this call's contributions go (Spec::reductions); null when there are none.
-  detail::Partials* partials = nullptr;
-  // Whether this call's contributions count: every step, but with temporal blocking only a
-  // group's last (its range is the block; the earlier steps recompute the overlap). A kernel
-  // may skip computing what it would contribute where this is false.
-  bool contributes() const { return partials != nullptr && partials->step == step; }
-  // Contributes v to reduction r (the index in Spec::reductions) for this block and step;
-  // ignored where contributes() is false. A step of a block may come as several calls (cache
-  // tiles, in-place sweeps, streaming pieces): their contributions are folded in the order of
-  // the calls, which the spec and the tile budget fix (the same for any worker or rank
-  // count); max and min do not depend on it, a sum's last bits do. Every step that counts
-  // must contribute to every reduction at least once, else the run stops with an Error.
-  void contribute(std::size_t r, double v) const {
-    if (contributes()) partials->add(r, v);
-  }
-};
-
-using Kernel = std::function<void(const Block&)>;
-
-// Calls f(at, len, x) for every row of b's range in lexicographic order (reversed for a
-// Block with `backwards`): `len` consecutive points along the last dimension starting at
-// element offset `at` (relative to b.in[0]/b.out) and at block-local coordinate x. Inline so
-// that the kernel's inner loop is compiled with it. B is Block or StageBlock (a pipeline
-// stage's view; see Pipeline below).
-template <class B, class F>
-void for_each_row(const B& b, F&& f) {
-  const std::size_t d = b.dims;
-  if (d == 0) return;
-  for (std::size_t i = 0; i < d; ++i)
-    if (b.hi[i] <= b.lo[i]) return;
-  std::array<std::ptrdiff_t, kMaxDims> x = b.lo;
-  bool backwards = false;
-  if constexpr (requires { b.backwards; }) backwards = b.backwards;
-  if (backwards)
-    for (std::size_t i = 0; i + 1 < d; ++i) x[i] = b.hi[i] - 1;
-  const std::size_t len = static_cast<std::size_t>(b.hi[d - 1] - b.lo[d - 1]);
-  for (;;) {
-    std::ptrdiff_t at = 0;
-    for (std::size_t i = 0; i < d; ++i) at += x[i] * b.stride[i];
-    if constexpr (std::is_invocable_v<F, std::ptrdiff_t, std::size_t,
-                                      const std::array<std::ptrdiff_t, kMaxDims>&>)
-      f(at, len, x);
-    else
-      f(at, len);
-    if (!(backwards ? detail::previous_row(x, b.lo, b.hi, d) : detail::next_row(x, b.lo, b.hi, d)))
-      return;
-  }
-}
 
 // A stencil declared into a Graph. The Graph must outlive it; declare everything before the
 // first run. Not thread-safe (like Graph).
