@@ -331,8 +331,8 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   // Where the kernel and the sweep allow, the last dimension's halo lies beside the rows.
   // The in-place plan decides that, and pads the blocks.
   const bench::CacheSizes& caches = bench::cache_sizes();
-  m.plan =
-      plan_in_place(m.spec, m.grid, m.tile_budget(), caches.l2 ? caches.l2 : std::size_t{1} << 20);
+  m.plan = plan_in_place(m.spec, m.kernel.traits, m.grid, m.tile_budget(),
+                         caches.l2 ? caches.l2 : std::size_t{1} << 20);
   m.fixed_halo.resize(m.grid.count());
   m.read_dirs = read_directions(m.spec);
   m.declare_blocks();

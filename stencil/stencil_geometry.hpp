@@ -58,9 +58,9 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // nobody reads.
 //
 // With the halo beside the rows at an end of the last dimension (2-D and up;
-// Spec::row_halo_beside, docs/stencil.md "Rows with their halo beside") the rows hold no halo
-// columns at that end, and those of every padded row lie in a side array of its own instead:
-// at both ends (depth 1), the rows hold their owned points only, a whole number of lines
+// KernelTraits::halo_through_row, docs/stencil-in-place.md "Rows with their halo beside") the rows
+// hold no halo columns at that end, and those of every padded row lie in a side array of its own
+// instead: at both ends (depth 1), the rows hold their owned points only, a whole number of lines
 // apart (256 points: 32 lines); at the grid's fixed ends only (temporal blocking, whose
 // ranges reach into a neighbour's halo), a row holds the deep halo on its neighbour's side
 // and its owned points (8 + 256 points: 33 lines, not 34). The side array has a part per end

@@ -62,8 +62,8 @@ std::size_t wavefront_steps(const Spec& s, const core::BlockedGrid& grid, std::s
 
 }  // namespace
 
-InPlacePlan plan_in_place(const Spec& s, core::BlockedGrid& grid, std::size_t tile_budget,
-                          std::size_t l2) {
+InPlacePlan plan_in_place(const Spec& s, const KernelTraits& traits, core::BlockedGrid& grid,
+                          std::size_t tile_budget, std::size_t l2) {
   InPlacePlan p;
   const std::size_t d = grid.dims();
   p.dims = d;
@@ -89,7 +89,7 @@ InPlacePlan plan_in_place(const Spec& s, core::BlockedGrid& grid, std::size_t ti
   // its halo values (3-D and up); temporal blocking computes into a neighbour's halo, so it
   // keeps that halo in the rows and only the columns beyond a fixed end beside them.
   // Coefficient grids share the buffer's layout, so they keep the padded rows.
-  if (s.row_halo_beside && by_rows && d >= 3 && s.aux_grids == 0)
+  if (traits.halo_through_row && by_rows && d >= 3 && s.aux_grids == 0)
     p.row_halo =
         s.tb_depth == 1 ? geometry::RowHalo::beside : geometry::RowHalo::beside_at_fixed_ends;
   grid.set_padding(s.halo * s.tb_depth, s.halo, p.row_halo);
@@ -117,7 +117,7 @@ InPlacePlan plan_in_place(const Spec& s, core::BlockedGrid& grid, std::size_t ti
   if (d >= 3)
     p.late_faces = by_rows ? InPlacePlan::LateFaces::every : InPlacePlan::LateFaces::across_last;
   p.staged_exports = by_rows && d == 3 && s.time_levels == 1;
-  p.whole_rows = d >= 3 && s.rows_in_order;
+  p.whole_rows = d >= 3 && traits.rows_in_order;
   if (s.tb_depth > 1) {
     // The room depends on the spec and the blocks alone, never on the tile budget: it sizes
     // the locations. How many steps one wavefront runs is this machine's choice.

@@ -92,10 +92,11 @@ struct InPlacePlan {
   Windows windows(const geometry::Pad& pad, std::size_t steps) const;
 };
 
-// The plan of a stencil whose spec has its defaults and is valid, on the block grid `grid`,
-// which it pads (the padding depends on where the plan keeps the rows' halo). `tile_budget`:
-// the spec's tile_bytes or the machine's default; `l2`: this machine's L2 in bytes.
-InPlacePlan plan_in_place(const Spec& s, core::BlockedGrid& grid, std::size_t tile_budget,
-                          std::size_t l2);
+// The plan of a stencil whose spec has its defaults and is valid, for a kernel that declares
+// `traits`, on the block grid `grid`, which it pads (the padding depends on where the plan
+// keeps the rows' halo). `tile_budget`: the spec's tile_bytes or the machine's default; `l2`:
+// this machine's L2 in bytes.
+InPlacePlan plan_in_place(const Spec& s, const KernelTraits& traits, core::BlockedGrid& grid,
+                          std::size_t tile_budget, std::size_t l2);
 
 }  // namespace ordo::stencil

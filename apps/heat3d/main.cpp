@@ -84,41 +84,47 @@ int main(int argc, char** argv) {
     st::Spec s;
     s.neighbourhood = st::von_neumann(3, 1);
     s.traversal = st::Traversal::jacobi_in_place;
-    s.row_halo_beside = true;  // the kernel reads a row's halo values through Row::before/after
-    s.rows_in_order = true;    // and writes each row it is given, in for_each_row's order
     s.fixed_value = [](st::Coord c) { return c[0] < 0 ? kHeatTop : kHeatOther; };
     return s;
   };
   app.kernel = [](const ordo::app::AppParams&) -> st::Kernel {
-    return [](const st::Block& b) {
-      const std::ptrdiff_t si = b.stride[0], sj = b.stride[1];
-      // --tol: the step's largest change too, without the prefetches (the same bits).
-      if (b.contributes()) {
-        double big = 0;
-        st::for_each_row(b, [&](const st::Row& r) {
-          const double* u = b.in[0] + r.at;
-          const double d = row<true>(b.out + r.at, u, u - si, u + si, u - sj, u + sj,
-                                     r.before()[-1], r.after()[0], r.len);
-          big = big < d ? d : big;
-        });
-        b.contribute(0, big);
-        return;
-      }
-      st::for_each_row(b, [&](const st::Row& r) {
-        const double* u = b.in[0] + r.at;
-        // The row two rows on (the sweep runs up the rows when it runs up the planes) in the
-        // plane the sweep computes next, which it reads from memory soon: the hardware
-        // prefetcher alone keeps too few lines in flight (docs/benchmarks.md). Nothing where
-        // the input is in the cache already (temporal blocking).
-        if (const st::Prefetch next = r.prefetch(2 * sj)) {
-          for (std::size_t k = 0; k < r.len; k += 8)
-            __builtin_prefetch(reinterpret_cast<const void*>(next.row + k * sizeof(double)), 0, 2);
-          // and the line before it where it holds the row's halo value on the left.
-          if (next.before) __builtin_prefetch(reinterpret_cast<const void*>(next.before), 0, 2);
-        }
-        row(b.out + r.at, u, u - si, u + si, u - sj, u + sj, r.before()[-1], r.after()[0], r.len);
-      });
-    };
+    // It reads a row's halo values through Row::before/after only, and writes each row it is
+    // given in for_each_row's order: the layer may keep the halo beside the rows and pass a
+    // plane's rows in one call.
+    constexpr st::KernelTraits kTraits{.halo_through_row = true, .rows_in_order = true};
+    return st::Kernel(
+        [](const st::Block& b) {
+          const std::ptrdiff_t si = b.stride[0], sj = b.stride[1];
+          // --tol: the step's largest change too, without the prefetches (the same bits).
+          if (b.contributes()) {
+            double big = 0;
+            st::for_each_row(b, [&](const st::Row& r) {
+              const double* u = b.in[0] + r.at;
+              const double d = row<true>(b.out + r.at, u, u - si, u + si, u - sj, u + sj,
+                                         r.before()[-1], r.after()[0], r.len);
+              big = big < d ? d : big;
+            });
+            b.contribute(0, big);
+            return;
+          }
+          st::for_each_row(b, [&](const st::Row& r) {
+            const double* u = b.in[0] + r.at;
+            // The row two rows on (the sweep runs up the rows when it runs up the planes) in the
+            // plane the sweep computes next, which it reads from memory soon: the hardware
+            // prefetcher alone keeps too few lines in flight (docs/benchmarks.md). Nothing where
+            // the input is in the cache already (temporal blocking).
+            if (const st::Prefetch next = r.prefetch(2 * sj)) {
+              for (std::size_t k = 0; k < r.len; k += 8)
+                __builtin_prefetch(reinterpret_cast<const void*>(next.row + k * sizeof(double)), 0,
+                                   2);
+              // and the line before it where it holds the row's halo value on the left.
+              if (next.before) __builtin_prefetch(reinterpret_cast<const void*>(next.before), 0, 2);
+            }
+            row(b.out + r.at, u, u - si, u + si, u - sj, u + sj, r.before()[-1], r.after()[0],
+                r.len);
+          });
+        },
+        kTraits);
   };
   app.initial = [](const ordo::app::AppParams&) -> st::PointValue {
     return [](st::Coord) { return kHeatOther; };

@@ -19,7 +19,8 @@ struct Planned {
 
 // The plan of spec s as a Stencil would make it, with an L2 of `l2` bytes (0: this machine's)
 // for the budgets the spec does not give.
-inline Planned plan_of(ordo::stencil::Spec s, std::size_t l2 = 0) {
+inline Planned plan_of(ordo::stencil::Spec s, ordo::stencil::KernelTraits traits = {},
+                       std::size_t l2 = 0) {
   namespace st = ordo::stencil;
   Planned p;
   p.grid = st::core::BlockedGrid("stencil '" + s.name + "'", s.size, s.blocks,
@@ -28,14 +29,16 @@ inline Planned plan_of(ordo::stencil::Spec s, std::size_t l2 = 0) {
   st::validate(s, p.grid);
   if (l2 == 0)
     l2 = ordo::bench::cache_sizes().l2 ? ordo::bench::cache_sizes().l2 : std::size_t{1} << 20;
-  p.plan = st::plan_in_place(s, p.grid, s.tile_bytes ? s.tile_bytes : st::default_tile_bytes(), l2);
+  p.plan = st::plan_in_place(s, traits, p.grid,
+                             s.tile_bytes ? s.tile_bytes : st::default_tile_bytes(), l2);
   return p;
 }
 
 // Whether spec s runs a star's wavefronts of moves in strips of rows: some block's strips are
 // narrower than its rows.
-inline bool planned_strips(const ordo::stencil::Spec& s) {
-  const Planned p = plan_of(s);
+inline bool planned_strips(const ordo::stencil::Spec& s,
+                           const ordo::stencil::KernelTraits& traits) {
+  const Planned p = plan_of(s, traits);
   if (p.plan.group != ordo::stencil::InPlacePlan::Group::wavefront) return false;
   for (std::size_t b = 0; b < p.grid.count(); ++b) {
     const auto& pad = p.grid.block(b).pad;

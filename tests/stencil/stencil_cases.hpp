@@ -23,6 +23,7 @@ namespace st = ordo::stencil;
 
 struct Case {
   st::Spec spec;
+  st::KernelTraits traits{};    // what make_kernel's kernel declares
   std::vector<double> weights;  // one per offset, then the centre, then the older level
 };
 
@@ -32,59 +33,61 @@ inline double fixed_at(st::Coord g) {
   return v;
 }
 
-// The kernel under test: a weighted sum over the neighbourhood in a fixed order. With
-// Spec::row_halo_beside it reads every value beyond the ends of a row (of the neighbour row an
-// offset reaches) through Row::before/after, as the spec promises; else in the row.
-// Kernel calls whose rows found their halo beside them at either end (before() or after() not
-// in the row), so that a test can tell that the layer used that layout and not only the padded
-// rows, which give the same bits.
+// The kernel under test: a weighted sum over the neighbourhood in a fixed order. Declaring
+// KernelTraits::halo_through_row it reads every value beyond the ends of a row (of the neighbour
+// row an offset reaches) through Row::before/after, as the spec promises; else in the row. Kernel
+// calls whose rows found their halo beside them at either end (before() or after() not in the row),
+// so that a test can tell that the layer used that layout and not only the padded rows, which give
+// the same bits.
 inline std::atomic<std::size_t> calls_beside{0};
 // Kernel calls given rows backwards (several rows of a plane at once, the last first, in an
-// in-place sweep that runs up, Spec::rows_in_order).
+// in-place sweep that runs up, KernelTraits::rows_in_order).
 inline std::atomic<std::size_t> calls_backwards{0};
 
 inline st::Kernel make_kernel(const Case& c) {
-  return [c](const st::Block& b) {
-    const auto& nb = c.spec.neighbourhood;
-    const std::size_t last = b.dims - 1;
-    // Per offset: the element offset of its row (every component but the last) and its
-    // component along the rows.
-    std::vector<std::ptrdiff_t> row_delta(nb.size()), along(nb.size());
-    for (std::size_t j = 0; j < nb.size(); ++j) {
-      for (std::size_t k = 0; k < last; ++k) row_delta[j] += nb[j][k] * b.stride[k];
-      along[j] = nb[j][last];
-    }
-    const std::size_t L = c.spec.time_levels;
-    const bool has_aux = c.spec.aux_grids > 0;
-    const bool beside = c.spec.row_halo_beside;
-    bool saw_beside = false, saw_backwards = false;
-    std::ptrdiff_t last_at = PTRDIFF_MIN;
-    st::for_each_row(b, [&](const st::Row& r) {
-      const std::ptrdiff_t at = r.at;
-      const std::size_t len = r.len;
-      const auto n = static_cast<std::ptrdiff_t>(len);
-      saw_beside = saw_beside || r.before() != b.in[0] + at || r.after() != b.in[0] + at + n;
-      saw_backwards = saw_backwards || at < last_at;
-      last_at = at;
-      // Point i + a of the row at `row` (relative to `at`'s row) in level l.
-      auto value = [&](std::size_t l, std::ptrdiff_t row, std::ptrdiff_t i) {
-        if (beside && i < 0) return r.before(l, row)[i];
-        if (beside && i >= n) return r.after(l, row)[i - n];
-        return b.in[l][at + row + i];
-      };
-      for (std::ptrdiff_t i = 0; i < n; ++i) {
-        const std::ptrdiff_t p = at + i;
-        double acc = c.weights[nb.size()] * b.in[0][p];
-        for (std::size_t j = 0; j < nb.size(); ++j)
-          acc += c.weights[j] * value(0, row_delta[j], i + along[j]);
-        if (L > 1) acc += c.weights[nb.size() + 1] * value(1, row_delta[0], i + along[0]);
-        if (has_aux) acc += b.aux[0][p + row_delta[0] + along[0]];
-        b.out[p] = acc;
-      }
-    });
-    if (saw_beside) calls_beside.fetch_add(1, std::memory_order_relaxed);
-    if (saw_backwards) calls_backwards.fetch_add(1, std::memory_order_relaxed);
-  };
+  return st::Kernel(
+      [c](const st::Block& b) {
+        const auto& nb = c.spec.neighbourhood;
+        const std::size_t last = b.dims - 1;
+        // Per offset: the element offset of its row (every component but the last) and its
+        // component along the rows.
+        std::vector<std::ptrdiff_t> row_delta(nb.size()), along(nb.size());
+        for (std::size_t j = 0; j < nb.size(); ++j) {
+          for (std::size_t k = 0; k < last; ++k) row_delta[j] += nb[j][k] * b.stride[k];
+          along[j] = nb[j][last];
+        }
+        const std::size_t L = c.spec.time_levels;
+        const bool has_aux = c.spec.aux_grids > 0;
+        const bool beside = c.traits.halo_through_row;
+        bool saw_beside = false, saw_backwards = false;
+        std::ptrdiff_t last_at = PTRDIFF_MIN;
+        st::for_each_row(b, [&](const st::Row& r) {
+          const std::ptrdiff_t at = r.at;
+          const std::size_t len = r.len;
+          const auto n = static_cast<std::ptrdiff_t>(len);
+          saw_beside = saw_beside || r.before() != b.in[0] + at || r.after() != b.in[0] + at + n;
+          saw_backwards = saw_backwards || at < last_at;
+          last_at = at;
+          // Point i + a of the row at `row` (relative to `at`'s row) in level l.
+          auto value = [&](std::size_t l, std::ptrdiff_t row, std::ptrdiff_t i) {
+            if (beside && i < 0) return r.before(l, row)[i];
+            if (beside && i >= n) return r.after(l, row)[i - n];
+            return b.in[l][at + row + i];
+          };
+          for (std::ptrdiff_t i = 0; i < n; ++i) {
+            const std::ptrdiff_t p = at + i;
+            double acc = c.weights[nb.size()] * b.in[0][p];
+            for (std::size_t j = 0; j < nb.size(); ++j)
+              acc += c.weights[j] * value(0, row_delta[j], i + along[j]);
+            if (L > 1) acc += c.weights[nb.size() + 1] * value(1, row_delta[0], i + along[0]);
+            if (has_aux) acc += b.aux[0][p + row_delta[0] + along[0]];
+            b.out[p] = acc;
+          }
+        });
+        if (saw_beside) calls_beside.fetch_add(1, std::memory_order_relaxed);
+        if (saw_backwards) calls_backwards.fetch_add(1, std::memory_order_relaxed);
+      },
+      c.traits);
 }
 
 // Brute force: global arrays, each neighbour looked up by its global coordinate.
@@ -174,8 +177,8 @@ inline Case random_case(std::mt19937& rng, bool gauss_seidel) {
   // depth 1, at the grid's fixed ends with temporal blocking) and in the rows elsewhere, where
   // the kernel must read the same values. Half of those cases in 3-D and up are made such
   // that it does, which the draws above would rarely give.
-  s.row_halo_beside = pick(0, 1) == 1;
-  if (s.row_halo_beside && !gauss_seidel && d >= 3 && pick(0, 1) == 1) {
+  c.traits.halo_through_row = pick(0, 1) == 1;
+  if (c.traits.halo_through_row && !gauss_seidel && d >= 3 && pick(0, 1) == 1) {
     s.neighbourhood = st::von_neumann(d, radius);
     s.halo = static_cast<std::size_t>(radius + pick(0, 1));
     s.traversal = st::Traversal::jacobi_in_place;
@@ -232,10 +235,13 @@ inline std::string describe(const st::Spec& s) {
        " tb=" + std::to_string(s.tb_depth) + " tile_bytes=" + std::to_string(s.tile_bytes) +
        " streaming=" + std::to_string(s.stores == st::Stores::streaming) +
        " gs=" + std::to_string(s.traversal == st::Traversal::gauss_seidel) +
-       " in_place=" + std::to_string(s.traversal == st::Traversal::jacobi_in_place) +
-       " beside=" + std::to_string(s.row_halo_beside) +
-       " rows_in_order=" + std::to_string(s.rows_in_order);
+       " in_place=" + std::to_string(s.traversal == st::Traversal::jacobi_in_place);
   return t;
+}
+
+inline std::string describe(const Case& c) {
+  return describe(c.spec) + " halo_through_row=" + std::to_string(c.traits.halo_through_row) +
+         " rows_in_order=" + std::to_string(c.traits.rows_in_order);
 }
 
 }  // namespace ordo::test

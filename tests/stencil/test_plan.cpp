@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <ordo/stencil.hpp>
@@ -20,9 +21,16 @@ namespace {
 
 constexpr std::size_t kL2 = std::size_t{1} << 20;
 
+// A spec and what its kernel declares.
+struct Declared {
+  st::Spec spec;
+  st::KernelTraits traits{};
+  Declared(st::Spec s, st::KernelTraits t = {}) : spec(std::move(s)), traits(t) {}
+};
+
 struct Row {
   std::string what;
-  st::Spec spec;
+  Declared spec;
   Plan::Sweep sweep;
   Plan::Group group;
   std::ptrdiff_t shift_planes, shift_rows, unit_planes;
@@ -45,12 +53,10 @@ st::Spec spec(std::vector<std::size_t> size, std::vector<std::size_t> blocks,
   return s;
 }
 
-st::Spec with(st::Spec s, bool beside, bool in_order, std::size_t levels = 1, std::size_t aux = 0) {
-  s.row_halo_beside = beside;
-  s.rows_in_order = in_order;
+Declared with(st::Spec s, bool beside, bool in_order, std::size_t levels = 1, std::size_t aux = 0) {
   s.time_levels = levels;
   s.aux_grids = aux;
-  return s;
+  return {std::move(s), {.halo_through_row = beside, .rows_in_order = in_order}};
 }
 
 }  // namespace
@@ -62,8 +68,8 @@ TEST_CASE("each spec gets its in-place plan", "[stencil]") {
   using R = st::geometry::RowHalo;
   const auto star2 = st::von_neumann(2, 1), star3 = st::von_neumann(3, 1);
   const std::size_t rows_slab = 3 * kL2 / 4, planes_slab = kL2 / 2;
-  st::Spec double_buffer = with(spec({64, 64, 64}, {2, 2, 2}, star3), true, true);
-  double_buffer.traversal = st::Traversal::jacobi;
+  Declared double_buffer = with(spec({64, 64, 64}, {2, 2, 2}, star3), true, true);
+  double_buffer.spec.traversal = st::Traversal::jacobi;
   const std::vector<Row> table{
       // heat2d: rows and pieces of 512 points (a multiple of 8), one unit of room.
       {"heat2d", spec({1024, 1024}, {4, 4}, star2), S::by_rows, G::per_step, 1, 512, 1, 1, 1,
@@ -107,7 +113,7 @@ TEST_CASE("each spec gets its in-place plan", "[stencil]") {
   };
   for (const Row& r : table) {
     INFO(r.what);
-    const Plan p = plan_of(r.spec, kL2).plan;
+    const Plan p = plan_of(r.spec.spec, r.spec.traits, kL2).plan;
     CHECK(p.sweep == r.sweep);
     CHECK(p.group == r.group);
     CHECK(p.shift_planes == r.shift_planes);
@@ -128,9 +134,9 @@ TEST_CASE("the plan lays heat3d's --tb 8 rows out in 33 lines", "[stencil]") {
   // side and its points, 264 = 33 lines, and the one column beyond the grid's end lies in a
   // side array; in the rows it was 265 points, padded to 272: 34 lines.
   const auto star3 = st::von_neumann(3, 1);
-  const auto beside =
-      plan_of(with(spec({512, 512, 512}, {2, 2, 2}, star3, 8, kL2), true, true), kL2);
-  const auto padded = plan_of(spec({512, 512, 512}, {2, 2, 2}, star3, 8, kL2), kL2);
+  const Declared declared = with(spec({512, 512, 512}, {2, 2, 2}, star3, 8, kL2), true, true);
+  const auto beside = plan_of(declared.spec, declared.traits, kL2);
+  const auto padded = plan_of(spec({512, 512, 512}, {2, 2, 2}, star3, 8, kL2), {}, kL2);
   for (std::size_t b = 0; b < 8; ++b) {
     INFO("block " << b);
     const auto& pad = beside.grid.block(b).pad;

@@ -59,7 +59,7 @@ st::PointValue points_of(const std::vector<double>& g, const std::vector<std::si
 }
 
 void check_case(const Case& c, std::mt19937& rng, ordo::Runtime& rt) {
-  INFO(describe(c.spec));
+  INFO(describe(c));
   const std::size_t n = ordo::test::points(c.spec);
   const Values values = random_values(c, rng);
   const auto& lv = values.levels;
@@ -196,25 +196,28 @@ StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blo
   s.traversal = st::Traversal::jacobi_in_place;
   s.tb_depth = 8;
   s.tile_bytes = tile_bytes;
-  s.row_halo_beside = beside;
   ordo::Runtime rt({.workers = 2});
   ordo::Graph g;
   StepsInFlight in_flight;
-  st::Stencil st1(g, s, [&in_flight](const st::Block& b) {
-    in_flight.saw(b);
-    st::for_each_row(b, [&](const st::Row& r) {
-      const std::ptrdiff_t at = r.at;
-      const std::size_t len = r.len;
-      const double* u = b.in[0] + at;
-      const double west = r.before()[-1], east = r.after()[0];
-      const auto m = static_cast<std::ptrdiff_t>(len);
-      for (std::ptrdiff_t j = 0; j < m; ++j)
-        b.out[at + j] =
-            0.25 * u[j] + 0.125 * ((j == 0 ? west : u[j - 1]) + (j + 1 == m ? east : u[j + 1])) +
-            0.0625 *
-                (u[j - b.stride[0]] + u[j + b.stride[0]] + u[j - b.stride[1]] + u[j + b.stride[1]]);
-    });
-  });
+  st::Stencil st1(g, s,
+                  st::Kernel(
+                      [&in_flight](const st::Block& b) {
+                        in_flight.saw(b);
+                        st::for_each_row(b, [&](const st::Row& r) {
+                          const std::ptrdiff_t at = r.at;
+                          const std::size_t len = r.len;
+                          const double* u = b.in[0] + at;
+                          const double west = r.before()[-1], east = r.after()[0];
+                          const auto m = static_cast<std::ptrdiff_t>(len);
+                          for (std::ptrdiff_t j = 0; j < m; ++j)
+                            b.out[at + j] = 0.25 * u[j] +
+                                            0.125 * ((j == 0 ? west : u[j - 1]) +
+                                                     (j + 1 == m ? east : u[j + 1])) +
+                                            0.0625 * (u[j - b.stride[0]] + u[j + b.stride[0]] +
+                                                      u[j - b.stride[1]] + u[j + b.stride[1]]);
+                        });
+                      },
+                      {.halo_through_row = beside}));
   st1.set([](st::Coord c) { return static_cast<double>((c[0] * 7 + c[1] * 3 + c[2]) % 11); });
   st1.run(rt, 16);
   return {g.storage_held(), st1.get(), in_flight.most()};
@@ -575,7 +578,7 @@ TEST_CASE("in-place Jacobi equals the double buffer on long blocks", "[stencil]"
   ordo::Runtime rt({.workers = 2});
   for (const Shape& sh : shapes) {
     const Case c = in_place_case(sh.size, sh.blocks, sh.nb, sh.boundary, sh.levels, sh.tb, sh.tile);
-    INFO(describe(c.spec));
+    INFO(describe(c));
     Values v = random_values(c, rng);
     v.steps = 9;
     CHECK(same_bits(run_case(c, v, rt), brute_force(c, v.levels, v.aux, v.steps)));
@@ -591,7 +594,7 @@ TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stenc
   // 3-D and up run as wavefronts that move the block, in strips of rows too (`strips`: the
   // plan gives them at some budget): with a fixed end at either end of dimension 1 or
   // both (blocks along it that have one, one that has two, an interior one), each shape also
-  // with a kernel that takes a plane's rows of a strip in one call (Spec::rows_in_order).
+  // with a kernel that takes a plane's rows of a strip in one call (KernelTraits::rows_in_order).
   struct Shape {
     std::vector<std::size_t> size, blocks;
     std::vector<st::Offset> nb;
@@ -627,16 +630,16 @@ TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stenc
     v.steps = 2 * sh.tb + 1;  // two whole groups and a one-step group
     const auto want = brute_force(c, v.levels, v.aux, v.steps);
     for (const bool in_order : {false, true}) {
-      c.spec.rows_in_order = in_order;
+      c.traits.rows_in_order = in_order;
       calls_backwards = 0;
       bool strips = false;  // some budget's plan runs wavefronts of moves in strips of rows
       for (const std::size_t tile : tiles) {
         c.spec.tile_bytes = tile;
-        INFO(describe(c.spec));
+        INFO(describe(c));
         CHECK(same_bits(run_case(c, v, rt), want));
-        strips = strips || plan_test::planned_strips(c.spec);
+        strips = strips || plan_test::planned_strips(c.spec, c.traits);
       }
-      INFO(describe(c.spec));
+      INFO(describe(c));
       if (sh.strips) CHECK(strips);
       // Up the planes, a plane's rows go to the kernel in one call, last to first.
       const bool is_star = std::all_of(sh.nb.begin(), sh.nb.end(), [](const st::Offset& o) {
@@ -693,10 +696,13 @@ TEST_CASE("in-place temporal blocking without its windows runs one sweep per ste
     Ran r;
     {
       ordo::Runtime rt({.workers = 2});
-      r.values = run_case(c, v, rt, [&in_flight, k = make_kernel(c)](const st::Block& b) {
-        in_flight.saw(b);
-        k(b);
-      });
+      r.values = run_case(c, v, rt,
+                          st::Kernel(
+                              [&in_flight, k = make_kernel(c)](const st::Block& b) {
+                                in_flight.saw(b);
+                                k(b);
+                              },
+                              c.traits));
     }
     st::detail_stencil::fail_ring_mappings(0, 0);
     r.steps_in_flight = in_flight.most();
@@ -736,8 +742,8 @@ TEST_CASE("a thread keeps its rings when a new one cannot be mapped", "[stencil]
 
 TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force",
           "[stencil][property]") {
-  // Spec::row_halo_beside: in place, 3-D and up, a star, depth 1 and no coefficient grid keep
-  // the last dimension's halo in side arrays (rows of whole lines); everywhere else the same
+  // KernelTraits::halo_through_row: in place, 3-D and up, a star, depth 1 and no coefficient grid
+  // keep the last dimension's halo in side arrays (rows of whole lines); everywhere else the same
   // kernel reads it in the padded rows. Uneven blocks down to 1 point, halos of 1 and 2, fixed
   // and periodic ends (a block its own neighbour across them), one and two time levels, slabs
   // of one row (tile_bytes 1) or the whole block, 1 to 4 workers. Temporal blocking keeps the
@@ -788,11 +794,11 @@ TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force"
     Case c = in_place_case(sh.size, sh.blocks, sh.nb, sh.boundary, sh.levels, sh.tb, sh.tile);
     c.spec.aux_grids = sh.aux;
     c.spec.traversal = sh.traversal;
-    c.spec.row_halo_beside = true;
+    c.traits.halo_through_row = true;
     Values v = random_values(c, rng);
     v.steps = 7;
     ordo::Runtime& rt = *runtimes[i % runtimes.size()];
-    INFO(describe(c.spec) << " workers=" << rt.workers());
+    INFO(describe(c) << " workers=" << rt.workers());
     calls_beside = 0;
     CHECK(same_bits(run_case(c, v, rt), brute_force(c, v.levels, v.aux, v.steps)));
     // The first 16 shapes take the layout beside the rows, the others keep padded rows.
@@ -802,13 +808,13 @@ TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force"
   // budgets from none (shifted sweeps) through one-row strips to the whole cross-section.
   Case c = in_place_case({14, 23, 10}, {2, 1, 1}, st::von_neumann(3, 1), fixed, 1, 4, 0);
   c.spec.aux_grids = 0;
-  c.spec.row_halo_beside = true;
+  c.traits.halo_through_row = true;
   Values v = random_values(c, rng);
   v.steps = 9;
   const auto want = brute_force(c, v.levels, v.aux, v.steps);
   for (std::size_t tile = 1024; tile <= 320 * 1024; tile = tile < 8192 ? 8192 : tile * 3 / 2) {
     c.spec.tile_bytes = tile;
-    INFO(describe(c.spec));
+    INFO(describe(c));
     calls_beside = 0;
     CHECK(same_bits(run_case(c, v, *runtimes[1]), want));
     CHECK(calls_beside > 0);

@@ -187,18 +187,6 @@ struct Spec {
   // cached is the default: the copy through the scratch can cost more than the write-allocate
   // it saves (docs/stencil.md, "Why cached is the default"); streaming is there to measure.
   Stores stores = Stores::cached;
-  // The kernel reads the values beyond the ends of a row (the last dimension's halo) only
-  // through Block::before() and Block::after(), never at in[l][at - 1] or in[l][at + len].
-  // The layer may then keep them beside the rows instead of in them (docs/stencil.md, "Rows
-  // with their halo beside"), where that saves memory traffic: rows of 256 points are then 32
-  // cache lines, not 33. The results are the same bits either way.
-  bool row_halo_beside = false;
-  // The kernel computes the rows of its range one after the other in for_each_row's order,
-  // each from `in` before the next is written (a kernel that calls for_each_row and writes
-  // only the row it is given does). In-place temporal blocking by a star may then pass it
-  // many rows of a plane in one call instead of one row per call (docs/stencil.md). The
-  // results are the same bits either way.
-  bool rows_in_order = false;
   // Reductions the kernel contributes to, per block and step (Block::contribute), combined in
   // the fixed order over the blocks; run_until stops on a condition on their values. With
   // temporal blocking only each group's last step contributes (Block::contributes() says

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <type_traits>
+#include <utility>
 
 namespace ordo::stencil {
 
@@ -135,7 +136,36 @@ struct Block {
   }
 };
 
-using Kernel = std::function<void(const Block&)>;
+// What a kernel declares it does beyond computing each point of its range from `in`: the
+// layer may then pick sweeps and layouts that need it. The results are the same bits either
+// way; a kernel that declares what it does not do reads wrong values.
+struct KernelTraits {
+  // It reads the values beyond the ends of a row (the last dimension's halo) only through
+  // Row::before() and Row::after(), never at in[l][at - 1] or in[l][at + len]. The layer may
+  // then keep them beside the rows instead of in them (docs/stencil.md, "Rows with their halo
+  // beside"), where that saves memory traffic: rows of 256 points are 32 cache lines, not 33.
+  bool halo_through_row = false;
+  // It computes the rows of its range one after the other in for_each_row's order, each from
+  // `in` before the next is written (a kernel that calls for_each_row and writes only the row
+  // it is given does). In-place temporal blocking by a star may then pass it many rows of a
+  // plane in one call instead of one row per call (docs/stencil.md).
+  bool rows_in_order = false;
+};
+
+// A kernel: what it computes for one call (a function of the Block) and what it declares
+// (KernelTraits). Any callable converts to one with no traits.
+struct Kernel {
+  std::function<void(const Block&)> body;
+  KernelTraits traits;
+
+  Kernel() = default;
+  template <class F>
+  requires std::is_invocable_v<F&, const Block&> &&
+      (!std::is_same_v<std::decay_t<F>, Kernel>)Kernel(F&& f, KernelTraits t = {})
+      : body(std::forward<F>(f)), traits(t) {}
+  void operator()(const Block& b) const { body(b); }
+  explicit operator bool() const { return static_cast<bool>(body); }
+};
 
 // Where the input the sweep reads next lies, for a kernel that prefetches it (Row::prefetch):
 // empty where the input is in the cache already. Addresses, not pointers: they may lie
