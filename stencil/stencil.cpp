@@ -130,7 +130,7 @@ void Stencil::Impl::declare_blocks() {
     const core::BlockGeom& geo = grid.block(b);
     Locations l;
     l.main = g.location<double>(spec.name + "[" + geo.tag + "]",
-                                kHeader + nb * (buffer_size(b) + geo.pad.side_count));
+                                kHeader + buffer_count * (buffer_size(b) + geo.pad.side_count));
     if (spec.aux_grids > 0)
       l.aux = g.location<double>(spec.name + ".aux[" + geo.tag + "]",
                                  spec.aux_grids * geo.pad.count);
@@ -168,9 +168,9 @@ void Stencil::Impl::declare_exchange() {
     std::set<Ix> remote;
     for (const Ix& r : read_dirs) {
       Ix o{}, c{};
-      for (std::size_t k = 0; k < d; ++k) o[k] = -r[k];
-      if (!geometry::block_neighbour(d, spec.blocks, grid.periodic(), geo.coord, o, c)) continue;
-      const std::size_t to = geometry::block_index(d, spec.blocks, c);
+      for (std::size_t k = 0; k < dims; ++k) o[k] = -r[k];
+      if (!geometry::block_neighbour(dims, spec.blocks, grid.periodic(), geo.coord, o, c)) continue;
+      const std::size_t to = geometry::block_index(dims, spec.blocks, c);
       if (placement.home[to] != placement.home[b] || plan.is_late_face(r, spec.tb_depth)) {
         remote.insert(r);
         continue;
@@ -273,7 +273,7 @@ void Stencil::Impl::push_halo(const Push& p, std::span<const double> from,
   for (const Ix& o : p.dirs) {
     Ix slo{}, shi{}, dlo{}, dhi{}, back{};
     geometry::send_box(src, w, o, slo, shi);
-    for (std::size_t k = 0; k < d; ++k) back[k] = -o[k];
+    for (std::size_t k = 0; k < dims; ++k) back[k] = -o[k];
     geometry::halo_box(dst, w, back, dlo, dhi);
     for (std::size_t l = 0; l < levels; ++l) {
       const auto delta = -static_cast<std::ptrdiff_t>(l);
@@ -321,11 +321,11 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.graph = &graph;
   m.spec = std::move(spec);
   m.kernel = std::move(kernel);
-  m.d = m.spec.size.size();
+  m.dims = m.spec.size.size();
   m.levels = m.spec.time_levels;
-  m.nb = m.spec.traversal == Traversal::jacobi            ? m.levels + 1
-         : m.spec.traversal == Traversal::jacobi_in_place ? m.levels
-                                                          : 1;
+  m.buffer_count = m.spec.traversal == Traversal::jacobi            ? m.levels + 1
+                   : m.spec.traversal == Traversal::jacobi_in_place ? m.levels
+                                                                    : 1;
   m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
   // The halo is D*h deep where a neighbour's values land, h beyond a fixed end of the grid.
   // Where the kernel and the sweep allow, the last dimension's halo lies beside the rows.
@@ -349,7 +349,7 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
     main_names.push_back(m.spec.name + "[" + m.grid.block(b).tag + "]");
   }
   graph.on_restore(
-      [mains = std::move(mains), main_names = std::move(main_names), nb = m.nb,
+      [mains = std::move(mains), main_names = std::move(main_names), buffer_count = m.buffer_count,
        shift = m.plan.shift_planes, spare = m.plan.shift_planes != 0 ? m.plan.spare_units : 0,
        name = m.spec.name](const Restored& restored) -> std::string {
         auto number = [](double v) {
@@ -372,7 +372,7 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
           steps = h[0];
           // Where each buffer's block lies (stencil_impl.hpp, kHeader): at rest, or moved by
           // in-place sweeps by a whole number of units up to the buffer's room; nothing else.
-          for (std::size_t i = 0; i < nb; ++i) {
+          for (std::size_t i = 0; i < buffer_count; ++i) {
             const double mark = h[1 + i];
             if (mark >= 0 && mark <= static_cast<double>(spare) && std::floor(mark) == mark)
               continue;
@@ -454,7 +454,7 @@ void Stencil::set(const BoxFill& fill, std::size_t level) {
     m.grid.fill(b, m.level_data(b, main, rot, delta), fill, m.spec.fixed_value, true,
                 m.level_side(b, main, rot, delta));
     // The spare buffer of Jacobi needs the fixed boundary too; its interior is overwritten.
-    if (level == 0 && m.nb > m.levels)
+    if (level == 0 && m.buffer_count > m.levels)
       m.grid.fill(b, m.level_data(b, main, rot, 1), fill, m.spec.fixed_value, true,
                   m.level_side(b, main, rot, 1));
     if (m.placement.placed)

@@ -160,7 +160,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b, ExportStage& stage) con
     }
   }
   Block blk;
-  blk.dims = d;
+  blk.dims = dims;
   blk.stride = pad.stride;
   blk.layout.next_plane = pad.stride[0];
   blk.origin = geo.origin;
@@ -182,7 +182,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b, ExportStage& stage) con
   std::vector<Ix> slo(S), shi(S);
   for (std::size_t s = 0; s < S; ++s) {
     const auto e = static_cast<std::ptrdiff_t>(spec.halo * (S - 1 - s));
-    for (std::size_t k = 0; k < d; ++k) {
+    for (std::size_t k = 0; k < dims; ++k) {
       slo[s][k] = -e;
       shi[s][k] = pad.ext[k] + e;
       if (spec.boundary == Boundary::fixed) {  // never compute outside the grid
@@ -193,7 +193,7 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b, ExportStage& stage) con
     }
   }
   auto step = [&](std::size_t s, const Ix& lo, const Ix& hi) {
-    for (std::size_t k = 0; k < d; ++k)
+    for (std::size_t k = 0; k < dims; ++k)
       if (hi[k] <= lo[k]) return;
     const std::uint64_t r = rot + s;
     for (std::size_t l = 0; l < levels; ++l)
@@ -213,12 +213,11 @@ void Stencil::Impl::compute(Context& ctx, std::size_t b, ExportStage& stage) con
     return;
   }
   Ix padded{};
-  for (std::size_t k = 0; k < d; ++k)
-    padded[k] = pad.padded(k);
-  const double point_bytes = 8.0 * static_cast<double>(nb + spec.aux_grids);
+  for (std::size_t k = 0; k < dims; ++k) padded[k] = pad.padded(k);
+  const double point_bytes = 8.0 * static_cast<double>(buffer_count + spec.aux_grids);
   const double budget = static_cast<double>(tile_budget());
   const auto lag = static_cast<std::ptrdiff_t>(spec.halo);
-  const Tiling t = choose_tiling(d, padded, S, lag, lag, point_bytes, budget);
+  const Tiling t = choose_tiling(dims, padded, S, lag, lag, point_bytes, budget);
   if (t.dims == 0) {
     for (std::size_t s = 0; s < S; ++s) step(s, slo[s], shi[s]);
   } else {
@@ -282,26 +281,26 @@ void Stencil::Impl::run_range(std::size_t b, Block& blk, bool stream) const {
   // Pieces whose output spans at most kScratchDoubles: rows along dimension d-2 (every
   // slower coordinate fixed), cut along the last dimension too when one row is longer.
   double* const scratch = detail_stencil::thread_scratch(0, kScratchDoubles);
-  const std::size_t last = d - 1;
+  const std::size_t last = dims - 1;
   const Ix lo = blk.lo, hi = blk.hi;
   double* const out = blk.out;
   const std::ptrdiff_t cap = static_cast<std::ptrdiff_t>(kScratchDoubles);
   const std::ptrdiff_t width = hi[last] - lo[last];
   const std::ptrdiff_t cols = std::min(width, cap);
-  const std::ptrdiff_t row_stride = d >= 2 ? pad.stride[last - 1] : 0;
+  const std::ptrdiff_t row_stride = dims >= 2 ? pad.stride[last - 1] : 0;
   const std::ptrdiff_t rows_per_piece =
-      d >= 2 && width <= cap ? std::max<std::ptrdiff_t>(1, (cap - cols) / row_stride + 1) : 1;
+      dims >= 2 && width <= cap ? std::max<std::ptrdiff_t>(1, (cap - cols) / row_stride + 1) : 1;
   Ix olo = lo, ohi = hi;  // the outer odometer: every dimension before d-2 one at a time
-  const std::size_t row_dim = d >= 2 ? last - 1 : last;
+  const std::size_t row_dim = dims >= 2 ? last - 1 : last;
   ohi[row_dim] = olo[row_dim] + 1;
   ohi[last] = olo[last] + 1;
-  for_each_point(d, olo, ohi, [&](const Ix& x0) {
+  for_each_point(dims, olo, ohi, [&](const Ix& x0) {
     Ix plo = x0, phi = x0;
-    for (std::size_t k = 0; k < d; ++k) phi[k] = x0[k] + 1;
-    const std::ptrdiff_t r_end = d >= 2 ? hi[row_dim] : 1;
-    for (std::ptrdiff_t r = d >= 2 ? lo[row_dim] : 0; r < r_end; r += rows_per_piece) {
+    for (std::size_t k = 0; k < dims; ++k) phi[k] = x0[k] + 1;
+    const std::ptrdiff_t r_end = dims >= 2 ? hi[row_dim] : 1;
+    for (std::ptrdiff_t r = dims >= 2 ? lo[row_dim] : 0; r < r_end; r += rows_per_piece) {
       const std::ptrdiff_t nr = std::min(rows_per_piece, r_end - r);
-      if (d >= 2) {
+      if (dims >= 2) {
         plo[row_dim] = r;
         phi[row_dim] = r + nr;
       }
@@ -310,7 +309,7 @@ void Stencil::Impl::run_range(std::size_t b, Block& blk, bool stream) const {
         plo[last] = c;
         phi[last] = c + nc;
         std::ptrdiff_t first = 0;  // element offset of the piece's first output point
-        for (std::size_t k = 0; k < d; ++k) first += plo[k] * pad.stride[k];
+        for (std::size_t k = 0; k < dims; ++k) first += plo[k] * pad.stride[k];
         blk.lo = plo;
         blk.hi = phi;
         // safety: out is made to address the scratch with the block's strides: the kernel

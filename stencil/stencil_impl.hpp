@@ -94,7 +94,10 @@ struct Stencil::Impl {
   Spec spec;
   Kernel kernel;
   core::BlockedGrid grid;
-  std::size_t d = 0, nb = 0, levels = 0;
+  std::size_t dims = 0;  // the grid's dimensions
+  std::size_t buffer_count =
+      0;  // buffers a block rotates through (its time levels, + 1 double-buffered)
+  std::size_t levels = 0;
   bool streaming = false;  // Stores resolved at construction
   // Traversal::jacobi_in_place's strategy and numbers (stencil_plan.hpp), decided once at
   // construction; a plan with Sweep::none (no shift, one unit) for the other traversals.
@@ -172,8 +175,8 @@ struct Stencil::Impl {
   // Buffer index of time level `delta` relative to the newest (0), or the spare (+1), after
   // `rot` steps.
   std::size_t buffer_index(std::uint64_t rot, std::ptrdiff_t delta) const {
-    const auto n = static_cast<std::int64_t>(nb);
-    std::int64_t i = (static_cast<std::int64_t>(rot % nb) + delta) % n;
+    const auto n = static_cast<std::int64_t>(buffer_count);
+    std::int64_t i = (static_cast<std::int64_t>(rot % buffer_count) + delta) % n;
     return static_cast<std::size_t>(i < 0 ? i + n : i);
   }
   // By how many units of shift_at() buffer `index`'s block lies moved from rest towards the
@@ -205,7 +208,8 @@ struct Stencil::Impl {
   T* side_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
     if (!pad.beside) return nullptr;
-    return main.data() + detail_stencil::kHeader + nb * buffer_size(b) + index * pad.side_count;
+    return main.data() + detail_stencil::kHeader + buffer_count * buffer_size(b) +
+           index * pad.side_count;
   }
   template <class T>
   T* level_side(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {

@@ -42,20 +42,20 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   const Pad& pad = geo.pad;
   // Whether a cell (local coordinate) lies beyond a fixed end of the grid, and its value.
   Ix low{}, high{};  // 1 where that end of the block is a fixed end of the grid
-  for (std::size_t k = 0; k < d; ++k) {
+  for (std::size_t k = 0; k < dims; ++k) {
     low[k] = spec.boundary == Boundary::fixed && geo.origin[k] == 0;
     high[k] = spec.boundary == Boundary::fixed &&
               geo.origin[k] + pad.ext[k] == static_cast<std::int64_t>(spec.size[k]);
   }
   auto is_fixed = [&](const Ix& l) {
-    for (std::size_t k = 0; k < d; ++k)
+    for (std::size_t k = 0; k < dims; ++k)
       if ((l[k] < 0 && low[k]) || (l[k] >= pad.ext[k] && high[k])) return true;
     return false;
   };
   auto value = [&](const Ix& l) {
     core::Origin x{};
-    for (std::size_t k = 0; k < d; ++k) x[k] = geo.origin[k] + l[k];
-    return spec.fixed_value ? spec.fixed_value(Coord(x.data(), d)) : 0.0;
+    for (std::size_t k = 0; k < dims; ++k) x[k] = geo.origin[k] + l[k];
+    return spec.fixed_value ? spec.fixed_value(Coord(x.data(), dims)) : 0.0;
   };
   const std::vector<std::pair<Ix, Ix>> regions = grid.fixed_regions(b);
   std::vector<double> want;
@@ -68,7 +68,7 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
   // Rows of a neighbour's deep halo along dimension 1 (temporal blocking's ranges shrink
   // there): FixedHalo::deep holds all the fixed cells in them.
   auto is_deep_row = [&](std::ptrdiff_t r) {
-    return d >= 2 && ((r < 0 && !low[1]) || (r >= pad.ext[1] && !high[1]));
+    return dims >= 2 && ((r < 0 && !low[1]) || (r >= pad.ext[1] && !high[1]));
   };
   // After a sweep down, the cells of plane p (row j) lie where plane p - shift_planes (row
   // j - shift_rows) was; up, p + shift_planes (j + shift_rows).
@@ -76,27 +76,27 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
     FixedHalo::Runs& runs = sign < 0 ? f->down : sign > 0 ? f->up : f->deep;
     auto from = [&](Ix c) {
       c[0] += sign * plan.shift_planes;
-      if (d >= 2) c[1] += sign * plan.shift_rows;
+      if (dims >= 2) c[1] += sign * plan.shift_rows;
       return c;
     };
     for (auto [rlo, rhi] : regions) {
       // Beside the rows, the fixed values stay where set() put them: the side array does not
       // move with the block. Only the cells in the rows move.
-      pad.clip_to_rows(rlo[d - 1], rhi[d - 1]);
-      if (rhi[d - 1] <= rlo[d - 1]) continue;
+      pad.clip_to_rows(rlo[dims - 1], rhi[dims - 1]);
+      if (rhi[dims - 1] <= rlo[dims - 1]) continue;
       Ix row_hi = rhi;
-      row_hi[d - 1] = rlo[d - 1] + 1;
-      const auto len = static_cast<std::size_t>(rhi[d - 1] - rlo[d - 1]);
-      for_each_point(d, rlo, row_hi, [&](const Ix& l) {  // l: the first cell of a run
+      row_hi[dims - 1] = rlo[dims - 1] + 1;
+      const auto len = static_cast<std::size_t>(rhi[dims - 1] - rlo[dims - 1]);
+      for_each_point(dims, rlo, row_hi, [&](const Ix& l) {  // l: the first cell of a run
         if (sign == 0 && !is_deep_row(l[1])) return;
         want.resize(len);
         const Ix src = from(l);
         bool same = sign != 0 && is_fixed(src);
-        for (std::size_t k = 0; k < 2 && k < d; ++k)
+        for (std::size_t k = 0; k < 2 && k < dims; ++k)
           same = same && src[k] >= -pad.low[k] && src[k] < pad.ext[k] + pad.high[k];
         for (std::size_t j = 0; j < len; ++j) {
           Ix c = l;
-          c[d - 1] += static_cast<std::ptrdiff_t>(j);
+          c[dims - 1] += static_cast<std::ptrdiff_t>(j);
           want[j] = value(c);
           if (!same) continue;
           const double had = value(from(c));
@@ -105,7 +105,7 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
         if (same) return;
         runs.at.emplace_back(pad.at(l), len);
         runs.plane.push_back(l[0]);
-        runs.row.push_back(d >= 2 ? l[1] : 0);
+        runs.row.push_back(dims >= 2 ? l[1] : 0);
         const std::size_t key = std::hash<std::string_view>{}(
             std::string_view(reinterpret_cast<const char*>(want.data()), len * sizeof(double)));
         for (auto [it, end] = stored.equal_range(key); it != end; ++it) {
@@ -158,7 +158,7 @@ void Stencil::Impl::unpack_late(std::size_t b, std::span<double> main, std::uint
   if (p < lo[0] || p >= hi[0] || r0 >= r1) return;
   // The face is packed row-major over [lo, hi): plane p's rows [r0, r1) are one run of it.
   std::size_t inner = 1;  // values per (plane, row): dimensions 2 .. d-1 of the box
-  for (std::size_t k = 2; k < d; ++k) inner *= static_cast<std::size_t>(hi[k] - lo[k]);
+  for (std::size_t k = 2; k < dims; ++k) inner *= static_cast<std::size_t>(hi[k] - lo[k]);
   const std::size_t first =
       (static_cast<std::size_t>(p - lo[0]) * static_cast<std::size_t>(hi[1] - lo[1]) +
        static_cast<std::size_t>(r0 - lo[1])) *
@@ -197,7 +197,7 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   if (plan.sweep == InPlacePlan::Sweep::by_rows) {
     blk.out = out + pad.base;
     // The stage holds the block's rows: only a range that is the block fills it.
-    for (std::size_t k = 0; k < d; ++k)
+    for (std::size_t k = 0; k < dims; ++k)
       if (lo[k] != 0 || hi[k] != pad.ext[k]) stage = nullptr;
     sweep_rows(b, main, blk, rot, lo, hi, late, down, stage);
     if (stage) stage->steps = static_cast<double>(rot + 1);

@@ -25,16 +25,16 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
   // Slabs of `slab` rows along dimension 1 (d >= 3) keep the planes a unit reaches in half the L2
   // (or tile_bytes). A slab's last h rows are read, old, by the next slab, so their new values
   // wait in a store (h rows per plane) until that slab has passed the plane they go to.
-  const std::ptrdiff_t slab = d >= 3 ? plan.slab_rows(pad, lo[1], hi[1]) : 0;
+  const std::ptrdiff_t slab = dims >= 3 ? plan.slab_rows(pad, lo[1], hi[1]) : 0;
   const std::ptrdiff_t planes = hi[0] - lo[0];
   const std::ptrdiff_t units = (planes + unit - 1) / unit;
-  const std::ptrdiff_t slot = d >= 3 ? h * pad.stride[1] : 0;  // one plane's deferred rows
+  const std::ptrdiff_t slot = dims >= 3 ? h * pad.stride[1] : 0;  // one plane's deferred rows
   double* const deferred =
-      d >= 3 && slab < hi[1] - lo[1]
+      dims >= 3 && slab < hi[1] - lo[1]
           ? detail_stencil::thread_scratch(1, static_cast<std::size_t>(planes * slot))
           : nullptr;
   auto run = [&](const Ix& ulo, const Ix& uhi, double* o) {
-    if (is_empty(d, ulo, uhi)) return;
+    if (is_empty(dims, ulo, uhi)) return;
     blk.lo = ulo;
     blk.hi = uhi;
     blk.out = o + pad.base;
@@ -44,9 +44,9 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
   // temporal-blocking step's range reaches into the halo).
   bool holding = false;
   std::ptrdiff_t held = 0;
-  const std::ptrdiff_t j_end = d >= 3 ? hi[1] : lo[1] + 1;
-  for (std::ptrdiff_t j0 = lo[1]; j0 < j_end; j0 += d >= 3 ? slab : 1) {
-    const std::ptrdiff_t j1 = d >= 3 ? std::min(j0 + slab, hi[1]) : hi[1];
+  const std::ptrdiff_t j_end = dims >= 3 ? hi[1] : lo[1] + 1;
+  for (std::ptrdiff_t j0 = lo[1]; j0 < j_end; j0 += dims >= 3 ? slab : 1) {
+    const std::ptrdiff_t j1 = dims >= 3 ? std::min(j0 + slab, hi[1]) : hi[1];
     const bool defer = deferred != nullptr && j1 < hi[1];
     // The previous slab's deferred rows of plane q, to their place (q - shift or q + shift):
     // the planes this slab still reads there are the ones within h of it.
@@ -64,7 +64,7 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
     // The late faces' planes unpacked so far for this slab's rows (and the h rows on either
     // side, which its kernel calls read too), in sweep order.
     std::ptrdiff_t unpacked = down ? lo[0] - h : hi[0] - 1 + h;
-    const std::ptrdiff_t r0 = d >= 3 ? j0 - h : 0, r1 = d >= 3 ? j1 + h : 0;
+    const std::ptrdiff_t r0 = dims >= 3 ? j0 - h : 0, r1 = dims >= 3 ? j1 + h : 0;
     for (std::ptrdiff_t i = 0; i < units; ++i) {
       const std::ptrdiff_t a = lo[0] + (down ? i : units - 1 - i) * unit;
       const std::ptrdiff_t z = std::min(a + unit, hi[0]);
@@ -79,7 +79,7 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
       Ix ulo = lo, uhi = hi;
       ulo[0] = a;
       uhi[0] = z;
-      if (d >= 3) {
+      if (dims >= 3) {
         ulo[1] = j0;
         uhi[1] = defer ? j1 - h : j1;
       }

@@ -19,7 +19,7 @@ using in_place::Pad;
 void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk, std::uint64_t rot,
                                const Ix& lo, const Ix& hi, std::span<const LateFace> late,
                                bool down, ExportStage* stage) const {
-  if (is_empty(d, lo, hi)) return;
+  if (is_empty(dims, lo, hi)) return;
   const Pad& pad = grid.block(b).pad;
   const auto h = static_cast<std::ptrdiff_t>(spec.halo);
   const auto width = static_cast<std::ptrdiff_t>(halo.width);
@@ -32,8 +32,8 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   const std::ptrdiff_t step = down ? 1 : -1;
   // Units along dimension 1: a row (3-D and up), or shift_rows points of the row (2-D: no
   // slabs; a unit's writes land shift_rows points behind it, so it reads none of them).
-  const std::ptrdiff_t unit = d >= 3 ? 1 : plan.shift_rows;
-  const std::ptrdiff_t slab = d >= 3 ? plan.slab_rows(pad, lo[1], hi[1]) : hi[1] - lo[1];
+  const std::ptrdiff_t unit = dims >= 3 ? 1 : plan.shift_rows;
+  const std::ptrdiff_t slab = dims >= 3 ? plan.slab_rows(pad, lo[1], hi[1]) : hi[1] - lo[1];
   const std::ptrdiff_t slabs = (hi[1] - lo[1] + slab - 1) / slab;
   // The staged exports (the plan's), filled by the last step, whose range is the block.
   ExportStage* const st = stage && !stage->parts.empty() ? stage : nullptr;
@@ -46,7 +46,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   // (unpacked a plane ahead, the slab's lines would each be fetched twice).
   auto is_across = [](const LateFace& f) { return f.import->dir[0] != 0; };
   auto is_row_face = [&](const LateFace& f) {
-    return d == 3 && plan.is_across_last(f.import->dir);
+    return dims == 3 && plan.is_across_last(f.import->dir);
   };
   // In the padded rows a row's part of such a face is copied into the halo just before its
   // kernel call; beside the rows the kernel reads it where the import holds it (Row::before
@@ -79,7 +79,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   // p * rows_per_plane + j, and a face's values for it are pointed at as those of row 0
   // shifted by that many rows. safety: integer arithmetic, as Base; the kernel adds the row's
   // offset back (Row::before/after) and so reads inside the import.
-  const std::ptrdiff_t rows_per_plane = d >= 2 ? pad.stride[0] / pad.stride[1] : 0;
+  const std::ptrdiff_t rows_per_plane = dims >= 2 ? pad.stride[0] / pad.stride[1] : 0;
   auto as_row_0 = [&](const double* p, std::ptrdiff_t row) {
     return reinterpret_cast<const double*>(reinterpret_cast<std::uintptr_t>(p) -
                                            static_cast<std::uintptr_t>(row * width) *

@@ -71,7 +71,7 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
   };
   // Units along dimension 1: a row (3-D and up), or shift_rows points of the row (2-D; a
   // unit's writes land shift_rows points behind it), in the sweep's direction.
-  const std::ptrdiff_t unit_rows = d >= 3 ? 1 : plan.shift_rows;
+  const std::ptrdiff_t unit_rows = dims >= 3 ? 1 : plan.shift_rows;
   // The columns beside the rows (at fixed ends only: temporal blocking) hold fixed values,
   // which every step reads where set() put them.
   if (pad.beside) point_at_side(blk, 0, pad, side_data(b, main, target));
@@ -87,8 +87,8 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
   // same strip or an earlier one. The one-step argument holds strip by strip: unit (p, j)
   // overwrites row j - h of plane p - h, whose readers are rows up to j, in this strip or an
   // earlier one, except at a fixed end (below).
-  const auto* const sl = d >= 3 ? &slo[s0 + k - 1] : nullptr;
-  const auto* const sh = d >= 3 ? &shi[s0 + k - 1] : nullptr;
+  const auto* const sl = dims >= 3 ? &slo[s0 + k - 1] : nullptr;
+  const auto* const sh = dims >= 3 ? &shi[s0 + k - 1] : nullptr;
   const std::ptrdiff_t strip = plan.wavefront_strip_rows(pad, k);
   std::ptrdiff_t strips = strip > 0 ? ((*sh)[1] - (*sl)[1] + strip - 1) / strip : 1;
   if (strips < 2) strips = 1;
@@ -150,7 +150,7 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
       for (std::size_t i = 0; i < k; ++i) {
         const std::size_t s = s0 + i;
         const std::ptrdiff_t p = tau - dir * lag(i);
-        if (p < slo[s][0] || p >= shi[s][0] || is_empty(d, slo[s], shi[s])) continue;
+        if (p < slo[s][0] || p >= shi[s][0] || is_empty(dims, slo[s], shi[s])) continue;
         const auto [j0, j1] = rows_of(t, i, false);
         blk.in[0] = level(i) + pad.base;
         blk.out = level(i + 1) + pad.base;
@@ -179,7 +179,7 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
       }
     }
   }
-  if (strips > 1 && !is_empty(d, slo[s0 + k - 1], shi[s0 + k - 1])) {
+  if (strips > 1 && !is_empty(dims, slo[s0 + k - 1], shi[s0 + k - 1])) {
     // The last level's fixed values, which no step of the wavefront reads, put back after
     // the last strip: in a strip, the first rows the moves carry past the near end's padding
     // would land on cells later strips still use. All of them in a neighbour's deep halo,

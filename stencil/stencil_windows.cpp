@@ -47,7 +47,7 @@ class Stencil::Impl::WindowedStrips {
         slo_(slo),
         shi_(shi),
         pad_(m.grid.block(b).pad),
-        d_(m.d),
+        d_(m.dims),
         h_(static_cast<std::ptrdiff_t>(m.spec.halo)),
         w_(m.plan.windows(pad_, steps)) {}
 
