@@ -64,8 +64,9 @@ std::unique_ptr<comm::Bootstrap> bootstrap(const detail::Settings& s) {
   }
 }
 
-// The transport when this process is one rank of several (ordorun, mpirun, srun), else null.
-std::shared_ptr<rt::CommNet> connect_ranks(std::unique_ptr<comm::Bootstrap> boot,
+// The transport when this process is one rank of several (ordorun, mpirun, srun), else null;
+// `boot` is then the net's, else it is left to the caller.
+std::shared_ptr<rt::CommNet> connect_ranks(std::unique_ptr<comm::Bootstrap>& boot,
                                            const detail::Settings& s) {
   if (boot->size() <= 1) return nullptr;
   try {
@@ -113,7 +114,8 @@ struct Runtime::Impl {
                       detail::checkpoint_copy_setting(), detail::checkpoint_keep_going_setting()})),
         stacks(make_stacks(s.fiber_stack_size)),
         pool_config(workers_config(s, *boot)),
-        net(connect_ranks(std::move(boot), s)),
+        net(connect_ranks(boot, s)),
+        lone_launch(std::move(boot)),
         pool(pool_config) {
     // Idle workers drive the transport (rt::CommNet): the net outlives the pool (members).
     if (net) pool.set_poller(net.get());
@@ -260,6 +262,7 @@ struct Runtime::Impl {
     // This rank leaves the job now, also when a graph keeps the net longer: a rank that still
     // expects this one in a collective fails at once, naming it (rt::CommNet, "Leaving").
     if (net) net->leave();
+    if (lone_launch) lone_launch->finished();
     if (net && settings.pool.verbose)
       std::fprintf(stderr,
                    "ordo: endpoints: this rank opened %zu, to %u other rank(s); it holds %zu "
@@ -278,6 +281,10 @@ struct Runtime::Impl {
   sched::PoolConfig pool_config;
   std::shared_ptr<rt::CommNet> net;  // null in a single-process job
   std::unique_ptr<rt::JobPlane> job;  // with `net`: the run-start agreement
+  // A job of one rank under ordorun has no net, but keeps its bootstrap: its lifeline to the
+  // launcher ends the rank when ordorun is killed, as it ends the ranks of a larger job.
+  // Without it a busy rank of `ordorun -n 1` lived on as an orphan.
+  std::unique_ptr<comm::Bootstrap> lone_launch;
   std::uint32_t next_channel = 0;    // graphs get channels in SPMD order (first runs)
   std::unique_ptr<rt::trace::Recorder> recorder;
   sched::Pool pool;

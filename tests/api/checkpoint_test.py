@@ -17,7 +17,8 @@ ordorun --restarts 2 -n 3 with a rank that kills itself once (SIGKILL) relaunche
 itself, which resumes at 12 and ends with exit 0 and the uninterrupted bytes; a rank that dies
 in every attempt stops it after the third with exit 2, naming the rank. Only the newest 2
 complete checkpoints stay (1 with ORDO_CHECKPOINT_KEEP=1), and a second job given the
-directory of a running one is refused. A rank killed at each stage of a checkpoint's writing
+directory of a running one is refused (the running 1-rank job's rank then ends within 10 s of
+a SIGKILL of its ordorun). A rank killed at each stage of a checkpoint's writing
 (copy, write, fsync, rename, manifest, removal of an older one; ORDO_CHECKPOINT_TEST_KILL), with
 and without the copy, leaves the previous complete checkpoint, from which the restart ends with
 the uninterrupted bytes. Since checkpoints are written while the run goes on, a kill in
@@ -201,6 +202,7 @@ def kept_and_locked(ordorun, binary, tmp):
     first = subprocess.Popen([ordorun, "--timeout", "60", "-n", "1", binary, "--iters", "100000000",
                               "--checkpoint", ckpt, "--every", "100000"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks = []
     try:
         deadline = time.time() + 30
         while not os.path.exists(os.path.join(ckpt, "lock")) and time.time() < deadline:
@@ -209,9 +211,26 @@ def kept_and_locked(ordorun, binary, tmp):
         mp.expect_refusal([ordorun, "--timeout", "60", "-n", "2", binary, "--iters", ITERS,
                            "--checkpoint", ckpt, "--every", EVERY], env,
                           ["is in use by another job"], "a directory another job writes")
+        # The busy rank of a 1-rank job ends with its launcher (its lifeline to ordorun's
+        # store), as a larger job's ranks do: killed with ordorun, it once ran on, an orphan.
+        ranks = mp.children_of(first.pid)
+        if len(ranks) != 1:
+            mp.fail("ordorun -n 1 has %d child processes, expected its one rank" % len(ranks))
+        first.kill()
+        first.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not mp.process_gone(ranks[0]):
+            time.sleep(0.1)
+        if not mp.process_gone(ranks[0]):
+            mp.fail("the rank of a 1-rank job outlived its launcher (ordorun killed) by 10 s")
+        print("a second job on a running job's directory refused; the running job's one rank "
+              "ended with its launcher")
     finally:
         first.kill()
         first.wait()
+        for pid in ranks:
+            if not mp.process_gone(pid):
+                os.kill(pid, 9)
 
 
 def full_disk(ordorun, binary, tmp):
