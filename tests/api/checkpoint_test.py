@@ -169,10 +169,14 @@ def interrupted_at_every_stage(ordorun, binary, tmp):
                 mp.fail("%s: exit %d, expected the hook to kill the rank; stderr: %s"
                         % (what, p.returncode, p.stderr))
             # Only the removal comes after the manifest: then 12 is complete, else 8 is newest.
+            # Killed in the copy, rank 1 may be ahead of rank 0, which completes 8 (writes its
+            # manifest) in the same pause, before its own copy: then 4 is the newest complete.
             k = 12 if stage == "remove" else 8
-            if newest_complete(ckpt) != k:
-                mp.fail("%s: the newest complete checkpoint is %s, expected %d"
-                        % (what, newest_complete(ckpt), k))
+            allowed = (4, 8) if stage == "copy" else (k,)
+            if newest_complete(ckpt) not in allowed:
+                mp.fail("%s: the newest complete checkpoint is %s, expected %s"
+                        % (what, newest_complete(ckpt), " or ".join(map(str, allowed))))
+            k = newest_complete(ckpt)
             del e["ORDO_CHECKPOINT_TEST_KILL"]
             p, _ = mp.run(cmd + ["--restart", ckpt], env=e)
             if p.returncode != 0 or "resumed_at=%d" % k not in p.stdout:
