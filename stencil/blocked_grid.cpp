@@ -204,12 +204,12 @@ void BlockedGrid::fill(std::size_t b, double* buf, const BoxFill& inside,
                       Origin x{};
                       for_each_point(dims_, lo, hi, [&](const Ix& l) {
                         for (std::size_t k = 0; k < dims_; ++k) x[k] = g.origin[k] + l[k];
-                        c.data[c.pad.at(l)] = outside ? outside(Coord(x.data(), dims_)) : 0.0;
+                        c.data[c.pad.index_of(l)] = outside ? outside(Coord(x.data(), dims_)) : 0.0;
                       });
                       return;
                     }
                     for (std::size_t k = 0; k < dims_; ++k) box.stride[k] = c.pad.stride[k];
-                    box.data = c.data + c.pad.at(lo);
+                    box.data = c.data + c.pad.index_of(lo);
                     inside(box);
                   });
 }

@@ -66,8 +66,8 @@ void for_each_point(std::size_t d, const Ix& lo, const Ix& hi, F&& f) {
 // and its owned points (8 + 256 points: 33 lines, not 34). The side array has a part per end
 // kept beside, the left one first: side_step values a row (h), the rows in the buffer's
 // order. `low` and `high` still say how far the halo reaches; where a point of it lies is
-// at() for the rows and, for the columns beside them, side_layout().at(). Each halo region
-// lies wholly in the rows or wholly beside them (cells_of).
+// index_of() for the rows and, for the columns beside them, side_layout().index_of(). Each halo
+// region lies wholly in the rows or wholly beside them (cells_of).
 //
 // Which ends of the last dimension keep their halo beside the rows.
 struct BesideEnds {
@@ -84,13 +84,13 @@ struct Pad {
   Ix stride{};
   std::size_t count = 0;    // doubles in the buffer
   std::ptrdiff_t base = 0;  // index of local point 0
-  // The side array of the halo beside the rows (`beside`: at either end; else side_count is
+  // The side array of the halo beside the rows (`halo_beside`: at either end; else side_count is
   // 0): its strides over the rows (side_stride[dims-2] is side_step, the values of a row in one
   // part; [dims-1] is 1), one part's size, where the right part starts (after the left one where
   // there is one), its size (whole lines), and local row 0's offset in a part. Column c < 0 of
   // row r lies at side_base + r's offset + side_step + c, column ext + c at side_right +
   // side_base + r's offset + c.
-  bool beside = false;
+  bool halo_beside = false;
   bool beside_low = false, beside_high = false;  // which ends' columns lie beside the rows
   Ix side_stride{};
   std::ptrdiff_t side_step = 0;
@@ -106,7 +106,7 @@ struct Pad {
       : dims(dim_count),
         low(below),
         high(above),
-        beside((ends.low || ends.high) && dim_count >= 2),
+        halo_beside((ends.low || ends.high) && dim_count >= 2),
         beside_low(ends.low && dim_count >= 2),
         beside_high(ends.high && dim_count >= 2) {
     const std::size_t last = dims > 0 ? dims - 1 : 0;
@@ -130,7 +130,7 @@ struct Pad {
     count = static_cast<std::size_t>(dims >= 3 ? s + low_last : s);
     for (std::size_t i = 0; i < last; ++i) base += low[i] * stride[i];
     base += low_last;
-    if (!beside) return;
+    if (!halo_beside) return;
     side_step = std::max(beside_low ? low[last] : 0, beside_high ? high[last] : 0);
     std::ptrdiff_t t = 1;
     for (std::size_t i = dims; i-- > 0;) {
@@ -142,14 +142,14 @@ struct Pad {
     side_count = ((beside_low + beside_high) * side_part + 7) / 8 * 8;
     for (std::size_t i = 0; i < last; ++i) side_base += low[i] * side_stride[i];
   }
-  std::ptrdiff_t at(const Ix& x) const {
+  std::ptrdiff_t index_of(const Ix& x) const {
     std::ptrdiff_t a = base;
     for (std::size_t i = 0; i < dims; ++i) a += x[i] * stride[i];
     return a;
   }
   // The padded extent along dimension i.
   std::ptrdiff_t padded(std::size_t i) const { return low[i] + ext[i] + high[i]; }
-  // Whether the box [lo, hi) lies beside the rows (in the side array): only with `beside`,
+  // Whether the box [lo, hi) lies beside the rows (in the side array): only with `halo_beside`,
   // for a box of the last dimension's halo columns.
   bool is_beside(const Ix& lo, const Ix& hi) const {
     return (beside_low && hi[dims - 1] <= 0) || (beside_high && lo[dims - 1] >= ext[dims - 1]);
@@ -171,7 +171,7 @@ struct Pad {
     return beside_high ? side + static_cast<std::ptrdiff_t>(side_right) + side_base : nullptr;
   }
   // The layout of the side array for the columns below the rows (`right` false) or above
-  // them: at(x) is where point x of those columns lies in it.
+  // them: index_of(x) is where point x of those columns lies in it.
   Pad side_layout(bool right) const {
     Pad v;
     v.dims = dims;
@@ -212,7 +212,7 @@ void for_each_box_row(const Pad& a, const Ix& lo, const Ix& hi, const Pad& b, co
     if (hi[i] <= lo[i]) return;
   const auto len = static_cast<std::size_t>(hi[last] - lo[last]);
   Ix x = lo;
-  std::ptrdiff_t at_a = a.at(lo), at_b = b.at(b_lo);
+  std::ptrdiff_t at_a = a.index_of(lo), at_b = b.index_of(b_lo);
   for (;;) {
     f(at_a, at_b, len);
     std::size_t i = last;  // odometer over the dimensions before the last

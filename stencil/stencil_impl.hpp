@@ -10,7 +10,7 @@
 //              shift_at() each): Jacobi NB = time_levels + 1 (rotating; the spare one receives
 //              u^{t+1}), in-place Jacobi NB = time_levels (u^{t+1} overwrites the oldest),
 //              Gauss-Seidel NB = 1 (in place).
-//              Then, where the last dimension's halo lies beside the rows (pad.beside), NB
+//              Then, where the last dimension's halo lies beside the rows (pad.halo_beside), NB
 //              side arrays (Pad::side_count each), buffer i's at kHeader + NB * buffer size +
 //              i * side_count. They do not move with the block: row x's values are at its
 //              place in the side array whatever the buffer's shift.
@@ -110,7 +110,7 @@ struct Stencil::Impl {
   // same fixed values) is left out.
   struct FixedHalo {
     struct Runs {
-      std::vector<std::pair<std::ptrdiff_t, std::size_t>> at;  // (pad.at offset, length)
+      std::vector<std::pair<std::ptrdiff_t, std::size_t>> where;  // (pad.index_of, length)
       std::vector<double> values;  // each distinct sequence of the runs' values, once
       std::vector<std::ptrdiff_t> plane;  // each run's plane (dimension 0), ascending
       std::vector<std::ptrdiff_t> row;    // its row (dimension 1), ascending within a plane
@@ -190,7 +190,7 @@ struct Stencil::Impl {
     main[1 + index] = static_cast<double>(units);
   }
   // Buffer `index` of block b in its main location `main`, as the pointer to which
-  // pad.at(x) adds point x's offset: where the block lies in the buffer (moved_units).
+  // pad.index_of(x) adds point x's offset: where the block lies in the buffer (moved_units).
   template <class T>
   T* buffer_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
@@ -202,12 +202,12 @@ struct Stencil::Impl {
   T* level_data(std::size_t b, std::span<T> main, std::uint64_t rot, std::ptrdiff_t delta) const {
     return buffer_data(b, main, buffer_index(rot, delta));
   }
-  // The side array of buffer `index` of block b (pad.beside; else nullptr): point x beside
-  // the rows lies at pad.side_layout(right).at(x) in it.
+  // The side array of buffer `index` of block b (pad.halo_beside; else nullptr): point x beside
+  // the rows lies at pad.side_layout(right).index_of(x) in it.
   template <class T>
   T* side_data(std::size_t b, std::span<T> main, std::size_t index) const {
     const geometry::Pad& pad = grid.block(b).pad;
-    if (!pad.beside) return nullptr;
+    if (!pad.halo_beside) return nullptr;
     return main.data() + detail_stencil::kHeader + buffer_count * buffer_size(b) +
            index * pad.side_count;
   }

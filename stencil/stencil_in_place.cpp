@@ -103,7 +103,7 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
           same = std::memcmp(&had, &want[j], sizeof had) == 0;
         }
         if (same) return;
-        runs.at.emplace_back(pad.at(l), len);
+        runs.where.emplace_back(pad.index_of(l), len);
         runs.plane.push_back(l[0]);
         runs.row.push_back(dims >= 2 ? l[1] : 0);
         const std::size_t key = std::hash<std::string_view>{}(
@@ -125,18 +125,18 @@ std::unique_ptr<Stencil::Impl::FixedHalo> Stencil::Impl::fixed_runs(std::size_t 
     runs.values.shrink_to_fit();
     // By plane and row, for a wavefront that puts them back plane by plane, strip by strip
     // (sweep_wavefront).
-    std::vector<std::size_t> order(runs.at.size());
+    std::vector<std::size_t> order(runs.where.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
       return std::pair(runs.plane[x], runs.row[x]) < std::pair(runs.plane[y], runs.row[y]);
     });
     FixedHalo::Runs sorted;
-    sorted.at.reserve(order.size());
+    sorted.where.reserve(order.size());
     sorted.plane.reserve(order.size());
     sorted.row.reserve(order.size());
     sorted.first.reserve(order.size());
     for (const std::size_t i : order) {
-      sorted.at.push_back(runs.at[i]);
+      sorted.where.push_back(runs.where[i]);
       sorted.plane.push_back(runs.plane[i]);
       sorted.row.push_back(runs.row[i]);
       sorted.first.push_back(runs.first[i]);
@@ -187,10 +187,10 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   blk.layout.next_plane = down ? pad.stride[0] : -pad.stride[0];
   for (std::size_t l = 0; l < levels; ++l) {
     blk.in[l] = level_data(b, main, rot, -static_cast<std::ptrdiff_t>(l)) + pad.base;
-    if (pad.beside)
+    if (pad.halo_beside)
       point_at_side(blk, l, pad, level_side(b, main, rot, -static_cast<std::ptrdiff_t>(l)));
   }
-  // Where point x of the new level goes: out + pad.at(x).
+  // Where point x of the new level goes: out + pad.index_of(x).
   double* const out = main.data() + detail_stencil::kHeader + target * buffer_size(b) +
                       static_cast<std::ptrdiff_t>(plan.spare_units - moved_after) * shift_at(pad);
   blk.step = rot;
@@ -213,13 +213,13 @@ void Stencil::Impl::sweep_shifted(std::size_t b, std::span<double> main, Block& 
   // again from the cache; a non-temporal store would evict the line it reads next step, at a
   // miss to memory per row end.
   const bool stream = buffer_size(b) * sizeof(double) > plan.slab_budget;
-  for (std::size_t r = 0; r < runs.at.size(); ++r) {
-    double* const to = out + runs.at[r].first;
+  for (std::size_t r = 0; r < runs.where.size(); ++r) {
+    double* const to = out + runs.where[r].first;
     const double* const from = runs.values.data() + runs.first[r];
     if (stream)
-      detail_stencil::stream_copy(to, from, runs.at[r].second);
+      detail_stencil::stream_copy(to, from, runs.where[r].second);
     else
-      std::copy_n(from, runs.at[r].second, to);
+      std::copy_n(from, runs.where[r].second, to);
   }
   if (stream) detail_stencil::stream_fence();
 }

@@ -12,7 +12,7 @@ namespace ordo::stencil::in_place {
 using core::Ix;
 using geometry::Pad;
 
-// An address `base` such that base + pad.at(x) * 8 is point x, held as an integer: the window
+// An address `base` such that base + pad.index_of(x) * 8 is point x, held as an integer: the window
 // it describes covers only some planes, so base itself may lie outside any object. safety: it
 // becomes a pointer only with an offset that lands inside the window (addr), or as a kernel's
 // in/out pointer, to which the kernel adds such offsets.

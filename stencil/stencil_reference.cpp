@@ -54,9 +54,9 @@ std::vector<std::vector<double>> reference(const Spec& spec_in, const Kernel& ke
         }
         if (inside) gi = gi * spec.size[k] + static_cast<std::size_t>(v);
       }
-      p[pad.at(x)] = inside ? g[gi]
-                     : (is_aux || !spec.fixed_value) ? 0.0
-                                                     : spec.fixed_value(Coord(gc.data(), d));
+      p[pad.index_of(x)] = inside                          ? g[gi]
+                           : (is_aux || !spec.fixed_value) ? 0.0
+                                                           : spec.fixed_value(Coord(gc.data(), d));
     });
     return p;
   };
@@ -67,7 +67,7 @@ std::vector<std::vector<double>> reference(const Spec& spec_in, const Kernel& ke
     g.resize(n);
     Ix lo{};
     std::size_t k = 0;
-    for_each_point(d, lo, pad.ext, [&](const Ix& x) { g[k++] = p[pad.at(x)]; });
+    for_each_point(d, lo, pad.ext, [&](const Ix& x) { g[k++] = p[pad.index_of(x)]; });
     return g;
   };
   const bool jacobi = spec.traversal != Traversal::gauss_seidel;  // in place: the same results

@@ -58,7 +58,8 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
         chi[0] = next + 1;
         clo[1] = held - h;
         chi[1] = held;
-        copy_box(pad, out_base, base_of(deferred + (next - lo[0]) * slot, pad.at(clo)), clo, chi);
+        copy_box(pad, out_base, base_of(deferred + (next - lo[0]) * slot, pad.index_of(clo)), clo,
+                 chi);
       }
     };
     // The late faces' planes unpacked so far for this slab's rows (and the h rows on either
@@ -88,7 +89,7 @@ void Stencil::Impl::sweep_planes(std::size_t b, std::span<double> main, Block& b
         ulo[1] = j1 - h;
         uhi[1] = j1;
         run(ulo, uhi,
-            reinterpret_cast<double*>(base_of(deferred + (a - lo[0]) * slot, pad.at(ulo))));
+            reinterpret_cast<double*>(base_of(deferred + (a - lo[0]) * slot, pad.index_of(ulo))));
       }
     }
     commit_to(down ? hi[0] - 1 : lo[0]);

@@ -57,7 +57,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
     std::size_t count = 0;        // values per level
     std::ptrdiff_t col = 0;       // padded rows: the halo column its part of a row starts at
     bool east = false;            // the values right of the row
-    bool beside = false;          // its end's halo lies beside the rows
+    bool halo_beside = false;     // its end's halo lies beside the rows
   };
   std::array<RowFace, 2> row_faces{};  // a star in 3-D has two faces across the last dimension
   std::size_t n_row_faces = 0;
@@ -106,7 +106,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
         if (!is_across(f) && !is_row_face(f)) unpack_late(b, main, rot, f, p, r0, r1);
       blk.lo[0] = p;
       blk.hi[0] = p + 1;
-      // In 3-D: where row (p, j) starts (pad.at), and its part of a face or stage (packed
+      // In 3-D: where row (p, j) starts (pad.index_of), and its part of a face or stage (packed
       // plane by plane, row by row, `width` values a row).
       const std::ptrdiff_t plane_at = pad.base + p * pad.stride[0];
       const std::ptrdiff_t plane_part = p * pad.ext[1];
@@ -129,7 +129,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
           __builtin_prefetch(reinterpret_cast<const void*>(
               reinterpret_cast<std::uintptr_t>(from) +
               static_cast<std::uintptr_t>(step * 8 * width) * sizeof(double)));
-          if (f.beside) {
+          if (f.halo_beside) {
             const std::ptrdiff_t row = p * rows_per_plane + j;
             for (std::size_t l = 0; l < levels; ++l) {
               const double* values = from + l * f.count;

@@ -66,15 +66,15 @@ void Stencil::Impl::sweep_wavefront(std::size_t b, std::span<double> main, Block
     }
     for (; r < runs.plane.size() && std::pair(runs.plane[r], runs.row[r]) < std::pair(p1, r1); ++r)
       if (runs.row[r] >= r0 && runs.row[r] < r1)
-        geometry::copy_row(out + runs.at[r].first, runs.values.data() + runs.first[r],
-                           runs.at[r].second);
+        geometry::copy_row(out + runs.where[r].first, runs.values.data() + runs.first[r],
+                           runs.where[r].second);
   };
   // Units along dimension 1: a row (3-D and up), or shift_rows points of the row (2-D; a
   // unit's writes land shift_rows points behind it), in the sweep's direction.
   const std::ptrdiff_t unit_rows = dims >= 3 ? 1 : plan.shift_rows;
   // The columns beside the rows (at fixed ends only: temporal blocking) hold fixed values,
   // which every step reads where set() put them.
-  if (pad.beside) point_at_side(blk, 0, pad, side_data(b, main, target));
+  if (pad.halo_beside) point_at_side(blk, 0, pad, side_data(b, main, target));
   // A kernel that takes rows in order computes a plane's rows of a strip in one call, in the
   // sweep's order (detail::RowLayout::backwards up): row j's writes land on row j - h of the plane
   // h behind (down), which the rows before it in the call were the last to read.

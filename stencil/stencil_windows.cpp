@@ -177,7 +177,7 @@ Base Stencil::Impl::WindowedStrips::carry_base(std::size_t s, std::ptrdiff_t p,
                                                std::ptrdiff_t ref) const {
   Ix lo{}, hi{};
   box(s, p, p + 1, ref, ref + 2 * h_, lo, hi);
-  return base_of(carry_[s] + (p - slo_[s][0]) * 2 * h_ * row_, pad_.at(lo));
+  return base_of(carry_[s] + (p - slo_[s][0]) * 2 * h_ * row_, pad_.index_of(lo));
 }
 
 void Stencil::Impl::WindowedStrips::find_rims(std::ptrdiff_t t, std::size_t s) {
@@ -269,7 +269,7 @@ bool Stencil::Impl::WindowedStrips::run() {
   measure();
   target_ = m_.level_data(b_, main_, rot_, 1);
   target_base_ = base_of(target_, 0);
-  if (pad_.beside)
+  if (pad_.halo_beside)
     in_place::point_at_side(blk_, 0, pad_, m_.side_data(b_, main_, m_.buffer_index(rot_, 1)));
   // Slot 1 is sweep_planes' deferred rows.
   carry_.assign(steps_ - 1, nullptr);

@@ -141,10 +141,10 @@ TEST_CASE("the plan lays heat3d's --tb 8 rows out in 33 lines", "[stencil]") {
     INFO("block " << b);
     const auto& pad = beside.grid.block(b).pad;
     CHECK(pad.stride[1] == 264);
-    CHECK(pad.beside);
+    CHECK(pad.halo_beside);
     CHECK(pad.beside_low == (b % 2 == 0));  // the fixed end is below block 0's rows
     CHECK(padded.grid.block(b).pad.stride[1] == 272);
-    CHECK(!padded.grid.block(b).pad.beside);
+    CHECK(!padded.grid.block(b).pad.halo_beside);
     // Strips of a wavefront of 4 steps: 1 MiB over 10 planes of 264 doubles a row: 49 rows.
     CHECK(beside.plan.wavefront_strip_rows(pad, 4) == 49);
   }
