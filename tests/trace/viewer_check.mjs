@@ -408,9 +408,14 @@ try {
   }
   const fifoCanvas = await p.$('#fifo-canvas');
   const fb = await fifoCanvas.boundingBox();
-  await p.mouse.move(lb.x + (plot[0] + plot[1]) / 2, lb.y + 40);
-  for (let i = 0; i < 40 && Number(await p.$eval('#fifo-canvas', (e) => e.dataset.widestWait)) < 12; ++i)
+  // Zoomed in on the widest wait, wherever it lies: zoomed on the middle, a trace whose waits
+  // all lay elsewhere showed none (the pointer moves with it, since a zoom keeps the time under
+  // the pointer in place but the widest wait may change).
+  for (let i = 0; i < 40 && Number(await p.$eval('#fifo-canvas', (e) => e.dataset.widestWait)) < 12; ++i) {
+    const at = Number(await p.$eval('#fifo-canvas', (e) => e.dataset.widestWaitAt));
+    await p.mouse.move(lb.x + plot[0] + at * (plot[1] - plot[0]), lb.y + 40);
     await p.mouse.wheel(0, -200);
+  }
   const widest = Number(await p.$eval('#fifo-canvas', (e) => e.dataset.widestWait));
   if (widest >= 12) {
     const runs = await onPixels(await fifoCanvas.screenshot(), (px, w, h) => {

@@ -876,7 +876,7 @@
     fctx.clearRect(0, 0, w, h);
     const [t0, t1] = x.domain();
     const lo = GUTTER, hi = w - RIGHT, kx = (hi - lo) / (t1 - t0);
-    let widest = 0;
+    let widest = 0, widestAt = 0;
     // Rectangles that reach the last one of their list become one (as in the lanes).
     const push = (list, a, wd) => {
       const n = list.length;
@@ -893,7 +893,7 @@
       const pale = [], writes = [], reads = [];
       eachInterval(row.waits, t0, t1, lo, hi, kx, (a, b) => {
         if (!(b > a)) return;
-        widest = Math.max(widest, b - a);
+        if (b - a > widest) { widest = b - a; widestAt = ((a + b) / 2 - lo) / (hi - lo); }
         if (b - a >= HATCH) hatch.push(a, top, b - a); else push(pale, a, Math.max(1, b - a));
       });
       eachInterval(row.writes, t0, t1, lo, hi, kx, (a, b) => push(writes, a, Math.max(1, b - a)));
@@ -922,7 +922,9 @@
       for (let j = 0; j < reads.length; j += 2) fctx.fillRect(reads[j], top + 3, reads[j + 1], FIFO_ROW - 7);
       fctx.globalAlpha = 1;
     });
+    // The widest wait and where it lies (a fraction of the plot's width), for the tests.
     fifoCanvas.dataset.widestWait = widest.toFixed(1);
+    fifoCanvas.dataset.widestWaitAt = widestAt.toFixed(4);
   }
 
   locSelect.addEventListener('change', () => chooseLocation(parseInt(locSelect.value, 10)));
