@@ -82,7 +82,7 @@ void validate(const Spec& s, const core::BlockedGrid& grid) {
     throw Error(who + ": at most " + std::to_string(kMaxAux) + " coefficient grids");
   if (s.tb_depth < 1) throw Error("temporal blocking depth 0: give a depth of at least 1");
   if (s.traversal == Traversal::jacobi_in_place) {
-    if (s.stores == Stores::streaming)
+    if (s.schedule.stores == Stores::streaming)
       throw Error(who + ": streaming stores go with the double-buffered Jacobi (in place, a step "
                         "writes back lines it has just read); use Stores::cached or "
                         "Traversal::jacobi");
@@ -91,7 +91,7 @@ void validate(const Spec& s, const core::BlockedGrid& grid) {
                   std::to_string(s.time_levels) + "); use Traversal::jacobi for it");
   }
   if (s.traversal == Traversal::gauss_seidel) {
-    if (s.stores == Stores::streaming)
+    if (s.schedule.stores == Stores::streaming)
       throw Error(who + ": streaming stores need Jacobi traversal (a Gauss-Seidel kernel reads "
                         "its output); use Stores::cached");
     if (s.tb_depth != 1)
@@ -326,7 +326,8 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.buffer_count = m.spec.traversal == Traversal::jacobi            ? m.levels + 1
                    : m.spec.traversal == Traversal::jacobi_in_place ? m.levels
                                                                     : 1;
-  m.streaming = m.spec.traversal == Traversal::jacobi && m.spec.stores == Stores::streaming;
+  m.streaming =
+      m.spec.traversal == Traversal::jacobi && m.spec.schedule.stores == Stores::streaming;
   // The halo is D*h deep where a neighbour's values land, h beyond a fixed end of the grid.
   // Where the kernel and the sweep allow, the last dimension's halo lies beside the rows.
   // The in-place plan decides that, and pads the blocks.

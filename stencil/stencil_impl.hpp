@@ -220,7 +220,7 @@ struct Stencil::Impl {
     const geometry::Pad& pad = grid.block(b).pad;
     return pad.count + plan.spare_units * static_cast<std::size_t>(shift_at(pad));
   }
-  // Working set of one cache tile or in-place window set: Spec::tile_bytes, or the default.
+  // Working set of one cache tile or in-place window set: Schedule::tile_bytes, or the default.
   std::size_t tile_budget() const;
   // Whether this rank holds block b (every block before placement).
   bool holds(std::size_t b) const { return placement.holds(b); }
@@ -302,7 +302,7 @@ struct Stencil::Impl {
 // at least the L2 (docs/benchmarks.md has the measurements behind it).
 std::size_t default_tile_bytes();
 inline std::size_t Stencil::Impl::tile_budget() const {
-  return spec.tile_bytes ? spec.tile_bytes : default_tile_bytes();
+  return spec.schedule.tile_bytes ? spec.schedule.tile_bytes : default_tile_bytes();
 }
 
 // The spec with its defaults: the neighbourhood (von Neumann of the halo's radius, at least

@@ -71,7 +71,7 @@ InPlacePlan plan_in_place(const Spec& s, const KernelTraits& traits, core::Block
   p.time_levels = s.time_levels;
   p.aux_grids = s.aux_grids;
   p.tile_budget = tile_budget;
-  p.tile_bytes_given = s.tile_bytes != 0;
+  p.tile_bytes_given = s.schedule.tile_bytes != 0;
   const bool in_place = s.traversal == Traversal::jacobi_in_place;
   const auto h = static_cast<std::ptrdiff_t>(s.halo);
   // A star in 2-D and up moves the block by rows too: each row (3-D) or piece of a row (2-D)
@@ -113,7 +113,7 @@ InPlacePlan plan_in_place(const Spec& s, const KernelTraits& traits, core::Block
   // A plane shift writes one more row per unit, onto lines it does not read; a row shift
   // writes onto lines of the 2h + 1 planes it reads, and its slabs may fill more of the L2: a
   // slab re-reads the rows on either side of it, so larger slabs cost less while they fit.
-  p.slab_budget = s.tile_bytes ? s.tile_bytes : by_rows ? 3 * l2 / 4 : l2 / 2;
+  p.slab_budget = s.schedule.tile_bytes ? s.schedule.tile_bytes : by_rows ? 3 * l2 / 4 : l2 / 2;
   if (d >= 3)
     p.late_faces = by_rows ? InPlacePlan::LateFaces::every : InPlacePlan::LateFaces::across_last;
   p.staged_exports = by_rows && d == 3 && s.time_levels == 1;

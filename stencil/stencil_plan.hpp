@@ -53,7 +53,7 @@ struct InPlacePlan {
   // Bytes a slab or strip of a sweep's rows may fill, and the windows' working set.
   std::size_t slab_budget = 0;
   std::size_t tile_budget = 0;
-  bool tile_bytes_given = false;  // the spec's tile_bytes: strips followed down to one row
+  bool tile_bytes_given = false;  // Schedule::tile_bytes given: strips followed down to one row
   std::size_t time_levels = 1;
   std::size_t aux_grids = 0;
 
@@ -94,7 +94,7 @@ struct InPlacePlan {
 
 // The plan of a stencil whose spec has its defaults and is valid, for a kernel that declares
 // `traits`, on the block grid `grid`, which it pads (the padding depends on where the plan
-// keeps the rows' halo). `tile_budget`: the spec's tile_bytes or the machine's default; `l2`:
+// keeps the rows' halo). `tile_budget`: Schedule::tile_bytes or the machine's default; `l2`:
 // this machine's L2 in bytes.
 InPlacePlan plan_in_place(const Spec& s, const KernelTraits& traits, core::BlockedGrid& grid,
                           std::size_t tile_budget, std::size_t l2);

@@ -385,16 +385,17 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
   spec.size = p.size;
   spec.blocks = p.blocks;
   spec.tb_depth = tb;
-  spec.tile_bytes = tile_bytes;
+  spec.schedule.tile_bytes = tile_bytes;
   if (stores == "streaming" && !app.supports_tb)
     throw Error("--stores streaming: " + app.name + " is a Gauss-Seidel sweep, whose kernel "
                 "reads its output; use --stores cached");
-  spec.stores = stores == "streaming" ? stencil::Stores::streaming : stencil::Stores::cached;
+  spec.schedule.stores =
+      stores == "streaming" ? stencil::Stores::streaming : stencil::Stores::cached;
   stencil::Kernel kernel = app.kernel(p);
   // The in-place Jacobi runs in the double-buffered form where it cannot: with streaming
   // stores, and with temporal blocking of a kernel that reads several time levels.
   if (spec.traversal == stencil::Traversal::jacobi_in_place &&
-      (spec.stores == stencil::Stores::streaming || (tb > 1 && spec.time_levels > 1)))
+      (spec.schedule.stores == stencil::Stores::streaming || (tb > 1 && spec.time_levels > 1)))
     spec.traversal = stencil::Traversal::jacobi;
   const bool fast = static_cast<bool>(app.fast_path);
   ordo::Graph g;

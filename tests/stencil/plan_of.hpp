@@ -29,8 +29,9 @@ inline Planned plan_of(ordo::stencil::Spec s, ordo::stencil::KernelTraits traits
   st::validate(s, p.grid);
   if (l2 == 0)
     l2 = ordo::bench::cache_sizes().l2 ? ordo::bench::cache_sizes().l2 : std::size_t{1} << 20;
-  p.plan = st::plan_in_place(s, traits, p.grid,
-                             s.tile_bytes ? s.tile_bytes : st::default_tile_bytes(), l2);
+  p.plan = st::plan_in_place(
+      s, traits, p.grid, s.schedule.tile_bytes ? s.schedule.tile_bytes : st::default_tile_bytes(),
+      l2);
   return p;
 }
 

@@ -189,9 +189,10 @@ inline Case random_case(std::mt19937& rng, bool gauss_seidel) {
   if (in_place && s.tb_depth > 1) s.time_levels = 1;
   // Cache tiles of temporal blocking (0: automatic, i.e. one tile here; 1: the smallest
   // skewed tiles) and streaming stores (Jacobi only).
-  s.tile_bytes = std::array<std::size_t, 4>{0, 1, 1 << 9, 1 << 12}[static_cast<std::size_t>(pick(0, 3))];
+  s.schedule.tile_bytes =
+      std::array<std::size_t, 4>{0, 1, 1 << 9, 1 << 12}[static_cast<std::size_t>(pick(0, 3))];
   if (!gauss_seidel && !in_place)
-    s.stores = pick(0, 1) ? st::Stores::streaming : st::Stores::cached;
+    s.schedule.stores = pick(0, 1) ? st::Stores::streaming : st::Stores::cached;
   // Uneven block grids: any size whose smallest block (size / blocks, rounded down) still
   // holds the halo H, so blocks of H points (1-point blocks when H is 1) come up often.
   const std::size_t H = s.halo * s.tb_depth;
@@ -232,8 +233,9 @@ inline std::string describe(const st::Spec& s) {
   t += " halo=" + std::to_string(s.halo) + " offsets=" + std::to_string(s.neighbourhood.size()) +
        " periodic=" + std::to_string(s.boundary == st::Boundary::periodic) +
        " levels=" + std::to_string(s.time_levels) + " aux=" + std::to_string(s.aux_grids) +
-       " tb=" + std::to_string(s.tb_depth) + " tile_bytes=" + std::to_string(s.tile_bytes) +
-       " streaming=" + std::to_string(s.stores == st::Stores::streaming) +
+       " tb=" + std::to_string(s.tb_depth) +
+       " tile_bytes=" + std::to_string(s.schedule.tile_bytes) +
+       " streaming=" + std::to_string(s.schedule.stores == st::Stores::streaming) +
        " gs=" + std::to_string(s.traversal == st::Traversal::gauss_seidel) +
        " in_place=" + std::to_string(s.traversal == st::Traversal::jacobi_in_place);
   return t;

@@ -49,7 +49,7 @@ st::Spec spec(std::vector<std::size_t> size, std::vector<std::size_t> blocks,
   s.neighbourhood = std::move(nb);
   s.traversal = st::Traversal::jacobi_in_place;
   s.tb_depth = tb;
-  s.tile_bytes = tile;
+  s.schedule.tile_bytes = tile;
   return s;
 }
 

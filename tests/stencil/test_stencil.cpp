@@ -123,7 +123,7 @@ Case in_place_case(std::vector<std::size_t> size, std::vector<std::size_t> block
   c.spec.boundary = boundary;
   c.spec.time_levels = levels;
   c.spec.tb_depth = tb;
-  c.spec.tile_bytes = tile;
+  c.spec.schedule.tile_bytes = tile;
   c.spec.aux_grids = 1;
   c.spec.fixed_value = fixed_at;
   c.spec.traversal = st::Traversal::jacobi_in_place;
@@ -195,7 +195,7 @@ StarRun run_star_tb8(std::vector<std::size_t> size, std::vector<std::size_t> blo
   s.neighbourhood = st::von_neumann(3, 1);
   s.traversal = st::Traversal::jacobi_in_place;
   s.tb_depth = 8;
-  s.tile_bytes = tile_bytes;
+  s.schedule.tile_bytes = tile_bytes;
   ordo::Runtime rt({.workers = 2});
   ordo::Graph g;
   StepsInFlight in_flight;
@@ -298,7 +298,7 @@ TEST_CASE("cache tiles and streaming stores keep temporal blocking bit-identical
     c.spec.boundary = sh.boundary;
     c.spec.time_levels = sh.levels;
     c.spec.fixed_value = fixed_at;
-    c.spec.stores = st::Stores::cached;
+    c.spec.schedule.stores = st::Stores::cached;
     c.weights.assign(c.spec.neighbourhood.size() + 2, 0.9 / double(sh.nb.size() + 2));
     std::size_t n = 1;
     for (auto e : sh.size) n *= e;
@@ -318,8 +318,8 @@ TEST_CASE("cache tiles and streaming stores keep temporal blocking bit-identical
         for (st::Stores stores : {st::Stores::cached, st::Stores::streaming}) {
           Case cd = c;
           cd.spec.tb_depth = depth;
-          cd.spec.tile_bytes = tile;
-          cd.spec.stores = stores;
+          cd.spec.schedule.tile_bytes = tile;
+          cd.spec.schedule.stores = stores;
           const std::size_t reach = sh.nb == st::von_neumann(2, 2) ? 2 : 1;
           if (reach * depth > min_ext) continue;  // the halo D*h must fit in a block
           INFO("shape " << sh.size.size() << "-d depth " << depth << " tile_bytes " << tile
@@ -468,10 +468,10 @@ TEST_CASE("stencil spec errors say what is wrong", "[stencil]") {
   // blocking only for a kernel of one time level.
   s.neighbourhood = st::von_neumann(2, 1);
   s.traversal = st::Traversal::jacobi_in_place;
-  s.stores = st::Stores::streaming;
+  s.schedule.stores = st::Stores::streaming;
   CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("streaming stores go with the "
                                                           "double-buffered Jacobi"));
-  s.stores = st::Stores::cached;
+  s.schedule.stores = st::Stores::cached;
   s.tb_depth = 2;
   s.time_levels = 2;
   CHECK_THROWS_WITH(st::Stencil(g, s, k), Catch::Contains("temporal blocking in place reads one "
@@ -634,7 +634,7 @@ TEST_CASE("in-place temporal blocking in strips equals the brute force", "[stenc
       calls_backwards = 0;
       bool strips = false;  // some budget's plan runs wavefronts of moves in strips of rows
       for (const std::size_t tile : tiles) {
-        c.spec.tile_bytes = tile;
+        c.spec.schedule.tile_bytes = tile;
         INFO(describe(c));
         CHECK(same_bits(run_case(c, v, rt), want));
         strips = strips || plan_test::planned_strips(c.spec, c.traits);
@@ -813,7 +813,7 @@ TEST_CASE("a kernel reading a row's halo beside the rows equals the brute force"
   v.steps = 9;
   const auto want = brute_force(c, v.levels, v.aux, v.steps);
   for (std::size_t tile = 1024; tile <= 320 * 1024; tile = tile < 8192 ? 8192 : tile * 3 / 2) {
-    c.spec.tile_bytes = tile;
+    c.spec.schedule.tile_bytes = tile;
     INFO(describe(c));
     calls_beside = 0;
     CHECK(same_bits(run_case(c, v, *runtimes[1]), want));

@@ -157,6 +157,20 @@ inline std::size_t block_low(std::size_t i, std::size_t n, std::size_t blocks) {
   return i * n / blocks;
 }
 
+// How the layer runs a stencil, apart from what it computes (Spec) and what its kernel can
+// do (KernelTraits): hints that change its speed, never its bits. The defaults suit the
+// machine; the fields are there to tune and to measure (docs/stencil.md, "Schedule").
+struct Schedule {
+  // Temporal blocking tiles each block so that the D steps of a tile run out of the cache:
+  // skewed (time-skewed, parallelogram) tiles over the slowest dimensions, whose working set
+  // (all time levels, coefficient grids) is at most tile_bytes; the in-place sweeps' slabs
+  // and strips fill at most that much. 0: automatic (docs/stencil.md).
+  std::size_t tile_bytes = 0;
+  // cached is the default: the copy through the scratch can cost more than the write-allocate
+  // it saves (docs/stencil.md, "Why cached is the default"); streaming is there to measure.
+  Stores stores = Stores::cached;
+};
+
 struct Spec {
   std::string name = "u";           // prefix of the location and task names (unique per graph)
   std::vector<std::size_t> size;    // global extents, slowest first (1 to 5 of them)
@@ -180,13 +194,8 @@ struct Spec {
   // Temporal blocking depth D (Saied 2018 §7.3): halos of D*h, exchanged once every D steps,
   // the overlap recomputed. Results are bit-identical to D = 1. Jacobi only.
   std::size_t tb_depth = 1;
-  // Temporal blocking tiles each block so that the D steps of a tile run out of the cache:
-  // skewed (time-skewed, parallelogram) tiles over the slowest dimensions, whose working set
-  // (all time levels, coefficient grids) is at most tile_bytes. 0: automatic (docs/stencil.md).
-  std::size_t tile_bytes = 0;
-  // cached is the default: the copy through the scratch can cost more than the write-allocate
-  // it saves (docs/stencil.md, "Why cached is the default"); streaming is there to measure.
-  Stores stores = Stores::cached;
+  // How the layer runs it: hints for speed that never change the bits.
+  Schedule schedule;
   // Reductions the kernel contributes to, per block and step (Block::contribute), combined in
   // the fixed order over the blocks; run_until stops on a condition on their values. With
   // temporal blocking only each group's last step contributes (Block::contributes() says
