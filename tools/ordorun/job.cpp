@@ -131,26 +131,8 @@ void Job::plan_ranks() {
     const std::string host = this_host();
     for (int i = 0; i < (opt_.n > 0 ? opt_.n : 1); ++i) slots.emplace_back(host, false);
   } else {
-    std::stringstream in(opt_.hosts);
-    for (std::string item; std::getline(in, item, ',');) {
-      if (item.empty()) throw UsageError("--hosts has an empty entry; write h1:n1,h2:n2");
-      std::string host = item;
-      long count = 1;
-      if (const auto colon = item.rfind(':'); colon != std::string::npos) {
-        host = item.substr(0, colon);
-        const std::string digits = item.substr(colon + 1);
-        const bool numeric = !digits.empty() && digits.size() <= 6 &&
-                             digits.find_first_not_of("0123456789") == std::string::npos;
-        if (!numeric)
-          throw UsageError("--hosts entry '" + item + "': the count after ':' is not a number of ranks");
-        count = std::stol(digits);
-      }
-      if (host.empty() || count < 1)
-        throw UsageError("--hosts entry '" + item + "' needs a host name and a count >= 1");
-      if (slots.size() + std::size_t(count) > std::size_t(max_ranks))
-        throw UsageError("--hosts asks for more than " + std::to_string(max_ranks) + " ranks");
-      for (long i = 0; i < count; ++i) slots.emplace_back(host, true);
-    }
+    for (const HostEntry& e : parse_hosts(opt_.hosts))
+      for (int i = 0; i < e.count; ++i) slots.emplace_back(e.host, true);
     if (opt_.n > 0 && std::size_t(opt_.n) != slots.size())
       throw UsageError("-n " + std::to_string(opt_.n) + " does not match the " + std::to_string(slots.size()) +
                        " slots of --hosts; drop -n or fix it");

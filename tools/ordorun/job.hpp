@@ -41,19 +41,12 @@
 #include <vector>
 
 #include "event_loop.hpp"
+#include "hosts.hpp"
 #include "prefixer.hpp"
 #include "spawner.hpp"
 #include "store_server.hpp"
 
 namespace ordorun {
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// The most ranks a job may ask for (-n or the sum of --hosts) before the host check
-// (host_limits.hpp) looks at what they need: bounds the plan ordorun builds to tell.
-inline constexpr int max_ranks = 1 << 20;
 
 struct JobOptions {
   int n = 0;
