@@ -921,11 +921,12 @@ def sh(cmd):
 
 
 @contextlib.contextmanager
-def netns_hosts(ordorun):
+def netns_hosts(ordorun, per_host=1):
     """Two network namespaces ("hosts") joined by veth pairs to a bridge in a third, where
-    ordorun runs. Yields (launch, env, hosts): the ordorun command line starting one rank on
-    each host through `ip netns exec` (append the program), the environment with UCX over TCP
-    on the veth device, and the two namespace names. Skips where namespaces are not permitted."""
+    ordorun runs. Yields (launch, env, hosts): the ordorun command line starting `per_host`
+    ranks on each host through `ip netns exec` (append the program), the environment with UCX
+    over TCP on the veth device, and the two namespace names. Skips where namespaces are not
+    permitted."""
     if not shutil.which("ip"):
         skip("iproute2's ip is not installed")
     tag = "o%d" % (os.getpid() % 100000)
@@ -956,7 +957,8 @@ def netns_hosts(ordorun):
             if r.returncode != 0:
                 skip("network namespace setup failed (%s): %s" % (c.format(h=hub), r.stderr.strip()))
         env = ucx_env("tcp,self", devices="ordo0")
-        launch = ["ip", "netns", "exec", hub, ordorun, "--hosts", "%s:1,%s:1" % (a, b), "--rsh", "ip netns exec",
+        launch = ["ip", "netns", "exec", hub, ordorun,
+                  "--hosts", "%s:%d,%s:%d" % (a, per_host, b, per_host), "--rsh", "ip netns exec",
                   "--store-addr", "10.77.0.1", "--timeout", "90", "--timeout-startup", "20"]
         yield launch, env, (a, b)
     finally:

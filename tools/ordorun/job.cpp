@@ -338,7 +338,7 @@ void Job::on_signals() {
       if (forwarded_) {
         say(std::string("second ") + signal_name(sig) + ": killing every rank");
         for (Rank& r : ranks_)
-          if (r.running) ::kill(-r.pid, SIGKILL);
+          if (r.running) signal_rank(r, SIGKILL);
         continue;
       }
       forwarded_ = true;
@@ -357,7 +357,7 @@ void Job::stop_ranks(int exit_code, int sig, const std::string& why, Clock::dura
   if (stopping_) {
     // A signal to ordorun while a failure already stops the job: pass it on, keep the status.
     for (Rank& r : ranks_)
-      if (r.running) ::kill(-r.pid, sig);
+      if (r.running) signal_rank(r, sig);
     return;
   }
   stopping_ = true;
@@ -366,7 +366,7 @@ void Job::stop_ranks(int exit_code, int sig, const std::string& why, Clock::dura
   if (store_) store_->stop_job(why);
   auto signal_ranks = [this, sig] {
     for (Rank& r : ranks_)
-      if (r.running) ::kill(-r.pid, sig);
+      if (r.running) signal_rank(r, sig);
     loop_.at(Clock::now() + seconds(opt_.grace), [this] { on_grace_over(); });
   };
   if (notice > Clock::duration::zero())
@@ -380,8 +380,24 @@ void Job::on_grace_over() {
     if (!r.running) continue;
     say("rank " + who(r) + " did not stop within " + fmt_seconds(opt_.grace) + " s of " +
         signal_name(stop_signal_) + "; sending SIGKILL");
-    ::kill(-r.pid, SIGKILL);
+    signal_rank(r, SIGKILL);
   }
+}
+
+void Job::signal_rank(Rank& r, int sig) {
+  r.signals_sent.set(std::size_t(sig));
+  ::kill(-r.pid, sig);
+}
+
+// A rank killed by what ordorun sent it, or a remote shell that exited 255 after ordorun
+// signalled it (ssh does on SIGTERM), says nothing about its host: the job was stopping.
+void Job::note_if_down(const Rank& r) {
+  if (!r.place.remote) return;
+  const bool killed =
+      WIFSIGNALED(r.status) && !r.signals_sent.test(std::size_t(WTERMSIG(r.status)));
+  const bool unreachable =
+      WIFEXITED(r.status) && WEXITSTATUS(r.status) == 255 && r.signals_sent.none();
+  if (killed || unreachable) down_hosts_.insert(r.place.host);
 }
 
 void Job::pump(Rank& r, Stream& s) {
@@ -412,6 +428,7 @@ void Job::reap() {
       if (r.pid != pid || !r.running) continue;
       r.running = false;
       r.status = status;
+      note_if_down(r);
       // Whatever the rank left running in its process group goes with it.
       ::kill(-r.pid, SIGKILL);
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);

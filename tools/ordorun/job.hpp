@@ -35,8 +35,11 @@
 
 #pragma once
 
+#include <bitset>
 #include <chrono>
+#include <csignal>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +84,11 @@ class Job {
   const std::optional<RankLoss>& loss() const { return loss_; }
   // The number of ranks the job runs.
   std::size_t ranks() const { return ranks_.size(); }
+  // The --hosts hosts found down while the job ran: one where a rank died of a signal that
+  // ordorun did not send it, or whose remote shell exited with status 255 (what ssh returns
+  // when it cannot connect or lost the connection) before ordorun signalled it. A relaunch
+  // leaves them out (main.cpp). Empty for ranks on this host.
+  const std::set<std::string>& down_hosts() const { return down_hosts_; }
 
  private:
   struct Stream {
@@ -94,6 +102,7 @@ class Job {
     bool running = false;
     bool hello = false;
     int status = 0;
+    std::bitset<NSIG> signals_sent;  // what ordorun sent it (down_hosts)
     Stream streams[2];
   };
 
@@ -123,6 +132,9 @@ class Job {
   bool is_startup_pending() const;
   std::string rsh_hint(const Rank& r) const;
   std::string who(const Rank& r) const;
+  // Sends `sig` to the process group of `r` and remembers it (down_hosts).
+  void signal_rank(Rank& r, int sig);
+  void note_if_down(const Rank& r);
 
   JobOptions opt_;
   EventLoop loop_;
@@ -140,6 +152,7 @@ class Job {
   std::optional<int> left_early_;  // first rank to exit 0 before its hello
   std::optional<int> blamed_;      // the rank the job's end is blamed on
   std::optional<RankLoss> loss_;
+  std::set<std::string> down_hosts_;
   std::optional<EventLoop::TimerId> blame_timer_, drain_timer_;
 };
 

@@ -3,6 +3,9 @@
 //   ordorun -n N prog args...                         N ranks on this host
 //   ordorun --hosts a:2,b:2 [--rsh CMD] prog args...  ranks on other hosts through CMD (ssh)
 //   ordorun --srun -n N prog args...                  hand the launch to Slurm (PMIx)
+//   ordorun --restarts K [--hosts ...] prog args...   relaunch after a rank died of a signal,
+//                                                     up to K times; with --hosts, on the
+//                                                     hosts not found down, with fewer ranks
 //
 // The parts: the rendezvous store the ranks bootstrap from (store_server.hpp), how a rank is
 // started (spawner.hpp), the "[R] " prefixing of their output (prefixer.hpp), and the job's
@@ -15,11 +18,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli_main.hpp"
 #include "cli_number.hpp"
+#include "hosts.hpp"
 #include "job.hpp"
 #include "posix.hpp"
 
@@ -39,27 +44,43 @@ struct Options {
 // runs it again, up to `restarts` times, with ORDO_RELAUNCH=<attempt> in the ranks'
 // environment: a program that writes checkpoints resumes from its newest complete one
 // (ordo::resume, docs/checkpoint.md). A rank that exits with an error status (bad input,
-// a refused checkpoint) is not relaunched: the same command would fail again. Returns the last
-// attempt's status, or 2 when every attempt failed the same way.
+// a refused checkpoint) is not relaunched: the same command would fail again.
+// With --hosts, each relaunch leaves out the hosts the job found down (Job::down_hosts: a
+// rank killed by a signal ordorun did not send, a remote shell that exited 255) and runs on
+// the ranks of the others; such a host is a reason to relaunch even when no rank died of a
+// signal (ssh exits 255 when the remote rank was killed, too). -n must equal the sum of
+// --hosts, so the relaunch runs on the sum of what remains. When no host remains, returns 2.
+// Returns the last attempt's status, or 2 when every attempt failed the same way.
 int run_with_restarts(const ordorun::JobOptions& base, int restarts) {
   rlimit given{};
   const bool have_limit = ::getrlimit(RLIMIT_NOFILE, &given) == 0;
   std::string first_cause;
   bool same = true;
+  // --hosts, the hosts found down so far, and what is left (empty without --hosts).
+  std::vector<ordorun::HostEntry> listed, hosts;
+  if (!base.hosts.empty()) listed = hosts = ordorun::parse_hosts(base.hosts);
+  std::set<std::string> all_down;
   for (int attempt = 0;; ++attempt) {
     ordorun::JobOptions jo = base;
     if (attempt > 0) {
       ::setenv("ORDO_RELAUNCH", std::to_string(attempt).c_str(), 1);
       if (!jo.hosts.empty()) jo.exports.push_back("ORDO_RELAUNCH");
       if (have_limit) ::setrlimit(RLIMIT_NOFILE, &given);  // the ranks start with ordorun's
+      if (!hosts.empty()) {
+        jo.hosts = ordorun::format_hosts(hosts);
+        jo.n = ordorun::total_ranks(hosts);
+      }
     }
     ordorun::Job job(std::move(jo));
     const int rc = job.run();
     const auto& loss = job.loss();
-    if (rc == 0 || restarts == 0 || !loss || !WIFSIGNALED(loss->status)) return rc;
+    const auto& down = job.down_hosts();
+    const bool killed = loss && WIFSIGNALED(loss->status);
+    if (rc == 0 || restarts == 0 || (!killed && down.empty())) return rc;
     // A rank and its signal: "rank 2 on host h killed by SIGKILL" names the same failure.
     const std::string cause =
-        "rank " + std::to_string(loss->rank) + " " + ordorun::describe_status(loss->status);
+        loss ? "rank " + std::to_string(loss->rank) + " " + ordorun::describe_status(loss->status)
+             : ordorun::name_hosts(down) + " found down";
     if (attempt == 0) first_cause = cause;
     same = same && cause == first_cause;
     if (attempt == restarts) {
@@ -68,7 +89,21 @@ int run_with_restarts(const ordorun::JobOptions& base, int restarts) {
           "); giving up after --restarts " + std::to_string(restarts));
       return 2;
     }
-    say(loss->why + "; relaunching the job on " + std::to_string(job.ranks()) +
+    const std::string what = loss ? loss->why : "the job ended with status " + std::to_string(rc);
+    std::string left_out;
+    if (!hosts.empty() && !down.empty()) {
+      all_down.insert(down.begin(), down.end());
+      auto rest = ordorun::leave_out(listed, all_down);
+      if (rest.hosts.empty()) {
+        say(what + "; " + rest.why_none + ", so no host is left to relaunch the job on");
+        return 2;
+      }
+      hosts = std::move(rest.hosts);
+      left_out = "; leaving out " + ordorun::name_hosts(down);
+    }
+    const std::size_t ranks =
+        hosts.empty() ? job.ranks() : std::size_t(ordorun::total_ranks(hosts));
+    say(what + left_out + "; relaunching the job on " + std::to_string(ranks) +
         " rank(s) from its newest complete checkpoint (relaunch " + std::to_string(attempt + 1) +
         " of " + std::to_string(restarts) + ")");
   }
@@ -128,8 +163,10 @@ int main(int argc, char** argv) {
                "what an ordo rank needs at least: 5 threads and 16 MiB; smaller programs may fit)");
   app.add_option("--restarts", o.restarts,
                  "when a rank dies of a signal, relaunch the job up to this many times; a "
-                 "program that writes checkpoints resumes from its newest complete one "
-                 "(default 0)")
+                 "program that writes checkpoints resumes from its newest complete one; with "
+                 "--hosts, a relaunch leaves out the hosts found down (a rank killed by a "
+                 "signal ordorun did not send, or --rsh exiting 255) and runs on the ranks of "
+                 "the others (default 0)")
       ->check(Integer(0, 1000));
   app.add_flag("--verbose", j.verbose,
                "when the job ends, say what the store sent (bytes in all, at most to one rank) "
