@@ -216,9 +216,21 @@ bool is_rank_copy(const rt::Graph& graph, std::uint32_t location) {
   return part && part->role == rt::ReductionRole::copy;
 }
 
+// A location a layer derives from others (Graph::set_derived: the stencil layer's exports),
+// declared by rank count. Not saved: the layer rebuilds it from the restored locations.
+bool is_derived(const rt::Graph& graph, std::uint32_t location) {
+  return graph.locations()[location].derived;
+}
+
+// What a checkpoint leaves out of its parts: what a restart fills from the rest.
+bool is_left_out(const rt::Graph& graph, std::uint32_t location) {
+  return is_rank_copy(graph, location) || is_derived(graph, location);
+}
+
 // What a checkpoint is of, independent of the rank count: every location but the per-rank
-// copies (name, element size, count) and every task but the copies' (name, and each access's
-// mode, position and location by name; a copy stands for its reduction). FNV-1a, 64 bits.
+// copies and the derived ones (name, element size, count) and every task but the copies' and
+// the derived ones (name, and each access's mode, position and location by name, but the
+// accesses to derived locations; a copy stands for its reduction). FNV-1a, 64 bits.
 std::uint64_t checkpoint_fingerprint(const rt::Graph& graph) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto add = [&h](const void* p, std::size_t n) {
@@ -234,19 +246,21 @@ std::uint64_t checkpoint_fingerprint(const rt::Graph& graph) {
   };
   const auto& locs = graph.locations();
   for (std::uint32_t l = 0; l < locs.size(); ++l) {
-    if (is_rank_copy(graph, l)) continue;
+    if (is_left_out(graph, l)) continue;
     add_name(locs[l].name);
     add_u64(locs[l].elem_size);
     add_u64(locs[l].count);
   }
   for (std::uint32_t t = 0; t < graph.task_count(); ++t) {
     const auto accesses = graph.accesses(t);
-    if (std::any_of(accesses.begin(), accesses.end(), [&](const rt::AccessDesc& a) {
+    if (graph.derived_task(t) ||
+        std::any_of(accesses.begin(), accesses.end(), [&](const rt::AccessDesc& a) {
           return a.mode != rt::Mode::read && is_rank_copy(graph, a.location);
         }))
       continue;
     add_name(graph.task_name(t));
     for (const rt::AccessDesc& a : accesses) {
+      if (is_derived(graph, a.location)) continue;
       add_u64(static_cast<std::uint64_t>(a.mode));
       add_u64(a.has_position ? static_cast<std::uint64_t>(a.position) : ~std::uint64_t{0});
       const auto part = graph.reduction_part(a.location);
@@ -258,9 +272,10 @@ std::uint64_t checkpoint_fingerprint(const rt::Graph& graph) {
   return h;
 }
 
-// The locations this rank writes into its part: its home locations but the per-rank copies.
+// The locations this rank writes into its part: its home locations but the per-rank copies
+// and the derived ones.
 bool saved_here(const rt::Engine& engine, const rt::Graph& graph, std::uint32_t location) {
-  return is_home(engine, location) && !is_rank_copy(graph, location);
+  return is_home(engine, location) && !is_left_out(graph, location);
 }
 
 // What one rank's part holds: its header, table and names, and where each saved location's
@@ -490,7 +505,7 @@ std::string read_part(const rt::Engine& engine, rt::Graph& graph, const fs::path
       return where + "is not laid out as ordo writes it (location record " + std::to_string(i) +
              " at byte " + std::to_string(e.offset) + ", expected " + std::to_string(at) + ")";
     const std::int64_t found = graph.find_location(name);
-    if (found < 0 || is_rank_copy(graph, static_cast<std::uint32_t>(found)))
+    if (found < 0 || is_left_out(graph, static_cast<std::uint32_t>(found)))
       return where + "holds location '" + std::string(name) + "', which this graph lacks";
     const auto l = static_cast<std::uint32_t>(found);
     if (wanted.seen[l]) return where + "holds location '" + std::string(name) + "' a second time";
@@ -528,7 +543,7 @@ std::string read_parts(const rt::Engine& engine, rt::Graph& graph, const fs::pat
         !e.empty())
       return e;
   for (std::uint32_t l = 0; l < locs.size(); ++l)
-    if (!wanted.seen[l] && !is_rank_copy(graph, l))
+    if (!wanted.seen[l] && !is_left_out(graph, l))
       return "no part holds location '" + locs[l].name + "'";
   return "";
 }
@@ -1009,12 +1024,14 @@ std::string load_checkpoint(rt::Engine& engine, rt::Graph& graph, const std::str
     const std::string which = "the checkpoint of iteration " + std::to_string(m.iteration) +
                               " in '" + dir + "'";
     if (m.graph != fingerprint && m.ranks != engine.ranks())
-      // A layer's halo exchange (Stencil, Pipeline) declares locations and tasks by rank.
+      // A program may declare locations or tasks by rank count without marking them derived.
       mine = which + " was written by " + std::to_string(m.ranks) + " rank(s), and this job's " +
              std::to_string(engine.ranks()) + " rank(s) build another graph (fingerprint " +
              hex(fingerprint) + ", the checkpoint's " + hex(m.graph) +
-             "): a graph whose locations depend on the rank count (a stencil's or pipeline's "
-             "halo exchange) restarts only on as many ranks; restart on " +
+             "): a graph whose locations or tasks depend on the rank count (unless marked "
+             "derived, Graph::set_derived) restarts only on as many ranks, and another "
+             "program, other arguments or another version of ordo build another graph on any; "
+             "restart on " +
              std::to_string(m.ranks) + " rank(s), or run from the start";
     else if (m.graph != fingerprint)
       mine = which + " belongs to another graph (fingerprint " + hex(m.graph) +

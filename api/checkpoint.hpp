@@ -125,7 +125,7 @@ class CheckpointWriter {
 // them: "" or what is wrong. Layers that keep state of their own inside locations (the stencil
 // layer's block headers: steps done, buffer shifts, which become pointer offsets) give one,
 // so that a lying checkpoint is refused instead of read out of bounds.
-using RestoredCheck = std::function<std::string(const rt::Engine&, const rt::Graph&)>;
+using RestoredCheck = std::function<std::string(const rt::Engine&, rt::Graph&)>;
 
 // Collective (the engine's `load`, every rank): fills this rank's home locations from the
 // newest complete checkpoint in `dir`, runs `check` on them, and sets

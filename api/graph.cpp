@@ -440,17 +440,37 @@ void Graph::on_first_run(FirstRunHook hook) {
 // Graph its handles must name.
 struct Restored::View {
   const rt::Engine& engine;
-  const rt::Graph& graph;
+  rt::Graph& graph;
   std::uint64_t serial;
 };
 
 void Graph::on_restore(RestoreCheck check) {
   check_extension(*impl_, bool(check), "Graph::on_restore", "check");
   impl_->restored_checks.push_back([check = std::move(check), serial = impl_->serial](
-                                       const rt::Engine& engine, const rt::Graph& graph) {
+                                       const rt::Engine& engine, rt::Graph& graph) {
     const Restored::View view{engine, graph, serial};
-    return check(Restored(view));
+    Restored restored(view);
+    return check(restored);
   });
+}
+
+void Graph::derive_location(std::uint64_t graph, std::uint32_t location) {
+  impl_->check_handle(graph, location, "Graph::set_derived");
+  if (impl_->frozen())
+    throw Error("Graph::set_derived: this graph has run already; mark location '" +
+                impl_->graph.locations()[location].name + "' derived before the first run");
+  impl_->graph.set_derived(location);
+}
+
+void Graph::set_derived_task(std::uint32_t task) {
+  if (task >= impl_->graph.task_count())
+    throw Error("Graph::set_derived_task: task #" + std::to_string(task) +
+                " does not belong to this graph (it has " +
+                std::to_string(impl_->graph.task_count()) + " tasks)");
+  if (impl_->frozen())
+    throw Error("Graph::set_derived_task: this graph has run already; mark task '" +
+                impl_->graph.task_name(task) + "' derived before the first run");
+  impl_->graph.set_derived_task(task);
 }
 
 bool Restored::home_here(std::uint64_t graph, std::uint32_t location) const {

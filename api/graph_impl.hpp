@@ -42,7 +42,7 @@ class GraphImpl {
   // Checks of this rank's home locations after a restart filled them from a checkpoint, given
   // by layers that keep state of their own inside locations (the stencil layer's block
   // headers): detail::RestoredCheck, api/checkpoint.hpp. Each returns "" or what is wrong.
-  std::vector<std::function<std::string(const rt::Engine&, const rt::Graph&)>> restored_checks;
+  std::vector<std::function<std::string(const rt::Engine&, rt::Graph&)>> restored_checks;
   // Called once, in order, when the first run is about to freeze the graph, with this rank
   // and the job's rank count: layers whose tasks depend on where their locations live (the
   // stencil layer declares its halo exchange once its blocks are placed) declare them here if

@@ -512,7 +512,7 @@ std::uint64_t Runtime::restart(Graph& graph, const std::string& dir) {
                 "first run");
   if (dir.empty()) throw Error("Runtime::restart: the checkpoint directory is empty; name one");
   std::string error;
-  auto check = [&g](const rt::Engine& engine, const rt::Graph& graph) {
+  auto check = [&g](const rt::Engine& engine, rt::Graph& graph) {
     for (const auto& c : g.restored_checks)
       if (std::string e = c(engine, graph); !e.empty()) return e;
     return std::string();

@@ -55,6 +55,9 @@ struct LocationDesc {
   // or `place` says otherwise; kNoLocation: the default placement.
   std::uint32_t follows = kNoLocation;
   static constexpr std::uint32_t kNoLocation = ~std::uint32_t{0};
+  // Derived from other locations by a layer whose exchange depends on the rank count
+  // (ordo::Graph::set_derived): a checkpoint neither saves it nor counts it in the fingerprint.
+  bool derived = false;
 };
 
 struct AccessDesc {
@@ -190,6 +193,16 @@ class Graph {
   std::int64_t find_access(std::span<const AccessDesc> accesses, std::uint32_t location) const;
 
   void set_home(std::uint32_t location, std::int32_t rank) { locations_[location].home = rank; }
+  void set_derived(std::uint32_t location) { locations_[location].derived = true; }
+  // Tasks a layer declares by rank count (ordo::Graph::set_derived_task): left out of a
+  // checkpoint's fingerprint.
+  void set_derived_task(std::uint32_t task) {
+    if (derived_tasks_.size() <= task) derived_tasks_.resize(task + 1, false);
+    derived_tasks_[task] = true;
+  }
+  bool derived_task(std::uint32_t task) const {
+    return task < derived_tasks_.size() && derived_tasks_[task];
+  }
 
   // The iteration the graph's first run starts at: 0, or the checkpoint's a restart resumed
   // from. Bodies see it added to the engine's own count (Context::iteration()), so a resumed
@@ -307,6 +320,7 @@ class Graph {
   std::vector<std::uint32_t> offsets_;
   std::uint32_t task_count_ = 0;
   std::uint64_t first_iteration_ = 0;
+  std::vector<bool> derived_tasks_;  // by task; shorter where the rest are not
   NameIndex names_;
   // Positions in accesses_ of the accesses of members wider than kLinearScan, hashed by
   // (member's first position, location).

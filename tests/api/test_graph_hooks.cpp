@@ -1,12 +1,15 @@
 // The extension points of Graph for libraries built on the public API (docs/architecture.md,
 // "Layers"): on_first_run's hooks run once, in order, before the first run freezes the graph,
-// and may still declare tasks; on_restore's checks see what a restart loaded and refuse it.
+// and may still declare tasks; on_restore's checks see what a restart loaded and refuse it, or
+// rebuild what set_derived left out of the checkpoint.
 // Through the public API only, as a library on it would use them.
 #include <catch2/catch.hpp>
 
 #include <bit>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -131,6 +134,112 @@ TEST_CASE("restore checks see what the restart loaded, and refuse it with their 
       return std::string();
     });
     CHECK(rt.restart(c.g, dir.string()) == 4);
+  }
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// A graph whose `copy` a library derives from `state` each iteration, as the stencil layer
+// packs its exports: "use" reads the copy of the iteration before (declared before "pack"),
+// so a restart must rebuild it for the next iteration to see what the uninterrupted run saw.
+// `extra`: another derived location and task, as another rank count declares them.
+struct Derived {
+  ordo::Graph g;
+  ordo::Location<double> state = g.location<double>("state", 2);
+  ordo::Location<double> sum = g.location<double>("sum", 1);
+  ordo::Location<double> copy = g.location<double>("copy", 2);
+  explicit Derived(bool mark = true, bool extra = false) {
+    g.task("step", {ordo::write(state)}, [this](ordo::Context& ctx) {
+      auto s = ctx.write(state);
+      s[0] += 1;
+      s[1] += 10;
+    });
+    g.task("use", {ordo::read(copy), ordo::write(sum)},
+           [this](ordo::Context& ctx) { ctx.write(sum)[0] += ctx.read(copy)[0]; });
+    const std::uint32_t pack =
+        g.task("pack", {ordo::read(state), ordo::write(copy)}, [this](ordo::Context& ctx) {
+          auto c = ctx.write(copy);
+          auto s = ctx.read(state);
+          c[0] = s[0];
+          c[1] = s[1];
+        });
+    if (mark) {
+      g.set_derived(copy);
+      g.set_derived_task(pack);
+    }
+    if (extra) {
+      auto more = g.location<double>("more", 5);
+      g.set_derived(more);
+      g.set_derived_task(g.task("fill", {ordo::read(state), ordo::write(more)},
+                                [more](ordo::Context& ctx) { ctx.write(more)[0] = 1; }));
+    }
+  }
+  // The restore check a library gives: rebuilds the copy from the restored state.
+  void rebuild() {
+    g.on_restore([this](ordo::Restored& r) {
+      auto c = r.write(copy);
+      auto s = r.data(state);
+      c[0] = s[0];
+      c[1] = s[1];
+      return std::string();
+    });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("derived locations and tasks stay out of a checkpoint; a restore check rebuilds them") {
+  const fs::path dir =
+      fs::temp_directory_path() / ("ordo-graph-derived-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  {
+    ordo::Runtime rt({.workers = 1});
+    Derived d;
+    rt.run(d.g, 6);
+    CHECK(d.g.data(d.sum)[0] == 15);  // 0 + 1 + ... + 5: each iteration adds the one before's
+  }
+  {
+    ordo::Runtime rt({.workers = 1, .checkpoint_dir = dir.string(), .checkpoint_every = 4});
+    Derived d;
+    rt.run(d.g, 4);
+  }
+  // The part names the state and not the copy (names are in the part's table, as text).
+  std::string part;
+  {
+    std::ifstream in(dir / "ckpt-00000000000000000004" / "rank-0.part", std::ios::binary);
+    part.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  CHECK(part.find("state") != std::string::npos);
+  CHECK(part.find("copy") == std::string::npos);
+  SECTION("rebuilt on restore, the run goes on as the uninterrupted one") {
+    ordo::Runtime rt({.workers = 2});
+    Derived d;
+    d.rebuild();
+    CHECK(rt.restart(d.g, dir.string()) == 4);
+    rt.run(d.g, 2);
+    CHECK(d.g.data(d.sum)[0] == 15);
+  }
+  SECTION("the fingerprint leaves out derived locations and tasks, and accesses to them") {
+    ordo::Runtime rt({.workers = 1});
+    Derived d(true, true);
+    d.rebuild();
+    CHECK(rt.restart(d.g, dir.string()) == 4);
+    rt.run(d.g, 2);
+    CHECK(d.g.data(d.sum)[0] == 15);
+  }
+  SECTION("the same location, not derived, makes another graph") {
+    ordo::Runtime rt({.workers = 1});
+    Derived d(false);
+    CHECK_THROWS_WITH(rt.restart(d.g, dir.string()), Contains("belongs to another graph"));
+  }
+  SECTION("marks are refused after the first run, and a task the graph lacks") {
+    ordo::Runtime rt({.workers = 1});
+    Derived d(false);
+    CHECK_THROWS_WITH(d.g.set_derived_task(7), Contains("task #7 does not belong to this graph"));
+    rt.run(d.g, 1);
+    CHECK_THROWS_WITH(d.g.set_derived(d.copy), Contains("this graph has run already"));
+    CHECK_THROWS_WITH(d.g.set_derived_task(0), Contains("this graph has run already"));
   }
   fs::remove_all(dir);
 }

@@ -637,10 +637,25 @@ class Graph {
   // loaded (Restored). It returns "" or what is wrong, and restart then refuses the checkpoint
   // as corrupt with an Error quoting it, on every rank. For state whose bad values would do
   // harm rather than give wrong numbers (a header that becomes pointer offsets): a checkpoint
-  // no run could have written is refused instead of read out of bounds. Give checks before
-  // the first run.
-  using RestoreCheck = std::function<std::string(const Restored&)>;
+  // no run could have written is refused instead of read out of bounds. A check that passes
+  // then rebuilds what its library marked derived (set_derived below) through Restored::write.
+  // Give checks before the first run.
+  using RestoreCheck = std::function<std::string(Restored&)>;
   void on_restore(RestoreCheck check);
+  // Derived state, for a library whose locations and tasks depend on the rank count (the
+  // stencil layer's halo exchange: export locations for the blocks of other ranks, copies
+  // between blocks of one rank). A checkpoint does not save a derived location, and the graph's
+  // fingerprint leaves out derived locations, every access to them and derived tasks, so that
+  // the checkpoint restarts on another rank count. What they hold at an iteration's end (a
+  // derived location, what a derived task writes into another) the library rebuilds from the
+  // restored locations, in its on_restore check (Restored::write). Call before the first run.
+  //   g.set_derived(edge);                      // b's edge, packed for a block of another rank
+  //   g.set_derived_task(g.task("copy", ...));  // copies b's edge into a halo on b's rank
+  template <class T>
+  void set_derived(Location<T> loc) {
+    derive_location(loc.graph_serial(), loc.id());
+  }
+  void set_derived_task(std::uint32_t task);
 
  private:
   friend detail::GraphImpl& detail::impl_of(const Graph& graph);
@@ -661,6 +676,7 @@ class Graph {
                      const std::type_info& type, Combine op, std::uint32_t& first_partial,
                      std::uint32_t& result);
   void combine_reduction(std::uint64_t graph, std::uint32_t result);
+  void derive_location(std::uint64_t graph, std::uint32_t location);
   const void* reduction_value(std::uint64_t graph, std::uint32_t result,
                               const std::type_info& type) const;
   std::unique_ptr<detail::GraphImpl> impl_;
@@ -679,6 +695,14 @@ class Restored {
   template <class T>
   std::span<const T> data(Location<T> loc) const {
     return {static_cast<const T*>(bytes(loc.graph_serial(), loc.id(), typeid(T))), loc.size()};
+  }
+  // `loc`'s contents, to rebuild what Graph::set_derived left out of the checkpoint: a derived
+  // location, or what derived tasks write into a location (a halo), from what was loaded, as
+  // the run leaves them at an iteration's end. Throws Error unless this rank is its home.
+  template <class T>
+  std::span<T> write(Location<T> loc) {
+    return {static_cast<T*>(const_cast<void*>(bytes(loc.graph_serial(), loc.id(), typeid(T)))),
+            loc.size()};
   }
 
  private:
