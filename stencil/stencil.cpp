@@ -5,10 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -185,6 +183,9 @@ void Stencil::Impl::declare_exchange() {
     ExportStage& stage = *stages[b];
     for (const core::Export& e : halo.exports[b]) {
       g.set_home_rank(e.loc, placement.home[b]);
+      // Packed from the block every step, and only towards another rank: not the stencil's
+      // state, which a checkpoint keeps (stencil_restore.cpp rebuilds it).
+      g.set_derived(e.loc);
       if (!plan.is_staged_export(e.dir)) continue;
       Ix lo{}, hi{};
       geometry::send_box(geo.pad, static_cast<std::ptrdiff_t>(halo.width), e.dir, lo, hi);
@@ -211,12 +212,12 @@ void Stencil::Impl::declare_exchange() {
     if (!halo.exports[b].empty()) {
       std::vector<Access> acc{read(locs[b].main)};
       for (const core::Export& e : halo.exports[b]) acc.push_back(write(e.loc));
-      g.task(spec.name + ".export[" + std::to_string(b) + "]", std::move(acc),
-             [this, b, stage = stages[b]](Context& ctx) {
-               export_block(
-                   b, ctx.read(locs[b].main), [&](Location<double> l) { return ctx.write(l); },
-                   *stage);
-             });
+      g.set_derived_task(g.task(spec.name + ".export[" + std::to_string(b) + "]", std::move(acc),
+                                [this, b, stage = stages[b]](Context& ctx) {
+                                  export_block(
+                                      b, ctx.read(locs[b].main),
+                                      [&](Location<double> l) { return ctx.write(l); }, *stage);
+                                }));
     }
     // The bodies find their push by index: a reference into `pushes` would stay valid only as
     // long as the vector never grows again, which nothing would check.
@@ -224,17 +225,19 @@ void Stencil::Impl::declare_exchange() {
       const Push& p = pushes[i];
       const std::string name = spec.name + ".halo[" + std::to_string(b) + ">" +
                                std::to_string(p.to) + "]";
+      // Declared by rank count, like the exports, and redone by a restart: derived.
       if (p.to == b) {
-        g.task(name, {write(locs[b].main)}, [this, i](Context& ctx) {
+        g.set_derived_task(g.task(name, {write(locs[b].main)}, [this, i](Context& ctx) {
           std::span<double> main = ctx.write(locs[pushes[i].to].main);
           push_halo(pushes[i], main, main);
-        });
+        }));
         continue;
       }
-      g.task(name, {read(locs[b].main), write(locs[p.to].main)}, [this, i](Context& ctx) {
-        const Push& q = pushes[i];
-        push_halo(q, ctx.read(locs[q.from].main), ctx.write(locs[q.to].main));
-      });
+      g.set_derived_task(
+          g.task(name, {read(locs[b].main), write(locs[p.to].main)}, [this, i](Context& ctx) {
+            const Push& q = pushes[i];
+            push_halo(q, ctx.read(locs[q.from].main), ctx.write(locs[q.to].main));
+          }));
     }
   };
   if (spec.traversal == Traversal::gauss_seidel) {
@@ -342,57 +345,9 @@ Stencil::Stencil(Graph& graph, Spec spec, Kernel kernel) : impl_(std::make_uniqu
   m.reds.declare(graph, m.spec.name, static_cast<std::uint32_t>(m.grid.count()));
   // A restart fills the blocks from a checkpoint, headers included: the steps done and where
   // the buffers' blocks lie become pointer offsets (buffer_data), so a checkpoint whose headers
-  // no run could have written is refused before any sweep reads them.
-  std::vector<Location<double>> mains;
-  std::vector<std::string> main_names;
-  for (std::size_t b = 0; b < m.grid.count(); ++b) {
-    mains.push_back(m.locs[b].main);
-    main_names.push_back(m.spec.name + "[" + m.grid.block(b).tag + "]");
-  }
-  graph.on_restore(
-      [mains = std::move(mains), main_names = std::move(main_names), buffer_count = m.buffer_count,
-       shift = m.plan.shift_planes, spare = m.plan.shift_planes != 0 ? m.plan.spare_units : 0,
-       name = m.spec.name](const Restored& restored) -> std::string {
-        auto number = [](double v) {
-          char text[32];
-          std::snprintf(text, sizeof text, "%.17g", v);
-          return std::string(text);
-        };
-        std::optional<double> steps;
-        for (std::size_t b = 0; b < mains.size(); ++b) {
-          if (!restored.is_home(mains[b])) continue;
-          const double* h = restored.data(mains[b]).data();
-          const std::string block = "stencil '" + name + "': block " + main_names[b];
-          // Whole, at most 2^53 (every step count a double holds exactly), the same in every
-          // block: all stop at the same iteration gate.
-          if (!(h[0] >= 0 && h[0] <= 9007199254740992.0 && std::floor(h[0]) == h[0]))
-            return block + " says " + number(h[0]) + " steps done, which is no step count";
-          if (steps && *steps != h[0])
-            return block + " says " + number(h[0]) + " steps done, another block " +
-                   number(*steps);
-          steps = h[0];
-          // Where each buffer's block lies (stencil_impl.hpp, kHeader): at rest, or moved by
-          // in-place sweeps by a whole number of units up to the buffer's room; nothing else.
-          for (std::size_t i = 0; i < buffer_count; ++i) {
-            const double mark = h[1 + i];
-            if (mark >= 0 && mark <= static_cast<double>(spare) && std::floor(mark) == mark)
-              continue;
-            std::string why = block + " marks where it lies in buffer " + std::to_string(i) +
-                              " as " + number(mark) + ", where a sweep marks " +
-                              (spare > 0 ? "0 (where set() puts it) to " +
-                                               std::to_string(spare) +
-                                               " (moved by that many units towards the "
-                                               "buffer's start by in-place sweeps)"
-                                         : std::string("0 (this traversal never moves a block)"));
-            if (spare > 0 && mark == static_cast<double>(-shift))
-              why += "; an older ordo marked a moved block -" + std::to_string(shift) +
-                     ", so an older ordo wrote this checkpoint: run from the start, or finish "
-                     "with the ordo that wrote it (docs/checkpoint.md)";
-            return why;
-          }
-        }
-        return "";
-      });
+  // no run could have written is refused before any sweep reads them; then the exchange, which
+  // the checkpoint leaves out, is rebuilt from the blocks (stencil_restore.cpp).
+  graph.on_restore([&m](Restored& restored) { return m.restore(restored); });
 }
 
 Stencil::~Stencil() = default;

@@ -21,7 +21,9 @@
 //              is written straight from b's buffer (halo[b>n] below), so a rank holds no copy
 //              of an edge that does not leave it.
 // The exchange (x, export, halo) depends on which rank holds which block, so it is declared
-// when the blocks are placed (Impl::place: Stencil::place, or the graph's first run).
+// when the blocks are placed (Impl::place: Stencil::place, or the graph's first run), and
+// marked derived (Graph::set_derived): a checkpoint holds the blocks only, whatever the rank
+// count, and a restart rebuilds the exchange from them (stencil_restore.cpp).
 // Tasks per block b:
 //   compute[b]   write main[b], read aux[b], read x[n,-o] for every neighbour n = b+o on
 //                another rank: unpacks each x[n,-o] into the halo of main[b], then runs S
@@ -291,6 +293,11 @@ struct Stencil::Impl {
   void pack_exports(std::size_t b, std::span<const double> main,
                     const std::function<std::span<double>(Location<double>)>& out,
                     const ExportStage* staged = nullptr) const;
+  // After Runtime::restart loaded this rank's blocks (stencil_restore.cpp): "" or why their
+  // headers are none a run writes; then the exports and same-rank halos rebuilt from them.
+  std::string restore(Restored& restored) const;
+  std::string check_restored(const Restored& restored) const;
+  void rebuild_exchange(Restored& restored) const;
   // The export task of block b: packs its exports, taking the staged ones from `stage` while
   // it matches main, and spends the stage (every later pack reads the buffer).
   void export_block(std::size_t b, std::span<const double> main,

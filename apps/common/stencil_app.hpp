@@ -298,7 +298,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       ->check(ordo::cli::Integer(1, max_iters));
   cli.add_option("--restart", restart_dir,
                  "resume from the newest complete checkpoint in DIR, written by the same "
-                 "command on as many ranks; the result is the uninterrupted run's")
+                 "command on any number of ranks; the result is the uninterrupted run's")
       ->check(ordo::cli::Path())
       ->type_name("DIR");
   std::string stores = "cached";
