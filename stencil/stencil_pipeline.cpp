@@ -12,6 +12,7 @@
 //               a stage writes (inputs never change: their halos are filled by set()): b's
 //               edge region of width h_g facing the neighbour n = b+o, for every direction o
 //               the readers' offsets reach (faces only for von Neumann, corners for Moore).
+//               Derived (Graph::set_derived): spent by the iteration's end, not checkpointed.
 // Tasks, per iteration, in this (program) order:
 //   stage s, block b:  write g[b] and every g.x[b][o] for each g that s writes, read g'[b]
 //                      for each g' that s reads: runs the kernel over the block, then packs
@@ -215,6 +216,9 @@ void Pipeline::Impl::declare() {
       g.exchange.width = g.halo;
       g.exchange.exports.push_back(
           grid.declare_exports(gr, b, spec.name + "." + g.name, g.halo, g.dirs, 1));
+      // Spent at an iteration's end (every import follows its grid's writer in the iteration),
+      // so a checkpoint need not keep it, nor a restart rebuild it.
+      for (const core::Export& e : g.exchange.exports.back()) gr.set_derived(e.loc);
     }
   for (Grid& g : grids)
     if (is_exchanged(g)) grid.wire_imports(g.exchange, g.dirs);

@@ -5,7 +5,8 @@
 // so --iters counts steps and is even. --tol T stops after the first pair of steps whose second
 // changes no velocity by more than T (the stage contributes each block's largest change to a
 // max reduction); --verify compares the populations and the steps run, bit for bit, with a
-// plain sequential loop in this binary.
+// plain sequential loop in this binary. --checkpoint DIR --checkpoint-every N and --restart DIR
+// as in the stencil apps (docs/checkpoint.md), on any number of ranks.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include <fmt/core.h>
 #include <ordo/bench.hpp>
+#include <ordo/checkpoint.hpp>
 #include <ordo/stencil.hpp>
 
 #include "app_cli.hpp"
@@ -105,7 +107,25 @@ int run(int argc, char** argv) {
        .tol = nullptr,
        .verify = "compare the populations and the steps run bit for bit with a sequential loop",
        .output = "write the populations after the run (.npy, float64, 9xNxM, direction first)"});
+  std::string checkpoint_dir, restart_dir;
+  std::uint64_t checkpoint_every = 0;
+  cli.add_option("--checkpoint", checkpoint_dir,
+                 "write checkpoints into DIR (docs/checkpoint.md); needs --checkpoint-every")
+      ->check(ordo::cli::Path())
+      ->type_name("DIR");
+  cli.add_option("--checkpoint-every", checkpoint_every,
+                 "iterations of the pipeline (pairs of steps) between two checkpoints")
+      ->check(ordo::cli::Integer(1, std::uint64_t{1} << 40));
+  cli.add_option("--restart", restart_dir,
+                 "resume from the newest complete checkpoint in DIR, written by the same "
+                 "command on any number of ranks; the result is the uninterrupted run's")
+      ->check(ordo::cli::Path())
+      ->type_name("DIR");
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
+  if (checkpoint_dir.empty() != (checkpoint_every == 0))
+    throw ordo::Error(checkpoint_dir.empty()
+                          ? "--checkpoint-every needs --checkpoint DIR"
+                          : "--checkpoint needs --checkpoint-every N (iterations)");
   lbm::finish_model_flags(pb, iters, tol_opt);
   const bool until = pb.tol >= 0;
 
@@ -138,20 +158,46 @@ int run(int argc, char** argv) {
   ordo::Graph graph;
   st::Pipeline pipe(graph, spec);
 
-  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers, .trace_path = trace_path});
+  ordo::Runtime rt(ordo::RuntimeOptions{.workers = workers,
+                                        .trace_path = trace_path,
+                                        .checkpoint_dir = checkpoint_dir,
+                                        .checkpoint_every = checkpoint_every});
   workers = rt.workers();
   const unsigned rank = rt.rank(), ranks = rt.ranks();
   ordo::app::check_every_rank_has_a_block(ranks, blocks, blocks_text);
   pipe.place(rt);
   for (int i = 0; i < kQ; ++i)
     pipe.set(f[static_cast<std::size_t>(i)], [i](st::Coord) { return lbm::initial(i); });
+  // A restart loads every grid's blocks and the reduced change over the initial values just
+  // set, on any number of ranks; a relaunch by ordorun --restarts resumes from --checkpoint's
+  // directory (ordo::resume).
+  std::uint64_t first = 0;
+  const std::string resumed_from = !restart_dir.empty() ? restart_dir : checkpoint_dir;
+  if (!restart_dir.empty())
+    first = rt.restart(graph, restart_dir);
+  else if (!checkpoint_dir.empty())
+    first = ordo::resume(rt, graph, checkpoint_dir);
+  if (first > iters / 2)
+    throw ordo::Error("--restart " + resumed_from + ": its newest checkpoint is after step " +
+                      std::to_string(2 * first) + ", beyond the " + std::to_string(iters) +
+                      " asked; give the --iters of the run that wrote it");
+  const auto met = [tol = pb.tol](const st::Values& v) { return v[0] <= tol; };
+  // The uninterrupted run tested the change after the checkpoint's iteration too: stopped
+  // there, it runs nothing more.
+  const bool stopped = first > 0 && until && met(pipe.values());
   const std::uint64_t control_before = ordo::bench::control_messages(rt);
-  const ordo::RunStats stats =
-      until ? pipe.run_until(
-                  rt, [tol = pb.tol](const st::Values& v) { return v[0] <= tol; }, iters / 2)
-            : pipe.run(rt, iters / 2);
+  ordo::RunStats stats{};
+  if (first < iters / 2 && !stopped) {
+    try {
+      stats = until ? pipe.run_until(rt, met, iters / 2 - first) : pipe.run(rt, iters / 2 - first);
+    } catch (const ordo::PeerFailure& e) {
+      if (checkpoint_dir.empty() || dynamic_cast<const ordo::ProtocolError*>(&e)) throw;
+      throw ordo::Error(ordo::app::peer_failure_message(e, checkpoint_dir));
+    }
+  }
   const std::uint64_t control_messages = ordo::bench::control_messages(rt) - control_before;
-  const std::uint64_t steps = 2 * stats.iterations;
+  const std::uint64_t steps_run = 2 * stats.iterations;
+  const std::uint64_t steps = 2 * (first + stats.iterations);
 
   int outcome = 0;  // 1: this rank's blocks (or its step count) differ from the loop's
   if (verify) {
@@ -196,7 +242,8 @@ int run(int argc, char** argv) {
   std::string line = fmt::format(
       "app=lbm size={} blocks={} iters={} workers={} seconds={:.6f} gstencils={:.4f} verify={}",
       ordo::app::join_shape(size), ordo::app::join_shape(blocks), steps, workers, stats.seconds,
-      pts * static_cast<double>(steps) / stats.seconds / 1e9, verdict);
+      // A restart with nothing left ran nothing in no time: a rate of 0, not 0/0.
+      steps_run == 0 ? 0.0 : pts * static_cast<double>(steps_run) / stats.seconds / 1e9, verdict);
   if (until) line += fmt::format(" tol={}", pb.tol);
   if (ranks > 1) line += fmt::format(" ranks={} control_messages={}", ranks, control_messages);
   line += " " + ordo::app::peak_rss_field(peaks);
