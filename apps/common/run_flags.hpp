@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include <ordo/ordo.hpp>
+
 #include "app_cli.hpp"
 #include "cli_number.hpp"
 
@@ -49,6 +51,36 @@ inline void add_run_flags(CLI::App& cli, const RunFlags& f, const RunFlagWords& 
                  "record a trace of the run to FILE (read it with ordo-trace; docs/tracing.md)")
       ->check(ordo::cli::Path())
       ->type_name("FILE");
+}
+
+// --checkpoint DIR, --checkpoint-every N and --restart DIR (docs/checkpoint.md), as every app
+// that writes checkpoints takes them; `every_words` says what an iteration is in the app.
+struct CheckpointFlags {
+  std::string& dir;
+  std::uint64_t& every;
+  std::string& restart;
+};
+
+inline void add_checkpoint_flags(CLI::App& cli, const CheckpointFlags& f, const char* every_words,
+                                 std::uint64_t min_every = 1) {
+  cli.add_option("--checkpoint", f.dir,
+                 "write checkpoints into DIR (docs/checkpoint.md); needs --checkpoint-every")
+      ->check(ordo::cli::Path())
+      ->type_name("DIR");
+  cli.add_option("--checkpoint-every", f.every, every_words)
+      ->check(ordo::cli::Integer(min_every, max_iters));
+  cli.add_option("--restart", f.restart,
+                 "resume from the newest complete checkpoint in DIR, written by the same "
+                 "command on any number of ranks; the result is the uninterrupted run's")
+      ->check(ordo::cli::Path())
+      ->type_name("DIR");
+}
+
+// After parsing: --checkpoint and --checkpoint-every go together.
+inline void check_checkpoint_flags(const CheckpointFlags& f) {
+  if (f.dir.empty() != (f.every == 0))
+    throw ordo::Error(f.dir.empty() ? "--checkpoint-every needs --checkpoint DIR"
+                                    : "--checkpoint needs --checkpoint-every N (iterations)");
 }
 
 }  // namespace ordo::app

@@ -37,6 +37,7 @@
 #include "npy.hpp"
 #include "output_file.hpp"
 #include "peak_rss.hpp"
+#include "run_flags.hpp"
 #include "stop_test.hpp"
 #include "stream.hpp"
 
@@ -289,18 +290,10 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
       ->type_name("FILE");
   std::string checkpoint_dir, restart_dir;
   std::uint64_t checkpoint_every = 0;
-  cli.add_option("--checkpoint", checkpoint_dir,
-                 "write checkpoints into DIR (docs/checkpoint.md); needs --checkpoint-every")
-      ->check(ordo::cli::Path())
-      ->type_name("DIR");
-  cli.add_option("--checkpoint-every", checkpoint_every,
-                 "iterations of the graph between two checkpoints (with --tb D: D steps each)")
-      ->check(ordo::cli::Integer(1, max_iters));
-  cli.add_option("--restart", restart_dir,
-                 "resume from the newest complete checkpoint in DIR, written by the same "
-                 "command on any number of ranks; the result is the uninterrupted run's")
-      ->check(ordo::cli::Path())
-      ->type_name("DIR");
+  const ordo::app::CheckpointFlags checkpoint_flags{checkpoint_dir, checkpoint_every, restart_dir};
+  ordo::app::add_checkpoint_flags(
+      cli, checkpoint_flags,
+      "iterations of the graph between two checkpoints (with --tb D: D steps each)");
   std::string stores = "cached";
   std::size_t tile_bytes = 0;
   if (app.layer_tuning) {
@@ -321,9 +314,7 @@ inline int run_stencil_app(const AppDesc& app, int argc, char** argv) {
         ->capture_default_str();
   if (int rc = cli::parse(cli, argc, argv); rc >= 0) return rc;
 
-  if (checkpoint_dir.empty() != (checkpoint_every == 0))
-    throw Error(checkpoint_dir.empty() ? "--checkpoint-every needs --checkpoint DIR"
-                                       : "--checkpoint needs --checkpoint-every N (iterations)");
+  ordo::app::check_checkpoint_flags(checkpoint_flags);
   if ((!checkpoint_dir.empty() || !restart_dir.empty()) && app.fast_path)
     throw Error(app.name + " runs its own pipeline, which takes no checkpoints; leave out "
                 "--checkpoint and --restart");

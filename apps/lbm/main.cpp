@@ -109,23 +109,11 @@ int run(int argc, char** argv) {
        .output = "write the populations after the run (.npy, float64, 9xNxM, direction first)"});
   std::string checkpoint_dir, restart_dir;
   std::uint64_t checkpoint_every = 0;
-  cli.add_option("--checkpoint", checkpoint_dir,
-                 "write checkpoints into DIR (docs/checkpoint.md); needs --checkpoint-every")
-      ->check(ordo::cli::Path())
-      ->type_name("DIR");
-  cli.add_option("--checkpoint-every", checkpoint_every,
-                 "iterations of the pipeline (pairs of steps) between two checkpoints")
-      ->check(ordo::cli::Integer(1, std::uint64_t{1} << 40));
-  cli.add_option("--restart", restart_dir,
-                 "resume from the newest complete checkpoint in DIR, written by the same "
-                 "command on any number of ranks; the result is the uninterrupted run's")
-      ->check(ordo::cli::Path())
-      ->type_name("DIR");
+  const ordo::app::CheckpointFlags checkpoint_flags{checkpoint_dir, checkpoint_every, restart_dir};
+  ordo::app::add_checkpoint_flags(
+      cli, checkpoint_flags, "iterations of the pipeline (pairs of steps) between two checkpoints");
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
-  if (checkpoint_dir.empty() != (checkpoint_every == 0))
-    throw ordo::Error(checkpoint_dir.empty()
-                          ? "--checkpoint-every needs --checkpoint DIR"
-                          : "--checkpoint needs --checkpoint-every N (iterations)");
+  ordo::app::check_checkpoint_flags(checkpoint_flags);
   lbm::finish_model_flags(pb, iters, tol_opt);
   const bool until = pb.tol >= 0;
 
