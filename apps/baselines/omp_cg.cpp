@@ -46,7 +46,9 @@ int run(int argc, char** argv) {
   if (int rc = ordo::cli::parse(cli, argc, argv); rc >= 0) return rc;
   const std::vector<std::size_t> size = ordo::app::parse_shape(size_text, 2, "--size");
   ordo::app::check_grid_fits(size, verify ? 8 : 4, "--size " + size_text);
-  const std::size_t n = size[0], m = size[1], pm = m + 2;
+  const std::size_t n = size[0], m = size[1];
+  const ordo::cg::Padded pad{n, m};  // p's layout, as ordo-cg's blocks
+  const std::size_t pm = pad.stride();
   // A thread without a row would change the block grid the sums follow: at most n threads.
   const int threads = static_cast<int>(
       std::min<std::size_t>(workers ? workers : static_cast<unsigned>(omp_get_max_threads()), n));
@@ -58,7 +60,7 @@ int run(int argc, char** argv) {
     xb = ordo::app::detail::huge_array(n * m);
     rb = ordo::app::detail::huge_array(n * m);
     qb = ordo::app::detail::huge_array(n * m);
-    pb = ordo::app::detail::huge_array((n + 2) * pm);
+    pb = ordo::app::detail::huge_array(pad.size());
   } catch (const std::bad_alloc&) {
     throw ordo::Error("--size " + size_text + " needs four grids of " +
                       std::to_string(n * m * sizeof(double) >> 20) +
@@ -87,12 +89,12 @@ int run(int argc, char** argv) {
     if (t == threads - 1) std::fill(p + (n + 1) * pm, p + (n + 2) * pm, 0.0);
     double s = 0.0;
     for (std::size_t i = lo; i < hi; ++i) {
-      double* pr = p + (i + 1) * pm;
-      pr[0] = pr[m + 1] = 0.0;
+      double* pr = p + pad.at(static_cast<std::ptrdiff_t>(i), 0);
+      std::fill(pr - ordo::cg::Padded::kLead, pr - ordo::cg::Padded::kLead + pm, 0.0);
       for (std::size_t j = 0; j < m; ++j) {
         x[i * m + j] = 0.0;
         q[i * m + j] = 0.0;
-        r[i * m + j] = pr[j + 1] = ordo::cg::rhs(i, j, m);
+        r[i * m + j] = pr[j] = ordo::cg::rhs(i, j, m);
       }
       s += ordo::cg::dot_row(&r[i * m], &r[i * m], m);
     }
@@ -114,20 +116,23 @@ int run(int argc, char** argv) {
     while (k < iters) {
       double s = 0.0;
       for (std::size_t i = lo; i < hi; ++i)
-        s += ordo::cg::matvec_row(p + (i + 1) * pm + 1, static_cast<std::ptrdiff_t>(pm), q + i * m, m);
+        s += ordo::cg::matvec_row(p + pad.at(static_cast<std::ptrdiff_t>(i), 0),
+                                  static_cast<std::ptrdiff_t>(pm), q + i * m, m);
       part_pq[ti] = s;
 #pragma omp barrier
       const double alpha = rr_now / ordo::combine_in_order<double>(part_pq);
       s = 0.0;
       for (std::size_t i = lo; i < hi; ++i)
-        s += ordo::cg::update_row(x + i * m, r + i * m, p + (i + 1) * pm + 1, q + i * m, alpha, m);
+        s += ordo::cg::update_row(x + i * m, r + i * m,
+                                  p + pad.at(static_cast<std::ptrdiff_t>(i), 0), q + i * m, alpha,
+                                  m);
       part_rr[ti] = s;
 #pragma omp barrier
       const double next = ordo::combine_in_order<double>(part_rr);
       const double beta = next / rr_now;
       rr_now = next;
       for (std::size_t i = lo; i < hi; ++i)
-        ordo::cg::direction_row(p + (i + 1) * pm + 1, r + i * m, beta, m);
+        ordo::cg::direction_row(p + pad.at(static_cast<std::ptrdiff_t>(i), 0), r + i * m, beta, m);
       ++k;
       if (ordo::cg::stops(rr_now, rr0, tol)) break;
         // The next q = A p reads the neighbouring slabs' rows of the new p.

@@ -5,7 +5,7 @@
 // same iteration count for any number of workers or ranks, and as the sequential CG.
 //
 // Per block b (rows x cols of the grid, on rank b * ranks / blocks):
-//   p[b]     the search direction with a ring of halo (rows+2 x cols+2)
+//   p[b]     the search direction with a ring of halo (cg::Padded)
 //   x[b], r[b], q[b]   the solution, the residual, A p
 //   edge[b]  p's and r's first row, last row, first column, last column (what the neighbours
 //            read; Edges)
@@ -41,6 +41,7 @@
 namespace {
 
 using ordo::cg::BlockRange;
+using ordo::cg::Padded;
 
 constexpr std::size_t kMaxBlocks = std::size_t{1} << 18;
 
@@ -99,7 +100,7 @@ struct Solver {
     for (std::size_t b = 0; b < nb; ++b) {
       const BlockRange br = pb.range(b);
       const std::string i = "[" + std::to_string(b) + "]";
-      p.push_back(g.location<double>("cg.p" + i, (br.rows() + 2) * (br.cols() + 2)));
+      p.push_back(g.location<double>("cg.p" + i, padded(b).size()));
       x.push_back(g.location<double>("cg.x" + i, br.rows() * br.cols()));
       r.push_back(g.location<double>("cg.r" + i, br.rows() * br.cols()));
       q.push_back(g.location<double>("cg.q" + i, br.rows() * br.cols()));
@@ -119,6 +120,10 @@ struct Solver {
   }
 
   Edges edges(std::size_t b) const {
+    const BlockRange br = pb.range(b);
+    return {br.rows(), br.cols()};
+  }
+  Padded padded(std::size_t b) const {
     const BlockRange br = pb.range(b);
     return {br.rows(), br.cols()};
   }
@@ -150,7 +155,8 @@ struct Solver {
       acc.add(ordo::contribute(pq, b));
     }, [this](ordo::Context& ctx, std::uint32_t b) {
       const BlockRange br = pb.range(b);
-      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const std::size_t h = br.rows(), w = br.cols();
+      const Padded pad = padded(b);
       const std::optional<double> beta_prev = beta(ctx, b);
       const std::span<double> pp = ctx.write(p[b]);
       const std::array<std::int64_t, 4> nbr = neighbours(b);
@@ -167,22 +173,22 @@ struct Solver {
               beta_prev ? ordo::cg::direction_point(new_r[k], *beta_prev, old_p[k]) : old_p[k];
       };
       const auto at = [&](std::size_t k) { return static_cast<std::size_t>(nbr[k]); };
-      if (nbr[0] >= 0) halo(at(0), &Edges::south, w, &pp[1], 1);
-      if (nbr[1] >= 0) halo(at(1), &Edges::north, w, &pp[(h + 1) * s + 1], 1);
-      if (nbr[2] >= 0) halo(at(2), &Edges::east, h, &pp[s], s);
-      if (nbr[3] >= 0) halo(at(3), &Edges::west, h, &pp[s + w + 1], s);
+      if (nbr[0] >= 0) halo(at(0), &Edges::south, w, &pp[pad.at(-1, 0)], 1);
+      if (nbr[1] >= 0) halo(at(1), &Edges::north, w, &pp[pad.at(h, 0)], 1);
+      if (nbr[2] >= 0) halo(at(2), &Edges::east, h, &pp[pad.at(0, -1)], pad.stride());
+      if (nbr[3] >= 0) halo(at(3), &Edges::west, h, &pp[pad.at(0, w)], pad.stride());
       // p = r + beta p one row ahead of q = A p, which reads the row below.
       const auto rr_ = ctx.read(r[b]);
       const auto direction = [&](std::size_t i) {
         if (beta_prev && i < h)
-          ordo::cg::direction_row(&pp[(i + 1) * s + 1], &rr_[i * w], *beta_prev, w);
+          ordo::cg::direction_row(&pp[pad.at(i, 0)], &rr_[i * w], *beta_prev, w);
       };
       const std::span<double> qq = ctx.write(q[b]);
       direction(0);
       double sum = 0.0;
       for (std::size_t i = 0; i < h; ++i) {
         direction(i + 1);
-        sum += ordo::cg::matvec_row(&pp[(i + 1) * s + 1], static_cast<std::ptrdiff_t>(s),
+        sum += ordo::cg::matvec_row(&pp[pad.at(i, 0)], static_cast<std::ptrdiff_t>(pad.stride()),
                                     &qq[i * w], w);
       }
       ctx.contribute(pq, b, sum);
@@ -203,7 +209,8 @@ struct Solver {
       acc.add(ordo::contribute(rr, b));
     }, [this](ordo::Context& ctx, std::uint32_t b) {
       const BlockRange br = pb.range(b);
-      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const std::size_t h = br.rows(), w = br.cols();
+      const Padded pad = padded(b);
       const double rr_now = ctx.iteration() == 0 ? rr0 : ctx.value(rr);
       ctx.write(last[b])[0] = rr_now;
       const double alpha = rr_now / ctx.value(pq);
@@ -213,8 +220,8 @@ struct Solver {
       const auto qq = ctx.read(q[b]);
       double sum = 0.0;
       for (std::size_t i = 0; i < h; ++i)
-        sum += ordo::cg::update_row(&xx[i * w], &rr_[i * w], &pp[(i + 1) * s + 1], &qq[i * w],
-                                    alpha, w);
+        sum +=
+            ordo::cg::update_row(&xx[i * w], &rr_[i * w], &pp[pad.at(i, 0)], &qq[i * w], alpha, w);
       ctx.contribute(rr, b, sum);
       pack_edges(pp, rr_, ctx.write(edge[b]), edges(b));
     });
@@ -223,14 +230,15 @@ struct Solver {
   // p's and r's edges (p with its halo ring, r without).
   static void pack_edges(std::span<const double> pp, std::span<const double> rr_,
                          std::span<double> e, const Edges& at) {
-    const std::size_t h = at.h, w = at.w, s = w + 2;
-    std::memcpy(&e[at.north(false)], &pp[s + 1], w * sizeof(double));
-    std::memcpy(&e[at.south(false)], &pp[h * s + 1], w * sizeof(double));
+    const std::size_t h = at.h, w = at.w;
+    const Padded pad{h, w};
+    std::memcpy(&e[at.north(false)], &pp[pad.at(0, 0)], w * sizeof(double));
+    std::memcpy(&e[at.south(false)], &pp[pad.at(h - 1, 0)], w * sizeof(double));
     std::memcpy(&e[at.north(true)], &rr_[0], w * sizeof(double));
     std::memcpy(&e[at.south(true)], &rr_[(h - 1) * w], w * sizeof(double));
     for (std::size_t i = 0; i < h; ++i) {
-      e[at.west(false) + i] = pp[(i + 1) * s + 1];
-      e[at.east(false) + i] = pp[(i + 1) * s + w];
+      e[at.west(false) + i] = pp[pad.at(i, 0)];
+      e[at.east(false) + i] = pp[pad.at(i, w - 1)];
       e[at.west(true) + i] = rr_[i * w];
       e[at.east(true) + i] = rr_[i * w + w - 1];
     }
@@ -243,12 +251,13 @@ struct Solver {
     for (std::size_t b = 0; b < pb.blocks(); ++b) {
       if (home[b] != rank) continue;
       const BlockRange br = pb.range(b);
-      const std::size_t h = br.rows(), w = br.cols(), s = w + 2;
+      const std::size_t h = br.rows(), w = br.cols();
+      const Padded pad = padded(b);
       const auto pp = g.data(p[b]);
       const auto rr_ = g.data(r[b]);
       for (std::size_t i = 0; i < h; ++i)
         for (std::size_t j = 0; j < w; ++j)
-          rr_[i * w + j] = pp[(i + 1) * s + j + 1] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
+          rr_[i * w + j] = pp[pad.at(i, j)] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
       for (auto loc : {x[b], q[b]}) std::ranges::fill(g.data(loc), 0.0);
       pack_edges(pp, rr_, g.data(edge[b]), edges(b));
     }
