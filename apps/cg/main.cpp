@@ -14,7 +14,8 @@
 //   matvec[b]  the previous iteration's p = r + beta p (beta = rr / last), on the block and on
 //              its halo from the neighbours' edges; q = A p; contributes p.q
 //   combine(pq)
-//   update[b]  alpha = rr / pq; x += alpha p; r -= alpha q; contributes r.r; edge[b] from p, r
+//   update[b]  alpha = rr / pq; x += alpha p; r -= alpha q; contributes r.r; edge[b] from
+//              p, r (the parts some neighbour reads)
 //   combine(rr)
 // Both read rr before its combine: the previous iteration's value (iteration 0 takes b.b,
 // reduced by a small graph before the run, and starts from p = r = b). So p = r + beta p is
@@ -218,28 +219,47 @@ struct Solver {
       const auto rr_ = ctx.write(r[b]);
       const auto pp = ctx.read(p[b]);
       const auto qq = ctx.read(q[b]);
+      const std::span<double> e = ctx.write(edge[b]);
+      const Edges at = edges(b);
+      const std::array<std::int64_t, 4> nbr = neighbours(b);
       double sum = 0.0;
-      for (std::size_t i = 0; i < h; ++i)
+      for (std::size_t i = 0; i < h; ++i) {
         sum +=
             ordo::cg::update_row(&xx[i * w], &rr_[i * w], &pp[pad.at(i, 0)], &qq[i * w], alpha, w);
+        pack_columns(pp, rr_, e, at, i, nbr[2] >= 0, nbr[3] >= 0);
+      }
       ctx.contribute(rr, b, sum);
-      pack_edges(pp, rr_, ctx.write(edge[b]), edges(b));
+      pack_rows(pp, rr_, e, at, nbr[0] >= 0, nbr[1] >= 0);
     });
   }
 
-  // p's and r's edges (p with its halo ring, r without).
-  static void pack_edges(std::span<const double> pp, std::span<const double> rr_,
-                         std::span<double> e, const Edges& at) {
+  // p's and r's edges (p with its halo ring, r without), only those a neighbour reads: the
+  // first and last rows, and row i's ends while the row is in the cache (a column taken
+  // after the sweep costs a cache line per point).
+  static void pack_rows(std::span<const double> pp, std::span<const double> rr_,
+                        std::span<double> e, const Edges& at, bool north, bool south) {
     const std::size_t h = at.h, w = at.w;
     const Padded pad{h, w};
-    std::memcpy(&e[at.north(false)], &pp[pad.at(0, 0)], w * sizeof(double));
-    std::memcpy(&e[at.south(false)], &pp[pad.at(h - 1, 0)], w * sizeof(double));
-    std::memcpy(&e[at.north(true)], &rr_[0], w * sizeof(double));
-    std::memcpy(&e[at.south(true)], &rr_[(h - 1) * w], w * sizeof(double));
-    for (std::size_t i = 0; i < h; ++i) {
+    if (north) {
+      std::memcpy(&e[at.north(false)], &pp[pad.at(0, 0)], w * sizeof(double));
+      std::memcpy(&e[at.north(true)], &rr_[0], w * sizeof(double));
+    }
+    if (south) {
+      std::memcpy(&e[at.south(false)], &pp[pad.at(h - 1, 0)], w * sizeof(double));
+      std::memcpy(&e[at.south(true)], &rr_[(h - 1) * w], w * sizeof(double));
+    }
+  }
+  static void pack_columns(std::span<const double> pp, std::span<const double> rr_,
+                           std::span<double> e, const Edges& at, std::size_t i, bool west,
+                           bool east) {
+    const std::size_t w = at.w;
+    const Padded pad{at.h, w};
+    if (west) {
       e[at.west(false) + i] = pp[pad.at(i, 0)];
-      e[at.east(false) + i] = pp[pad.at(i, w - 1)];
       e[at.west(true) + i] = rr_[i * w];
+    }
+    if (east) {
+      e[at.east(false) + i] = pp[pad.at(i, w - 1)];
       e[at.east(true) + i] = rr_[i * w + w - 1];
     }
   }
@@ -259,7 +279,9 @@ struct Solver {
         for (std::size_t j = 0; j < w; ++j)
           rr_[i * w + j] = pp[pad.at(i, j)] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
       for (auto loc : {x[b], q[b]}) std::ranges::fill(g.data(loc), 0.0);
-      pack_edges(pp, rr_, g.data(edge[b]), edges(b));
+      const std::span<double> e = g.data(edge[b]);
+      for (std::size_t i = 0; i < h; ++i) pack_columns(pp, rr_, e, edges(b), i, true, true);
+      pack_rows(pp, rr_, e, edges(b), true, true);
     }
   }
 };
