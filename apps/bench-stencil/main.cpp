@@ -30,10 +30,11 @@
 //
 // --app cg runs ordo-cg (conjugate gradient, two reductions per iteration) against ordo-omp-cg
 // the same way: no ordo-tb or MPI system there (skipped with the reason), and the bound counts
-// the 80 bytes per point an iteration of ordo-cg streams (kBytesPerPoint's counting, per sweep:
-// p = r + beta p fused with q = A p reads r and p and writes p and q, 32; x += alpha p,
-// r -= alpha q reads four and writes two, 48). OpenMP's three sweeps stream 88: p = r + beta p
-// on its own reads two and writes one (24), q = A p reads p again and writes q (16).
+// the 64 bytes per point an iteration of ordo-cg streams (kBytesPerPoint's counting, per sweep:
+// p = r + beta p fused with p.(A p) reads r and p and writes p, 24; x += alpha p,
+// r -= alpha A p reads x, r and p and writes x and r, 40). OpenMP's three sweeps stream 88:
+// q = A p reads p and writes q (16), x += alpha p, r -= alpha q reads four and writes two (48),
+// p = r + beta p reads two and writes one (24).
 // Two more systems on request, for comparisons across versions and sizes in the same run:
 //   --also NAME=BIN   another build of ordo-<app> (an older version, say) with ordo's flags;
 //                     prints NAME_vs_openmp and ordo_vs_NAME; when BIN takes --tb, also as
@@ -68,7 +69,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kBytesPerPoint = 16;  // one read and one write of a double per grid point
-constexpr double kCgBytesPerPoint = 80;  // per iteration of ordo-cg (see the top of this file)
+constexpr double kCgBytesPerPoint = 64;    // per iteration of ordo-cg (see the top of this file)
 constexpr double kLbmBytesPerPoint = 144;  // per step of ordo-lbm: 9 populations in and out
 
 struct System {

@@ -6,25 +6,26 @@
 //
 // Per block b (rows x cols of the grid, on rank b * ranks / blocks):
 //   p[b]     the search direction with a ring of halo (cg::Padded)
-//   x[b], r[b], q[b]   the solution, the residual, A p
+//   x[b], r[b]  the solution, the residual
 //   edge[b]  p's and r's first row, last row, first column, last column (what the neighbours
 //            read; Edges)
 //   last[b]  the rr the iteration started from (beta's denominator)
 // Tasks of one iteration, in program order:
 //   matvec[b]  the previous iteration's p = r + beta p (beta = rr / last), on the block and on
-//              its halo from the neighbours' edges; q = A p; contributes p.q
+//              its halo from the neighbours' edges; contributes p.(A p)
 //   combine(pq)
-//   update[b]  alpha = rr / pq; x += alpha p; r -= alpha q; contributes r.r; edge[b] from
+//   update[b]  alpha = rr / pq; x += alpha p; r -= alpha A p; contributes r.r; edge[b] from
 //              p, r (the parts some neighbour reads)
 //   combine(rr)
 // Both read rr before its combine: the previous iteration's value (iteration 0 takes b.b,
 // reduced by a small graph before the run, and starts from p = r = b). So p = r + beta p is
 // the next iteration's first sweep rather than a third task per block: it needs no wave of
 // its own after combine(rr), and the matvec reads the p it has just written while it is in
-// the cache (80 bytes per point per iteration instead of 88). A block computes its halo's
-// new p itself, from the neighbours' old p and new r, with the arithmetic of the neighbour's
-// own sweep (the same bits); after the last iteration p is one step behind, which nothing
-// reads.
+// the cache. q = A p is not kept: update recomputes it from p's rows, which moves fewer bytes
+// than writing it and reading it back (cg_kernels.hpp, direction_pq_row). A block computes its
+// halo's new p itself, from the neighbours' old p and new r, with the arithmetic of the
+// neighbour's own sweep (the same bits); after the last iteration p is one step behind, which
+// nothing reads.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -91,7 +92,7 @@ struct Solver {
   Problem pb;
   double rr0;
   ordo::Graph g;
-  std::vector<ordo::Location<double>> p, x, r, q, edge, last;
+  std::vector<ordo::Location<double>> p, x, r, edge, last;
   ordo::Reduction<double> pq, rr;
   std::vector<unsigned> home;
 
@@ -104,12 +105,11 @@ struct Solver {
       p.push_back(g.location<double>("cg.p" + i, padded(b).size()));
       x.push_back(g.location<double>("cg.x" + i, br.rows() * br.cols()));
       r.push_back(g.location<double>("cg.r" + i, br.rows() * br.cols()));
-      q.push_back(g.location<double>("cg.q" + i, br.rows() * br.cols()));
       edge.push_back(g.location<double>("cg.edge" + i, edges(b).size()));
       last.push_back(g.location<double>("cg.last" + i, 1));
       home.push_back(static_cast<unsigned>(b * ranks / nb));
       if (ranks > 1)
-        for (auto loc : {p[b], x[b], r[b], q[b], edge[b], last[b]}) g.set_home_rank(loc, home[b]);
+        for (auto loc : {p[b], x[b], r[b], edge[b], last[b]}) g.set_home_rank(loc, home[b]);
     }
     const auto count = static_cast<std::uint32_t>(nb);
     pq = g.reduction<double>("cg.pq", count);
@@ -149,7 +149,6 @@ struct Solver {
       acc.add(ordo::write(p[b]));  // first written: the task runs where p[b] lives
       for (std::int64_t nbr : neighbours(b))
         if (nbr >= 0) acc.add(ordo::read(edge[static_cast<std::size_t>(nbr)]));
-      acc.add(ordo::write(q[b]));
       acc.add(ordo::read(r[b]));
       acc.add(ordo::read(last[b]));
       acc.add(ordo::read(rr));  // before combine(rr): the previous iteration's
@@ -178,19 +177,17 @@ struct Solver {
       if (nbr[1] >= 0) halo(at(1), &Edges::north, w, &pp[pad.at(h, 0)], 1);
       if (nbr[2] >= 0) halo(at(2), &Edges::east, h, &pp[pad.at(0, -1)], pad.stride());
       if (nbr[3] >= 0) halo(at(3), &Edges::west, h, &pp[pad.at(0, w)], pad.stride());
-      // p = r + beta p one row ahead of q = A p, which reads the row below.
+      // p = r + beta p on the first row, then on each next row in the sweep of p.(A p) on the
+      // row above it, which reads it (the last row's below is the halo, already new).
       const auto rr_ = ctx.read(r[b]);
-      const auto direction = [&](std::size_t i) {
-        if (beta_prev && i < h)
-          ordo::cg::direction_row(&pp[pad.at(i, 0)], &rr_[i * w], *beta_prev, w);
-      };
-      const std::span<double> qq = ctx.write(q[b]);
-      direction(0);
+      const auto stride = static_cast<std::ptrdiff_t>(pad.stride());
+      if (beta_prev) ordo::cg::direction_row(&pp[pad.at(0, 0)], &rr_[0], *beta_prev, w);
       double sum = 0.0;
       for (std::size_t i = 0; i < h; ++i) {
-        direction(i + 1);
-        sum += ordo::cg::matvec_row(&pp[pad.at(i, 0)], static_cast<std::ptrdiff_t>(pad.stride()),
-                                    &qq[i * w], w);
+        double* const row = &pp[pad.at(i, 0)];
+        sum += beta_prev && i + 1 < h
+                   ? ordo::cg::direction_pq_row(row, stride, &rr_[(i + 1) * w], *beta_prev, w)
+                   : ordo::cg::pq_row(row, stride, w);
       }
       ctx.contribute(pq, b, sum);
     });
@@ -204,7 +201,6 @@ struct Solver {
       acc.add(ordo::write(last[b]));
       acc.add(ordo::write(edge[b]));
       acc.add(ordo::read(p[b]));
-      acc.add(ordo::read(q[b]));
       acc.add(ordo::read(pq));
       acc.add(ordo::read(rr));  // before combine(rr): the previous iteration's
       acc.add(ordo::contribute(rr, b));
@@ -218,14 +214,13 @@ struct Solver {
       const auto xx = ctx.write(x[b]);
       const auto rr_ = ctx.write(r[b]);
       const auto pp = ctx.read(p[b]);
-      const auto qq = ctx.read(q[b]);
       const std::span<double> e = ctx.write(edge[b]);
       const Edges at = edges(b);
       const std::array<std::int64_t, 4> nbr = neighbours(b);
       double sum = 0.0;
       for (std::size_t i = 0; i < h; ++i) {
-        sum +=
-            ordo::cg::update_row(&xx[i * w], &rr_[i * w], &pp[pad.at(i, 0)], &qq[i * w], alpha, w);
+        sum += ordo::cg::update_ap_row(&xx[i * w], &rr_[i * w], &pp[pad.at(i, 0)],
+                                       static_cast<std::ptrdiff_t>(pad.stride()), alpha, w);
         pack_columns(pp, rr_, e, at, i, nbr[2] >= 0, nbr[3] >= 0);
       }
       ctx.contribute(rr, b, sum);
@@ -264,9 +259,9 @@ struct Solver {
     }
   }
 
-  // x = 0, r = p = b on the blocks this rank holds (the others are never touched here), and q
-  // touched: a location's pages are mapped when first touched, which would otherwise happen
-  // in the first iteration's sweeps (as in any program, the set-up's cost, not an iteration's).
+  // x = 0, r = p = b on the blocks this rank holds (the others are never touched here): a
+  // location's pages are mapped when first touched, which would otherwise happen in the first
+  // iteration's sweeps (as in any program, the set-up's cost, not an iteration's).
   void set_initial(unsigned rank) {
     for (std::size_t b = 0; b < pb.blocks(); ++b) {
       if (home[b] != rank) continue;
@@ -278,7 +273,7 @@ struct Solver {
       for (std::size_t i = 0; i < h; ++i)
         for (std::size_t j = 0; j < w; ++j)
           rr_[i * w + j] = pp[pad.at(i, j)] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
-      for (auto loc : {x[b], q[b]}) std::ranges::fill(g.data(loc), 0.0);
+      std::ranges::fill(g.data(x[b]), 0.0);
       const std::span<double> e = g.data(edge[b]);
       for (std::size_t i = 0; i < h; ++i) pack_columns(pp, rr_, e, edges(b), i, true, true);
       pack_rows(pp, rr_, e, edges(b), true, true);
@@ -320,10 +315,10 @@ int run(int argc, char** argv) {
   ap.size = ordo::app::parse_shape(size_text, 2, "--size");
   ap.blocks = ordo::app::parse_shape(blocks_text, 2, "--blocks");
   ordo::app::check_blocks_fit(ap.size, ap.blocks, size_text, blocks_text);
-  // x, r, q and p (with halos) in the graph; --verify's reference holds as many again.
-  ordo::app::check_grid_fits(ap.size, verify ? 8 : 4, "--size " + size_text);
+  // x, r and p (with halos) in the graph; --verify's reference holds x, r, q and p.
+  ordo::app::check_grid_fits(ap.size, verify ? 7 : 3, "--size " + size_text);
   const Problem pb{ap.size[0], ap.size[1], ap.blocks[0], ap.blocks[1]};
-  // A block costs six locations and three tasks (about 5 KiB of graph): 2^18 of them take a
+  // A block costs five locations and three tasks (about 5 KiB of graph): 2^18 of them take a
   // gigabyte and most of a minute to declare before anything runs.
   if (pb.blocks() > kMaxBlocks)
     throw ordo::Error("--blocks " + blocks_text + " makes " + std::to_string(pb.blocks()) +
@@ -348,7 +343,7 @@ int run(int argc, char** argv) {
   ordo::Until until;
   until.done = [&](const ordo::Graph& g) { return ordo::cg::stops(g.value(s.rr), rr0, tol); };
   until.reads = {ordo::read(s.rr)};
-  // A restart loads x, r, p, q, the edges and both reductions' values after the checkpoint's
+  // A restart loads x, r, p, the edges and both reductions' values after the checkpoint's
   // iteration, on any number of ranks (the graph declares no rank-dependent locations); a
   // relaunch by ordorun --restarts resumes from --checkpoint's directory (ordo::resume).
   std::uint64_t first = 0;

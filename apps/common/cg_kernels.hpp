@@ -7,6 +7,7 @@
 //   q = A p                          pq = p.q      (matvec_row)
 //   alpha = rr / pq;  x += alpha p;  r -= alpha q;  rr' = r.r  (update_row)
 //   beta = rr' / rr;  p = r + beta p;               rr = rr'   (direction_row)
+// ordo-cg runs the same arithmetic in two sweeps (direction_pq_row, update_ap_row).
 // A dot product is summed per block of a block grid (each row in a fixed lane pattern, the
 // rows in order from 0.0), then over the blocks in ordo::combine_in_order's order: so the
 // bits depend on the block grid, never on workers, threads or ranks (docs/api.md, Reductions).
@@ -93,19 +94,32 @@ inline double dot_row(const double* __restrict a, const double* __restrict b, st
   });
 }
 
+// (A p) at one point (double) or four (Lanes) from p there and at its four neighbours: the one
+// formula of every kernel below, so that all agree bit for bit.
+template <class T>
+inline T laplacian(const T& c, const T& north, const T& south, const T& west, const T& east) {
+  return 4.0 * c - ((north + south) + (west + east));
+}
+
+// Loads p's four neighbours of the point(s) at `at`, whose rows are `stride` apart.
+template <class T>
+inline void load_neighbours(T (&nb)[4], const double* at, std::ptrdiff_t stride) {
+  load(nb[0], at - stride);
+  load(nb[1], at + stride);
+  load(nb[2], at - 1);
+  load(nb[3], at + 1);
+}
+
 // q = A p along one row of `len` points; p points at the row's first point in an array whose
 // rows are `stride` apart, with the neighbours (or zeros past the grid) around it. Returns the
 // row's p.q.
 inline double matvec_row(const double* __restrict p, std::ptrdiff_t stride, double* __restrict q,
                          std::size_t len) {
   return lanes_sum(len, [&](std::size_t j, auto& sum) {
-    std::remove_reference_t<decltype(sum)> c, north, south, west, east;
+    std::remove_reference_t<decltype(sum)> c, nb[4];
     load(c, p + j);
-    load(north, p + j - stride);
-    load(south, p + j + stride);
-    load(west, p + j - 1);
-    load(east, p + j + 1);
-    const auto v = 4.0 * c - ((north + south) + (west + east));
+    load_neighbours(nb, p + j, stride);
+    const auto v = laplacian(c, nb[0], nb[1], nb[2], nb[3]);
     store(q + j, v);
     sum += c * v;
   });
@@ -122,6 +136,63 @@ inline double update_row(double* __restrict x, double* __restrict r, const doubl
     load(qj, q + j);
     store(x + j, xj + alpha * pj);
     const auto v = rj - alpha * qj;
+    store(r + j, v);
+    sum += v * v;
+  });
+}
+
+// ordo-cg's two sweeps, which leave q out: it is A p, recomputed where update_row would read
+// it, from p's rows (the same formula, so the same bits as matvec_row and update_row). The
+// first sweep holds p = r + beta p too (p's row below is only read at the column being
+// computed, so each step makes it, stores it and uses it from a register). An iteration then
+// moves 64 bytes per point instead of 80, and 88 for the three sweeps: that bounds a grid
+// beyond the cache; in the cache the recomputation costs what writing and reading q did
+// (docs/journal/cg.md, which also gives what it would bring the OpenMP baseline, which keeps
+// the textbook q).
+
+// p = r + beta p along the row below p (whose rows are `stride` apart; r_below is r's row
+// there), then this row's p.(A p); p's row above and this row, with its two ends, are already
+// the new p.
+inline double direction_pq_row(double* __restrict p, std::ptrdiff_t stride,
+                               const double* __restrict r_below, double beta, std::size_t len) {
+  double* const below = p + stride;
+  return lanes_sum(len, [&](std::size_t j, auto& sum) {
+    std::remove_reference_t<decltype(sum)> c, north, south, west, east, rb;
+    load(south, below + j);
+    load(rb, r_below + j);
+    south = rb + beta * south;  // direction_point
+    store(below + j, south);
+    load(c, p + j);
+    load(north, p + j - stride);
+    load(west, p + j - 1);
+    load(east, p + j + 1);
+    sum += c * laplacian(c, north, south, west, east);
+  });
+}
+
+// This row's p.(A p), for a row whose row below needs no new p (the first iteration's, or the
+// last row's, whose row below is the halo).
+inline double pq_row(const double* __restrict p, std::ptrdiff_t stride, std::size_t len) {
+  return lanes_sum(len, [&](std::size_t j, auto& sum) {
+    std::remove_reference_t<decltype(sum)> c, nb[4];
+    load(c, p + j);
+    load_neighbours(nb, p + j, stride);
+    sum += c * laplacian(c, nb[0], nb[1], nb[2], nb[3]);
+  });
+}
+
+// x += alpha p, r -= alpha (A p) along one row of p (rows `stride` apart, its neighbours new);
+// returns the row's new r.r.
+inline double update_ap_row(double* __restrict x, double* __restrict r, const double* __restrict p,
+                            std::ptrdiff_t stride, double alpha, std::size_t len) {
+  return lanes_sum(len, [&](std::size_t j, auto& sum) {
+    std::remove_reference_t<decltype(sum)> xj, rj, c, nb[4];
+    load(xj, x + j);
+    load(rj, r + j);
+    load(c, p + j);
+    load_neighbours(nb, p + j, stride);
+    store(x + j, xj + alpha * c);
+    const auto v = rj - alpha * laplacian(c, nb[0], nb[1], nb[2], nb[3]);
     store(r + j, v);
     sum += v * v;
   });
