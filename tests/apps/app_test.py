@@ -16,7 +16,9 @@
   app_test.py inputshape BIN           an --input of another shape than --size: refused like
                                         `refuse`, before its 256 MiB of data are read
   app_test.py peak BIN ARGS...          without --bandwidth, the reported peak_rss is the process's
-                                        peak (wait4's, as /usr/bin/time); with it, a fraction
+                                        peak (wait4's, as /usr/bin/time); with it, a fraction;
+                                        ARGS without --size: a square grid beyond this machine's
+                                        last-level cache
   app_test.py output BIN ARGS...        --output is atomic: a run killed while writing, or one
                                         that cannot write, leaves the previous file byte for
                                         byte; a directory that cannot be written is refused
@@ -416,11 +418,39 @@ def cmd_steady(binary):
     print("steady state ok, max deviation %.3g" % worst)
 
 
+def last_level_cache_bytes():
+    """The largest data or unified cache of cpu0, read from sysfs as the apps read it
+    (api/cache_sizes.cpp); 0 when the kernel reports none."""
+    best = 0
+    root = "/sys/devices/system/cpu/cpu0/cache"
+    for entry in os.listdir(root) if os.path.isdir(root) else []:
+        try:
+            with open(os.path.join(root, entry, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(root, entry, "size")) as f:
+                size = f.read().strip()
+        except OSError:
+            continue
+        m = re.fullmatch(r"(\d+)([KM]?)", size)
+        if kind == "Instruction" or not m:
+            continue
+        best = max(best, int(m.group(1)) << {"": 0, "K": 10, "M": 20}[m.group(2)])
+    return best
+
+
 def cmd_peak(binary, args):
     """Without --bandwidth the app measures only itself: no bandwidth_fraction, and the
     peak_rss it reports is the process's whole peak, the figure /usr/bin/time gives (the
     kernel's maximum resident set at exit, from wait4). With --bandwidth it prints the
-    fraction. ARGS must make a grid larger than the last-level cache, where the triad ran."""
+    fraction, which it does only for a grid beyond the last-level cache: without --size in
+    ARGS, the grid is the smallest square of a multiple of 2048 points a side whose one array
+    of doubles is larger than this machine's (2048 where the cache is up to 32 MiB, 8192 on a
+    480 MiB one)."""
+    if "--size" not in args:
+        side = 2048
+        while side * side * 8 <= last_level_cache_bytes():
+            side += 2048
+        args = ["--size", "%dx%d" % (side, side)] + args
     # The first child of this process: the children's maximum resident set is the app's.
     code, out, err = run([binary] + args)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
