@@ -87,6 +87,9 @@ struct Family {
   std::string name;
   Body body;
   bool fiber = false;
+  // A level of a reduction's combining tree (reduction.cpp): each member folds at most
+  // kReductionFanIn values, a task next to nothing beside the program's own.
+  bool combining = false;
   std::uint32_t first = 0;  // task index of member 0
   std::uint32_t count = 0;
   // Members' accesses: member i's are Graph::accesses_[offsets_[offsets + i], offsets_[offsets

@@ -37,13 +37,19 @@ Lanes::LockedTasks Lanes::LockedTasks::of(const Graph& graph, const Plan& plan) 
     out.has_fiber |= f.fiber;
     if (f.offsets == Graph::kNoAccesses) continue;
     for (std::uint32_t t = f.first; t < f.first + f.count; ++t)
-      if (!plan.task_locks_of(t).empty()) out.tasks.push_back(t);
+      if (!plan.task_locks_of(t).empty()) {
+        out.tasks.push_back(t);
+        if (f.combining) ++out.combining;
+      }
   }
   return out;
 }
 
 bool Lanes::fits(const LockedTasks& locked, unsigned workers) {
-  const std::uint64_t n = locked.tasks.size();
+  // The reductions' combining tasks are not counted: each folds a few values, so a lane that
+  // holds one more of them than another is not the slower for it, and without them a narrow
+  // graph with a reduction (two sweeps and their sum) would never divide evenly.
+  const std::uint64_t n = locked.tasks.size() - locked.combining;
   return workers >= 2 && !locked.has_fiber && n > 0 && n % workers == 0 &&
          n <= std::uint64_t{kTasksPerLane} * workers;
 }

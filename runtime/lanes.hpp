@@ -49,8 +49,9 @@ namespace ordo::rt {
 class Lanes {
  public:
   // The rule for the automatic choice, its graph part (docs/model.md, "Lanes"): no fiber
-  // task, and the tasks that lock something number a multiple of `workers`, at most
-  // kTasksPerLane per worker. A graph that narrow (a stencil of one task per worker and step)
+  // task, and the tasks that lock something, leaving out the reductions' combining tasks,
+  // number a multiple of `workers`, at most kTasksPerLane per worker. A graph that narrow (a
+  // stencil of one task per worker and step)
   // is balanced by the static split as long as its tasks are alike, and the hand-offs between
   // the workers are most of what a step costs beyond the bodies; a wider graph keeps the work
   // stealing, which balances unequal tasks.
@@ -60,6 +61,7 @@ class Lanes {
   // every split into lanes.
   struct LockedTasks {
     std::vector<std::uint32_t> tasks;
+    std::uint64_t combining = 0;  // how many of them fold a reduction (Family::combining)
     bool has_fiber = false;
     static LockedTasks of(const Graph& graph, const Plan& plan);
   };

@@ -117,6 +117,7 @@ void Graph::add_combine(std::uint32_t r) {
       end_member();
     }
     end_family();
+    families_.back().combining = true;
     if (last) red.combine_task = family_first;
     in_first = out;
     in_count = levels[level];

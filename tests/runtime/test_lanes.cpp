@@ -314,28 +314,51 @@ TEST_CASE("every location's FIFO holds on lanes, read groups that wrap around in
 
 TEST_CASE("the automatic rule takes lanes only where they apply", "[lanes]") {
   // A width-2 stencil of two families (one task per worker and step): lanes on 2 workers.
-  auto stencil = [](Graph& g, std::uint32_t width, bool extra) {
+  // `summed`: the first family also contributes its values to a reduction that the second
+  // reads in the same iteration (a combining task between them).
+  auto stencil = [](Graph& g, std::uint32_t width, bool extra, bool summed = false) {
     std::vector<std::uint32_t> a, b;
     for (std::uint32_t i = 0; i < width; ++i) {
       a.push_back(g.add_location("a" + std::to_string(i), 8, 1, typeid(std::uint64_t)));
       b.push_back(g.add_location("b" + std::to_string(i), 8, 1, typeid(std::uint64_t)));
     }
+    auto word = [](const Graph& graph, std::uint32_t l) -> std::uint64_t& {
+      return *reinterpret_cast<std::uint64_t*>(graph.data(l));
+    };
+    std::uint32_t r = 0;
+    if (summed)
+      r = g.add_reduction("s", width, 8, typeid(std::uint64_t),
+                          [](const std::byte* x, const std::byte* y, std::byte* out) {
+                            std::uint64_t u, v;
+                            std::memcpy(&u, x, 8);
+                            std::memcpy(&v, y, 8);
+                            u = u * 3 + v;  // not commutative: the fold's order shows
+                            std::memcpy(out, &u, 8);
+                          });
+    const std::uint32_t part = summed ? g.reductions()[r].first_partial : 0;
+    const std::uint32_t total = summed ? g.reductions()[r].result : 0;
     for (int step = 0; step < 2; ++step) {
       const auto& from = step == 0 ? a : b;
       const auto& to = step == 0 ? b : a;
-      g.begin_family(step == 0 ? "ab" : "ba", [from, to, width](const Instance& in) {
+      g.begin_family(step == 0 ? "ab" : "ba", [=](const Instance& in) {
         std::uint64_t sum = in.iteration;
         for (std::uint32_t j = in.index == 0 ? 0 : in.index - 1; j <= std::min(in.index + 1, width - 1); ++j)
-          sum = sum * 31 + *reinterpret_cast<const std::uint64_t*>(in.graph->data(from[j]));
-        *reinterpret_cast<std::uint64_t*>(in.graph->data(to[in.index])) = sum;
+          sum = sum * 31 + word(*in.graph, from[j]);
+        if (summed && step == 1) sum = sum * 31 + word(*in.graph, total);
+        word(*in.graph, to[in.index]) = sum;
+        if (summed && step == 0) word(*in.graph, part + in.index) = sum;
       });
       for (std::uint32_t i = 0; i < width; ++i) {
         for (std::uint32_t j = i == 0 ? 0 : i - 1; j <= std::min(i + 1, width - 1); ++j)
           g.add_access({from[j], Mode::read});
         g.add_access({to[i], Mode::write});
+        if (summed && step == 0) g.add_access({part + i, Mode::write});
+        if (summed && step == 1) g.add_access({total, Mode::read});
         g.end_member();
+        if (summed && step == 0) g.set_contributor(r, i, g.task_count() - 1, to[i]);
       }
       g.end_family();
+      if (summed && step == 0) g.add_combine(r);
     }
     if (extra) {
       const std::uint32_t z = g.add_location("z", 8, 1, typeid(std::uint64_t));
@@ -344,9 +367,9 @@ TEST_CASE("the automatic rule takes lanes only where they apply", "[lanes]") {
     return a;
   };
   auto result = [&](std::uint32_t width, unsigned workers, Choice choice, bool& took,
-                    bool extra = false) {
+                    bool extra = false, bool summed = false) {
     Graph g;
-    auto a = stencil(g, width, extra);
+    auto a = stencil(g, width, extra, summed);
     auto engine = make_engine(g);
     engine->set_lanes(choice);
     ordo::sched::Pool pool({.workers = workers, .bind = false});
@@ -369,6 +392,12 @@ TEST_CASE("the automatic rule takes lanes only where they apply", "[lanes]") {
   const auto odd = result(2, 2, Choice::never, took, true);
   CHECK(result(2, 2, Choice::automatic, took, true) == odd);
   CHECK_FALSE(took);
+  // A reduction's combining task is not counted: 4 tasks and the fold of their sum, lanes.
+  const auto summed = result(2, 2, Choice::never, took, false, true);
+  CHECK_FALSE(took);
+  CHECK(result(2, 2, Choice::automatic, took, false, true) == summed);
+  CHECK(took);
+  CHECK(summed != want);
   // One worker: nothing to hand off.
   const auto one = result(2, 1, Choice::never, took);
   CHECK(result(2, 1, Choice::automatic, took) == one);
