@@ -274,9 +274,12 @@ struct Solver {
         for (std::size_t j = 0; j < w; ++j)
           rr_[i * w + j] = pp[pad.at(i, j)] = ordo::cg::rhs(br.r0 + i, br.c0 + j, pb.m);
       std::ranges::fill(g.data(x[b]), 0.0);
+      // The edges update packs, as it packs them.
       const std::span<double> e = g.data(edge[b]);
-      for (std::size_t i = 0; i < h; ++i) pack_columns(pp, rr_, e, edges(b), i, true, true);
-      pack_rows(pp, rr_, e, edges(b), true, true);
+      const Edges at = edges(b);
+      const std::array<std::int64_t, 4> nbr = neighbours(b);
+      for (std::size_t i = 0; i < h; ++i) pack_columns(pp, rr_, e, at, i, nbr[2] >= 0, nbr[3] >= 0);
+      pack_rows(pp, rr_, e, at, nbr[0] >= 0, nbr[1] >= 0);
     }
   }
 };
