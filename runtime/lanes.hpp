@@ -51,10 +51,9 @@ class Lanes {
   // The rule for the automatic choice, its graph part (docs/model.md, "Lanes"): no fiber
   // task, and the tasks that lock something, leaving out the reductions' combining tasks,
   // number a multiple of `workers`, at most kTasksPerLane per worker. A graph that narrow (a
-  // stencil of one task per worker and step)
-  // is balanced by the static split as long as its tasks are alike, and the hand-offs between
-  // the workers are most of what a step costs beyond the bodies; a wider graph keeps the work
-  // stealing, which balances unequal tasks.
+  // stencil of one task per worker and step) is balanced by the static split as long as its
+  // tasks are alike, and the hand-offs between the workers are most of what a step costs
+  // beyond the bodies; a wider graph keeps the work stealing, which balances unequal tasks.
   static constexpr std::uint32_t kTasksPerLane = 4;
   // The tasks that lock something, in declaration order, and whether a task is a fiber: one
   // walk of the graph, made once (a compiled graph does not change), for the rule and for
