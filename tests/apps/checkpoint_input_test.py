@@ -65,7 +65,7 @@ def main():
             ("a mark no sweep makes", steps_at + 8, 1e6,
              ["is corrupt", "block u[0,0] marks where it lies in buffer 0 as 1000000, where a sweep marks 0"]),
             # What an ordo before the named mark wrote for a moved block: -shift, and heat2d's
-            # in-place sweep (a 2-D star) shifts by h = 1 plane.
+            # in-place sweep by rows (a 2-D star on rows of 512 points) shifts by h = 1 plane.
             ("the mark an older ordo wrote", steps_at + 8, -1.0,
              ["is corrupt", "marks where it lies in buffer 0 as -1", "an older ordo wrote this "
               "checkpoint: run from the start, or finish with the ordo that wrote it"]),

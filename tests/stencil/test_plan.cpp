@@ -72,8 +72,15 @@ TEST_CASE("each spec gets its in-place plan", "[stencil]") {
   double_buffer.spec.traversal = st::Traversal::jacobi;
   const std::vector<Row> table{
       // heat2d: rows and pieces of 512 points (a multiple of 8), one unit of room.
-      {"heat2d", spec({1024, 1024}, {4, 4}, star2), S::by_rows, G::per_step, 1, 512, 1, 1, 1,
+      {"heat2d", spec({2048, 2048}, {4, 4}, star2), S::by_rows, G::per_step, 1, 512, 1, 1, 1,
        R::in_rows, L::none, false, false, rows_slab},
+      // heat2d on rows shorter than 512 points: by planes, 512 / 256 = 2 rows per call, the
+      // block moved by h + 2 planes.
+      {"heat2d, short rows", spec({1024, 1024}, {4, 4}, star2), S::by_planes, G::per_step, 3, 0, 2,
+       1, 1, R::in_rows, L::none, false, false, planes_slab},
+      // 96x64 in 2 blocks: rows of 64 points, 8 per call.
+      {"heat2d 96x64", spec({96, 64}, {2, 1}, star2), S::by_planes, G::per_step, 9, 0, 8, 1, 1,
+       R::in_rows, L::none, false, false, planes_slab},
       // heat2d --tb 8: pieces of 384 points; 4 units of room; a wavefront of k steps holds
       // (2k + 1)h + 1 planes of 272 doubles (8 + 256 + 8), 21760 bytes for k = 4.
       {"heat2d tb 8", spec({1024, 1024}, {4, 4}, star2, 8, kL2), S::by_rows, G::wavefront, 1, 384,
