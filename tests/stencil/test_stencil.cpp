@@ -566,10 +566,14 @@ TEST_CASE("in-place Jacobi equals the double buffer on long blocks", "[stencil]"
       {{12, 14, 9}, {2, 2, 1}, st::von_neumann(3, 2), 1, 2, 1, st::Boundary::periodic},
       {{12, 14, 9}, {2, 2, 1}, st::von_neumann(3, 2), 1, 2, 1, st::Boundary::fixed},
       {{12, 7, 5, 4}, {2, 1, 1, 2}, st::von_neumann(4, 1), 1, 1, 0, st::Boundary::fixed},
-      // 2-D stars move by rows and a piece of a row (512 points): rows of several pieces and
-      // a short last one, halos of 2 with two time levels, temporal blocking as sweeps.
+      // 2-D stars move by rows and a piece of a row (512 points) where a block's rows hold a
+      // piece: rows of several pieces and a short last one, halos of 2 with two time levels,
+      // temporal blocking as sweeps. On shorter rows they move by planes, several rows a
+      // call (the last unit shorter), with one time level and two.
       {{9, 1500}, {2, 2}, st::von_neumann(2, 1), 1, 1, 0, st::Boundary::fixed},
-      {{7, 1300}, {1, 3}, st::von_neumann(2, 2), 2, 1, 0, st::Boundary::periodic},
+      {{7, 1600}, {1, 3}, st::von_neumann(2, 2), 2, 1, 0, st::Boundary::periodic},
+      {{61, 100}, {2, 3}, st::von_neumann(2, 1), 1, 1, 0, st::Boundary::fixed},
+      {{45, 70}, {3, 1}, st::von_neumann(2, 2), 2, 1, 0, st::Boundary::periodic},
       {{20, 1200}, {2, 2}, st::von_neumann(2, 1), 1, 3, 1, st::Boundary::fixed},
       {{16, 2100}, {2, 1}, st::von_neumann(2, 2), 1, 2, 1, st::Boundary::periodic},
       {{10, 9, 4, 5}, {1, 2, 2, 1}, st::von_neumann(4, 1), 2, 1, 1, st::Boundary::periodic},
