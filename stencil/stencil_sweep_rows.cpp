@@ -1,7 +1,8 @@
 // Sweep::by_rows of the in-place plan (docs/stencil-in-place.md, "Stars: a shift by rows
 // too"): a star's one-step sweep moves the block by h planes and h rows (2-D: a piece of a
-// row), one row per kernel call, so that each write lands on the line the previous unit read
-// a moment ago, still in L1. It unpacks the late faces as it goes and stages the exports
+// row), one row per kernel call (a plane's rows of a slab where the kernel computes its rows
+// in order), so that each write lands on the line the previous unit read a moment ago, still
+// in L1. It unpacks the late faces as it goes and stages the exports
 // across the last dimension for the export task.
 #include <algorithm>
 #include <array>
@@ -88,6 +89,14 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
   // A unit's range differs from [lo, hi) along dimensions 0 and 1 only.
   blk.lo = lo;
   blk.hi = hi;
+  // A kernel that computes its rows in order takes a plane's rows of a slab in one call, in the
+  // sweep's order (backwards up): row j's writes land on row j - h of plane p - h, which only
+  // the rows before it were still to read, as in a call per row. A call per row cost more than
+  // its row on short rows. The faces across the last dimension are then put in place for the
+  // whole plane before the call (no unit writes a halo column: the block moves by whole rows
+  // and planes) and the staged exports copied after it (no later row of the plane writes them).
+  const bool whole = plan.whole_rows;
+  blk.layout.backwards = whole && !down;
   for (std::ptrdiff_t n = 0; n < slabs; ++n) {
     const std::ptrdiff_t j0 = lo[1] + (down ? n : slabs - 1 - n) * slab;
     const std::ptrdiff_t j1 = std::min(j0 + slab, hi[1]);
@@ -119,16 +128,16 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
           geometry::copy_row(st->values.data() + part.first + (plane_part + j) * width,
                              row + part.col, static_cast<std::size_t>(width));
       };
-      for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += step * unit) {
-        blk.lo[1] = down ? j : std::max(j0, j - unit + 1);
-        blk.hi[1] = down ? std::min(j + unit, j1) : j + 1;
+      // Row (p, j)'s part of each face across the last dimension, where the kernel reads it.
+      auto put_row_faces = [&](std::ptrdiff_t j, bool ahead) {
         for (std::size_t i = 0; i < n_row_faces; ++i) {  // 3-D: the unit is row (p, j)
           const RowFace& f = row_faces[i];
           const double* from = f.src + (plane_part + j) * width;
           // A line of the face holds the parts of a few rows: the next one's, well ahead.
-          __builtin_prefetch(reinterpret_cast<const void*>(
-              reinterpret_cast<std::uintptr_t>(from) +
-              static_cast<std::uintptr_t>(step * 8 * width) * sizeof(double)));
+          if (ahead)
+            __builtin_prefetch(reinterpret_cast<const void*>(
+                reinterpret_cast<std::uintptr_t>(from) +
+                static_cast<std::uintptr_t>(step * 8 * width) * sizeof(double)));
           if (f.halo_beside) {
             const std::ptrdiff_t row = p * rows_per_plane + j;
             for (std::size_t l = 0; l < levels; ++l) {
@@ -144,6 +153,21 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
           for (std::size_t l = 0; l < levels; ++l)
             geometry::copy_row(level[l] + at, from + l * f.count, static_cast<std::size_t>(width));
         }
+      };
+      if (whole) {
+        // Beside the rows a face's pointers are the same for every row of a plane.
+        for (std::ptrdiff_t j = j0; j < j1; ++j) put_row_faces(j, false);
+        blk.lo[1] = j0;
+        blk.hi[1] = j1;
+        if (j0 < j1) kernel(blk);
+        if (st)
+          for (std::ptrdiff_t j = j0; j < j1; ++j) copy_staged(j);
+        continue;
+      }
+      for (std::ptrdiff_t j = down ? j0 : j1 - 1; down ? j < j1 : j >= j0; j += step * unit) {
+        blk.lo[1] = down ? j : std::max(j0, j - unit + 1);
+        blk.hi[1] = down ? std::min(j + unit, j1) : j + 1;
+        put_row_faces(j, true);
         kernel(blk);
         if (!st) continue;
         if (staged_row >= 0) copy_staged(staged_row);
@@ -152,6 +176,7 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
       if (st && staged_row >= 0) copy_staged(staged_row);
     }
   }
+  blk.layout.backwards = false;
 }
 
 }  // namespace ordo::stencil
