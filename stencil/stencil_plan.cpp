@@ -74,12 +74,22 @@ InPlacePlan plan_in_place(const Spec& s, const KernelTraits& traits, core::Block
   p.tile_bytes_given = s.schedule.tile_bytes != 0;
   const bool in_place = s.traversal == Traversal::jacobi_in_place;
   const auto h = static_cast<std::ptrdiff_t>(s.halo);
+  // The smallest block's planes along dimension 0 and points per plane (2-D: per row).
+  std::ptrdiff_t plane_points = 1, planes = 0;
+  for (std::size_t k = 0; k < d; ++k) {
+    const auto smallest = static_cast<std::ptrdiff_t>(s.size[k] / s.blocks[k]);
+    if (k == 0)
+      planes = smallest;
+    else
+      plane_points *= smallest;
+  }
   // A star in 2-D and up moves the block by rows too: each row (3-D) or piece of a row (2-D)
   // is written onto the line the previous unit read a moment ago (in L1), where the shift by
   // planes writes onto one read a plane earlier (in L2). Not a 2-D one-step sweep over rows
   // shorter than a unit: it would call the kernel once per row, where the shift by planes
   // merges rows into units of kUnitPoints (fewer calls measured faster there).
-  const bool short_rows = d == 2 && s.tb_depth == 1 && s.size[1] / s.blocks[1] < kUnitPoints;
+  const bool short_rows =
+      d == 2 && s.tb_depth == 1 && plane_points < static_cast<std::ptrdiff_t>(kUnitPoints);
   if (in_place)
     p.sweep = d >= 2 && is_star(s) && !short_rows ? InPlacePlan::Sweep::by_rows
                                                   : InPlacePlan::Sweep::by_planes;
@@ -101,14 +111,6 @@ InPlacePlan plan_in_place(const Spec& s, const KernelTraits& traits, core::Block
 
   // Planes per kernel call of a sweep by planes: one in 3-D and up (a plane is many rows, and
   // a slab's deferred rows are kept per plane), else enough for kUnitPoints points.
-  std::ptrdiff_t plane_points = 1, planes = 0;
-  for (std::size_t k = 0; k < d; ++k) {
-    const auto smallest = static_cast<std::ptrdiff_t>(s.size[k] / s.blocks[k]);
-    if (k == 0)
-      planes = smallest;
-    else
-      plane_points *= smallest;
-  }
   p.unit_planes = d >= 3 ? 1
                          : std::clamp<std::ptrdiff_t>(
                                static_cast<std::ptrdiff_t>(kUnitPoints) / plane_points, 1, planes);

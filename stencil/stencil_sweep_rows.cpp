@@ -155,7 +155,8 @@ void Stencil::Impl::sweep_rows(std::size_t b, std::span<double> main, Block& blk
         }
       };
       if (whole) {
-        // Beside the rows a face's pointers are the same for every row of a plane.
+        // Every row's part in the padded rows; beside the rows each row points the faces at
+        // the same place (as_row_0 takes the row back out), so the last row's stand for all.
         for (std::ptrdiff_t j = j0; j < j1; ++j) put_row_faces(j, false);
         blk.lo[1] = j0;
         blk.hi[1] = j1;
